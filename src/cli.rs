@@ -1,0 +1,151 @@
+//! The `atl-egg` command line (ATL.md, "The command line").
+//!
+//! Exit status: 0 on success, 1 for any error about the program or its
+//! inputs (with a located message on stderr), 2 for a bad command line.
+//! Every command runs on a large stack ([`atl_egg::with_big_stack`]) because
+//! all passes recurse over the program and programs may nest 100,000 deep.
+
+use atl_egg::error::{Error, ErrorKind, Result};
+use atl_egg::front::{self, Program};
+use atl_egg::semantics::{cost, eval, value};
+use clap::{Args, Parser, Subcommand};
+use std::io::Read;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "atl-egg",
+    version,
+    about = "Differentiate and optimize A Tensor Language (ATL) programs by equality saturation"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FileArg {
+    /// The program file, or `-` for standard input.
+    pub file: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SizesArg {
+    /// Sizes, as `n=4,m=3`; a size not given is taken from an input whose
+    /// dimension is exactly that size name.
+    #[arg(long)]
+    pub sizes: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Type-check a program and print its signature.
+    Check(FileArg),
+    /// Evaluate a program on JSON inputs and print the result as JSON.
+    Eval {
+        #[command(flatten)]
+        file: FileArg,
+        /// A JSON file holding an object from parameter names to values.
+        #[arg(long)]
+        inputs: String,
+        #[command(flatten)]
+        sizes: SizesArg,
+    },
+    /// Print the paper's work cost of a program (last line: the integer).
+    Cost {
+        #[command(flatten)]
+        file: FileArg,
+        #[command(flatten)]
+        sizes: SizesArg,
+        /// Inputs (needed for relation values and to infer sizes).
+        #[arg(long)]
+        inputs: Option<String>,
+        /// Print the input/output cost (cost + size of inputs and output).
+        #[arg(long)]
+        io: bool,
+    },
+}
+
+fn read_source(path: &str) -> Result<Vec<u8>> {
+    if path == "-" {
+        let mut buf = vec![];
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::input(format!("cannot read standard input: {e}")))?;
+        Ok(buf)
+    } else {
+        std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))
+    }
+}
+
+pub fn load_program(path: &str) -> Result<Program> {
+    let text = read_source(path)?;
+    front::parse_program(&text)
+}
+
+fn read_json(path: &str) -> Result<serde_json::Value> {
+    let text =
+        std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))?;
+    serde_json::from_slice(&text)
+        .map_err(|e| Error::input(format!("{path}: malformed JSON: {e}")))
+}
+
+/// Sizes from `--sizes` and the inputs, then the inputs themselves.
+fn inputs_for(
+    prog: &Program,
+    sizes: &SizesArg,
+    inputs: Option<&str>,
+    require_reals: bool,
+) -> Result<value::Inputs> {
+    let given = match &sizes.sizes {
+        Some(s) => value::parse_sizes_flag(s)?,
+        None => value::Sizes::default(),
+    };
+    let json = inputs.map(read_json).transpose()?;
+    let resolved = value::resolve_sizes(prog, &given, json.as_ref())?;
+    let empty = serde_json::Value::Object(Default::default());
+    value::inputs_from_json(prog, json.as_ref().unwrap_or(&empty), &resolved, require_reals)
+}
+
+/// Run a command; returns what to print on stdout.
+pub fn run(cmd: Command) -> Result<String> {
+    match cmd {
+        Command::Check(f) => {
+            let prog = load_program(&f.file)?;
+            Ok(front::print::signature(&prog) + "\n")
+        }
+        Command::Eval {
+            file,
+            inputs,
+            sizes,
+        } => {
+            let prog = load_program(&file.file)?;
+            let inputs = inputs_for(&prog, &sizes, Some(&inputs), true)?;
+            let v = eval::evaluate(&prog, &inputs)?;
+            Ok(value::value_to_json_string(&v, &prog.ret, &inputs.sizes)? + "\n")
+        }
+        Command::Cost {
+            file,
+            sizes,
+            inputs,
+            io,
+        } => {
+            let prog = load_program(&file.file)?;
+            let inputs = inputs_for(&prog, &sizes, inputs.as_deref(), false)?;
+            let c = if io {
+                cost::io_cost(&prog, &inputs.sizes, &inputs.relations)?
+            } else {
+                cost::cost(&prog, &inputs.sizes, &inputs.relations)?
+            };
+            Ok(format!("{c}\n"))
+        }
+    }
+}
+
+/// Exit status for an error: 2 for usage errors, 1 otherwise.
+pub fn exit_code(e: &Error) -> i32 {
+    if e.kind == ErrorKind::Usage {
+        2
+    } else {
+        1
+    }
+}

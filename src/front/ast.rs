@@ -1,0 +1,344 @@
+//! The core ATL abstract syntax: the paper's grammar (Figure "Grammar for Core
+//! Tensor Language") one to one, after the elaborator has removed all sugar.
+//!
+//! Invariants established by [`crate::front::elaborate`]:
+//! * the program is well typed;
+//! * every binder (`let`, `gen`, `sum`, `exists`) has a name that is bound
+//!   nowhere else in the program and differs from every parameter and size
+//!   (later passes rely on it: substitution under a binder never captures);
+//! * every dimension and index expression is an [`Affine`] normal form.
+
+use super::affine::Affine;
+use egg::Symbol;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// A real constant, compared and hashed by its bits so it can live in
+/// e-graph nodes and hash maps (`0.0` and `-0.0` are distinct constants).
+#[derive(Clone, Copy, Debug)]
+pub struct Real(pub f64);
+
+impl PartialEq for Real {
+    fn eq(&self, o: &Real) -> bool {
+        self.0.to_bits() == o.0.to_bits()
+    }
+}
+impl Eq for Real {}
+impl Hash for Real {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.0.to_bits().hash(h)
+    }
+}
+impl PartialOrd for Real {
+    fn partial_cmp(&self, o: &Real) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Real {
+    fn cmp(&self, o: &Real) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+impl fmt::Display for Real {
+    /// Shortest text that reads back to the same f64 (Rust's `{:?}` is
+    /// round-trip exact); non-finite values cannot be written in ATL.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let x = self.0;
+        if x.is_finite() {
+            let s = format!("{x:?}");
+            write!(f, "{}", s.strip_suffix(".0").unwrap_or(&s))
+        } else if x.is_nan() {
+            // (* 0 (recip 0)) would cost; callers avoid printing non-finite constants.
+            write!(f, "0")
+        } else {
+            write!(f, "{}", if x > 0.0 { "1e999" } else { "-1e999" })
+        }
+    }
+}
+
+/// Black-box scalar functions, including the derivative black boxes (the
+/// paper's `Df`, one call each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Func {
+    Exp,
+    Log,
+    Sin,
+    Cos,
+    Tanh,
+    Sqrt,
+    Recip,
+    Sigmoid,
+    Relu,
+    Step,
+    Pow(Real),
+    DTanh,
+    DSigmoid,
+    DSqrt,
+    DRecip,
+    DCos,
+    DPow(Real),
+}
+
+impl Func {
+    /// The unary black boxes by name (`pow`/`dpow` take a constant exponent
+    /// and are handled by [`Func::with_exponent`]).
+    pub fn unary(name: &str) -> Option<Func> {
+        Some(match name {
+            "exp" => Func::Exp,
+            "log" => Func::Log,
+            "sin" => Func::Sin,
+            "cos" => Func::Cos,
+            "tanh" => Func::Tanh,
+            "sqrt" => Func::Sqrt,
+            "recip" => Func::Recip,
+            "sigmoid" => Func::Sigmoid,
+            "relu" => Func::Relu,
+            "step" => Func::Step,
+            "dtanh" => Func::DTanh,
+            "dsigmoid" => Func::DSigmoid,
+            "dsqrt" => Func::DSqrt,
+            "drecip" => Func::DRecip,
+            "dcos" => Func::DCos,
+            _ => return None,
+        })
+    }
+
+    pub fn with_exponent(name: &str, k: f64) -> Option<Func> {
+        match name {
+            "pow" => Some(Func::Pow(Real(k))),
+            "dpow" => Some(Func::DPow(Real(k))),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Exp => "exp",
+            Func::Log => "log",
+            Func::Sin => "sin",
+            Func::Cos => "cos",
+            Func::Tanh => "tanh",
+            Func::Sqrt => "sqrt",
+            Func::Recip => "recip",
+            Func::Sigmoid => "sigmoid",
+            Func::Relu => "relu",
+            Func::Step => "step",
+            Func::Pow(_) => "pow",
+            Func::DTanh => "dtanh",
+            Func::DSigmoid => "dsigmoid",
+            Func::DSqrt => "dsqrt",
+            Func::DRecip => "drecip",
+            Func::DCos => "dcos",
+            Func::DPow(_) => "dpow",
+        }
+    }
+
+    pub fn exponent(self) -> Option<Real> {
+        match self {
+            Func::Pow(k) | Func::DPow(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Is `name` a black-box function name (of either arity)?
+    pub fn is_name(name: &str) -> bool {
+        Func::unary(name).is_some() || name == "pow" || name == "dpow"
+    }
+}
+
+/// Comparison operators of predicates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Eq,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    pub fn from_name(s: &str) -> Option<CmpOp> {
+        Some(match s {
+            "<" => CmpOp::Lt,
+            "<=" => CmpOp::Le,
+            "==" => CmpOp::Eq,
+            ">" => CmpOp::Gt,
+            ">=" => CmpOp::Ge,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Eq => "==",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        }
+    }
+    pub fn holds(self, a: i64, b: i64) -> bool {
+        match self {
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Eq => a == b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+        }
+    }
+}
+
+/// Predicates of Iverson brackets.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Pred {
+    True,
+    False,
+    Cmp(CmpOp, Affine, Affine),
+    And(Vec<Pred>),
+    Or(Vec<Pred>),
+    /// `(exists i D p)`: `i` ranges over `[0, D)`.
+    Exists(Symbol, Affine, Box<Pred>),
+    /// `(R a ...)`: a data relation tested at indices; false out of range.
+    Rel(Symbol, Vec<Affine>),
+}
+
+/// Core expressions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Expr {
+    Var(Symbol),
+    Const(Real),
+    Add(Box<Expr>, Box<Expr>),
+    Mul(Box<Expr>, Box<Expr>),
+    Call(Func, Box<Expr>),
+    Pair(Box<Expr>, Box<Expr>),
+    Fst(Box<Expr>),
+    Snd(Box<Expr>),
+    /// `(gen i D e)`
+    Gen(Symbol, Affine, Box<Expr>),
+    /// `(sum i D e)`, `e` real.
+    Sum(Symbol, Affine, Box<Expr>),
+    /// `(get e a)`
+    Get(Box<Expr>, Affine),
+    /// `(iverson p e)`, `e` of any type.
+    Iverson(Pred, Box<Expr>),
+    /// `(let x e0 e1)`
+    Let(Symbol, Box<Expr>, Box<Expr>),
+}
+
+/// Types: `R`, `(pair T T)`, `[D]T`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Type {
+    Real,
+    Pair(Box<Type>, Box<Type>),
+    Tensor(Affine, Box<Type>),
+}
+
+impl Type {
+    /// `Some([D1..Dk])` if the type is `[D1]...[Dk]R` (k >= 0).
+    pub fn real_shape(&self) -> Option<Vec<Affine>> {
+        let mut dims = vec![];
+        let mut t = self;
+        loop {
+            match t {
+                Type::Real => return Some(dims),
+                Type::Tensor(d, e) => {
+                    dims.push(d.clone());
+                    t = e;
+                }
+                Type::Pair(..) => return None,
+            }
+        }
+    }
+
+    pub fn tensor(dims: &[Affine], elem: Type) -> Type {
+        dims.iter()
+            .rev()
+            .fold(elem, |t, d| Type::Tensor(d.clone(), Box::new(t)))
+    }
+}
+
+/// What a parameter is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A real-valued input of the given type.
+    Real(Type),
+    /// An explicit `(n size)` parameter.
+    Size,
+    /// A boolean relation of the given dimensions.
+    Relation(Vec<Affine>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: Symbol,
+    pub kind: ParamKind,
+}
+
+/// A whole function `(fn NAME (PARAM ...) BODY)` in core form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    pub name: Symbol,
+    /// Parameters in source order (implicit sizes are not parameters).
+    pub params: Vec<Param>,
+    /// Every size name, explicit and implicit, in order of declaration.
+    pub sizes: Vec<Symbol>,
+    pub body: Expr,
+    pub ret: Type,
+}
+
+impl Program {
+    pub fn param(&self, name: Symbol) -> Option<&Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// The real-valued parameters with their types, in order.
+    pub fn real_params(&self) -> impl Iterator<Item = (Symbol, &Type)> {
+        self.params.iter().filter_map(|p| match &p.kind {
+            ParamKind::Real(t) => Some((p.name, t)),
+            _ => None,
+        })
+    }
+}
+
+/// Small constructors that keep transformation code readable.
+pub mod build {
+    use super::*;
+    pub fn var(s: Symbol) -> Expr {
+        Expr::Var(s)
+    }
+    pub fn num(x: f64) -> Expr {
+        Expr::Const(Real(x))
+    }
+    pub fn add(a: Expr, b: Expr) -> Expr {
+        Expr::Add(Box::new(a), Box::new(b))
+    }
+    pub fn mul(a: Expr, b: Expr) -> Expr {
+        Expr::Mul(Box::new(a), Box::new(b))
+    }
+    pub fn call(f: Func, a: Expr) -> Expr {
+        Expr::Call(f, Box::new(a))
+    }
+    pub fn pair(a: Expr, b: Expr) -> Expr {
+        Expr::Pair(Box::new(a), Box::new(b))
+    }
+    pub fn fst(a: Expr) -> Expr {
+        Expr::Fst(Box::new(a))
+    }
+    pub fn snd(a: Expr) -> Expr {
+        Expr::Snd(Box::new(a))
+    }
+    pub fn gen(i: Symbol, d: Affine, e: Expr) -> Expr {
+        Expr::Gen(i, d, Box::new(e))
+    }
+    pub fn sum(i: Symbol, d: Affine, e: Expr) -> Expr {
+        Expr::Sum(i, d, Box::new(e))
+    }
+    pub fn get(e: Expr, a: Affine) -> Expr {
+        Expr::Get(Box::new(e), a)
+    }
+    pub fn iverson(p: Pred, e: Expr) -> Expr {
+        Expr::Iverson(p, Box::new(e))
+    }
+    pub fn let_(x: Symbol, e0: Expr, e1: Expr) -> Expr {
+        Expr::Let(x, Box::new(e0), Box::new(e1))
+    }
+}

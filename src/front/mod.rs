@@ -1,0 +1,16 @@
+//! Front end: text to a typed, desugared core [`ast::Program`] and back.
+
+pub mod affine;
+pub mod ast;
+pub mod elaborate;
+pub mod print;
+pub mod reader;
+
+pub use affine::Affine;
+pub use ast::{CmpOp, Expr, Func, Param, ParamKind, Pred, Program, Real, Type};
+
+/// Read, type-check and desugar a program text.
+pub fn parse_program(text: &[u8]) -> crate::Result<Program> {
+    let sexps = reader::read(text)?;
+    elaborate::elaborate(&sexps)
+}
