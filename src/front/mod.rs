@@ -5,6 +5,7 @@ pub mod ast;
 pub mod elaborate;
 pub mod print;
 pub mod reader;
+pub mod subst;
 
 pub use affine::Affine;
 pub use ast::{CmpOp, Expr, Func, Param, ParamKind, Pred, Program, Real, Type};

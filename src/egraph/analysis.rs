@@ -1,0 +1,301 @@
+//! The e-class analysis: free names, smallest-term size, constant folding
+//! of reals, index leaves, and truth of predicates decided from the extents
+//! of the index variables they mention.
+//!
+//! * `free` is merged by **union** ("possibly free"): egg issue #234 shows
+//!   that intersection is unsound once rules make free sets smaller.
+//! * `size` is the size of the smallest term in the class (merged by min);
+//!   appliers that substitute extract that term ([`smallest`]).
+//! * extents live in the analysis itself (`extents`), keyed by binder name:
+//!   the front end gives every binder a unique name and every rule that
+//!   makes a binder either reuses a name with the same extent or registers a
+//!   fresh one, so one global map is exact.
+
+use super::language::{as_call, Atl, Idx, Num};
+use crate::front::affine::Affine;
+use crate::front::ast::{Func, Real};
+use crate::semantics::blackbox;
+use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
+use std::collections::{BTreeSet, HashMap};
+
+pub type AtlGraph = EGraph<Atl, AtlAnalysis>;
+
+#[derive(Default, Clone, Debug)]
+pub struct AtlAnalysis {
+    /// Index binder name -> its extent `D` (the index ranges over `[0, D)`).
+    pub extents: HashMap<Symbol, Affine>,
+    /// Counter for fresh names made by appliers.
+    pub fresh: u64,
+}
+
+impl AtlAnalysis {
+    /// A fresh name derived from `base` (`i` -> `i~7`); `~` never occurs in
+    /// source names.
+    pub fn fresh_name(&mut self, base: Symbol) -> Symbol {
+        self.fresh += 1;
+        let stem = base.as_str().split('~').next().unwrap_or("v");
+        Symbol::from(format!("{stem}~{}", self.fresh))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Data {
+    pub free: BTreeSet<Symbol>,
+    pub size: usize,
+    pub num: Option<Real>,
+    pub aff: Option<Affine>,
+    pub truth: Option<bool>,
+}
+
+fn fold_real(egraph: &AtlGraph, n: &Atl) -> Option<Real> {
+    let c = |id: &Id| egraph[*id].data.num.map(|r| r.0);
+    let v = match n {
+        Atl::Num(k) => return Some(k.0),
+        Atl::Add([a, b]) => c(a)? + c(b)?,
+        Atl::Mul([a, b]) => c(a)? * c(b)?,
+        _ => {
+            let (name, a, k) = as_call(n)?;
+            let x = c(&a)?;
+            let f = match k {
+                Some(k) => Func::with_exponent(name, c(&k)?)?,
+                None => Func::unary(name)?,
+            };
+            blackbox::apply(f, x)
+        }
+    };
+    // Only finite results are folded: ATL has no literal for NaN.
+    v.is_finite().then_some(Real(v))
+}
+
+/// Lower and upper bounds of an affine form over index variables with known
+/// extents, as affine forms over the remaining names (sizes, unknowns).
+fn bounds(a: &Affine, extents: &HashMap<Symbol, Affine>) -> Option<(Affine, Affine)> {
+    let mut lo = Affine::constant(a.constant);
+    let mut hi = Affine::constant(a.constant);
+    for (n, k) in &a.terms {
+        match extents.get(n) {
+            Some(ext) => {
+                // n in [0, ext - 1]
+                let top = ext.add_constant(-1).ok()?.scale(*k).ok()?;
+                if *k > 0 {
+                    hi = hi.add(&top).ok()?;
+                } else {
+                    lo = lo.add(&top).ok()?;
+                }
+            }
+            None => {
+                let t = Affine::var(*n).scale(*k).ok()?;
+                lo = lo.add(&t).ok()?;
+                hi = hi.add(&t).ok()?;
+            }
+        }
+    }
+    Some((lo, hi))
+}
+
+/// Is an affine form over sizes (all >= 0) certainly negative / non-negative?
+fn surely_negative(a: &Affine) -> bool {
+    a.constant < 0 && a.terms.iter().all(|(_, k)| *k <= 0)
+}
+fn surely_nonnegative(a: &Affine) -> bool {
+    a.constant >= 0 && a.terms.iter().all(|(_, k)| *k >= 0)
+}
+
+/// Truth of `d < 0` (strict) or `d <= 0`, when the extents decide it.
+fn decide_cmp(d: &Affine, strict: bool, extents: &HashMap<Symbol, Affine>) -> Option<bool> {
+    let (lo, hi) = bounds(d, extents)?;
+    let (lo, hi) = if strict {
+        (lo, hi)
+    } else {
+        // d <= 0  <=>  d - 1 < 0
+        (lo.add_constant(-1).ok()?, hi.add_constant(-1).ok()?)
+    };
+    if surely_negative(&hi) {
+        Some(true)
+    } else if surely_nonnegative(&lo) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn decide_pred(egraph: &AtlGraph, n: &Atl) -> Option<bool> {
+    let t = |id: &Id| egraph[*id].data.truth;
+    let a = |id: &Id| egraph[*id].data.aff.clone();
+    let ext = &egraph.analysis.extents;
+    match n {
+        Atl::True => Some(true),
+        Atl::False => Some(false),
+        Atl::And([p, q]) => match (t(p), t(q)) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        },
+        Atl::Or([p, q]) => match (t(p), t(q)) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        },
+        Atl::Lt([x, y]) => decide_cmp(&a(x)?.sub(&a(y)?).ok()?, true, ext),
+        Atl::Le([x, y]) => decide_cmp(&a(x)?.sub(&a(y)?).ok()?, false, ext),
+        Atl::Eq([x, y]) => {
+            let d = a(x)?.sub(&a(y)?).ok()?;
+            if let Some(c) = d.as_constant() {
+                return Some(c == 0);
+            }
+            // d < 0 or d > 0 everywhere: false
+            let (lo, hi) = bounds(&d, ext)?;
+            (surely_negative(&hi) || (surely_nonnegative(&lo) && lo.constant > 0))
+                .then_some(false)
+        }
+        Atl::Exists([_, d, p]) => match (t(p), a(d)?.as_constant()) {
+            (_, Some(0)) => Some(false),
+            (Some(v), Some(_)) => Some(v),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl Analysis<Atl> for AtlAnalysis {
+    type Data = Data;
+
+    fn make(egraph: &mut AtlGraph, n: &Atl, _id: Id) -> Data {
+        let mut free = BTreeSet::new();
+        let mut size = 1usize;
+        for c in n.children() {
+            size = size.saturating_add(egraph[*c].data.size);
+        }
+        match n {
+            Atl::Var(x) => {
+                if let Atl::Sym(s) = &egraph[*x].nodes[0] {
+                    free.insert(*s);
+                }
+            }
+            Atl::Aff(Idx(a)) => free.extend(a.names()),
+            Atl::Gen([i, _, b]) | Atl::Sum([i, _, b]) | Atl::Exists([i, _, b]) => {
+                free.extend(egraph[*b].data.free.iter().copied());
+                if let Some(Atl::Sym(s)) = egraph[*i].nodes.first() {
+                    free.remove(s);
+                }
+            }
+            Atl::Let([x, a, b]) => {
+                free.extend(egraph[*b].data.free.iter().copied());
+                if let Some(Atl::Sym(s)) = egraph[*x].nodes.first() {
+                    free.remove(s);
+                }
+                free.extend(egraph[*a].data.free.iter().copied());
+            }
+            Atl::Sym(_) => {}
+            _ => {
+                for c in n.children() {
+                    free.extend(egraph[*c].data.free.iter().copied());
+                }
+            }
+        }
+        let aff = match n {
+            Atl::Aff(Idx(a)) => Some(a.clone()),
+            _ => None,
+        };
+        Data {
+            free,
+            size,
+            num: fold_real(egraph, n),
+            aff,
+            truth: decide_pred(egraph, n),
+        }
+    }
+
+    fn merge(&mut self, a: &mut Data, b: Data) -> DidMerge {
+        // union of free names: a changes if b has more, b differs if a has more
+        let mut changed_a = b.free.iter().any(|v| !a.free.contains(v));
+        let mut changed_b = a.free.iter().any(|v| !b.free.contains(v));
+        if changed_a {
+            a.free.extend(b.free.iter().copied());
+        }
+        if b.size < a.size {
+            a.size = b.size;
+            changed_a = true;
+        } else if a.size < b.size {
+            changed_b = true;
+        }
+        macro_rules! keep_some {
+            ($f:ident) => {
+                match (&a.$f, &b.$f) {
+                    (None, Some(_)) => {
+                        a.$f = b.$f.clone();
+                        changed_a = true;
+                    }
+                    (Some(_), None) => changed_b = true,
+                    _ => {}
+                }
+            };
+        }
+        keep_some!(num);
+        keep_some!(aff);
+        keep_some!(truth);
+        DidMerge(changed_a, changed_b)
+    }
+
+    fn modify(egraph: &mut AtlGraph, id: Id) {
+        let data = egraph[id].data.clone();
+        if let Some(r) = data.num {
+            let leaf = Atl::Num(Num(r));
+            if !egraph[id].nodes.contains(&leaf) {
+                let k = egraph.add(leaf);
+                egraph.union(id, k);
+            }
+        }
+        if let Some(t) = data.truth {
+            let leaf = if t { Atl::True } else { Atl::False };
+            if !egraph[id].nodes.contains(&leaf) {
+                let k = egraph.add(leaf);
+                egraph.union(id, k);
+            }
+        }
+    }
+}
+
+/// The name held by a name class.
+pub fn name_of(egraph: &AtlGraph, id: Id) -> Option<Symbol> {
+    egraph[id].nodes.iter().find_map(|n| match n {
+        Atl::Sym(s) => Some(*s),
+        _ => None,
+    })
+}
+
+/// A smallest term of a class, as a [`egg::RecExpr`] (follows the nodes
+/// whose size is the class size; sizes strictly decrease, so no cycles).
+pub fn smallest(egraph: &AtlGraph, id: Id) -> egg::RecExpr<Atl> {
+    fn go(
+        egraph: &AtlGraph,
+        id: Id,
+        rec: &mut egg::RecExpr<Atl>,
+        memo: &mut HashMap<Id, Id>,
+    ) -> Id {
+        let id = egraph.find(id);
+        if let Some(r) = memo.get(&id) {
+            return *r;
+        }
+        let class = &egraph[id];
+        let best = class
+            .nodes
+            .iter()
+            .find(|n| {
+                let s = n
+                    .children()
+                    .iter()
+                    .fold(1usize, |acc, c| acc.saturating_add(egraph[*c].data.size));
+                s == class.data.size
+            })
+            .unwrap_or(&class.nodes[0])
+            .clone();
+        let node = best.map_children(|c| go(egraph, c, rec, memo));
+        let r = rec.add(node);
+        memo.insert(id, r);
+        r
+    }
+    let mut rec = egg::RecExpr::default();
+    go(egraph, id, &mut rec, &mut HashMap::new());
+    rec
+}

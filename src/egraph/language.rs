@@ -1,0 +1,478 @@
+//! ATL as an egg [`Language`], and conversion between core [`Expr`] and
+//! egg's [`RecExpr`].
+//!
+//! Four sorts share one language: real expressions, predicates, index
+//! expressions and names. Names (`Sym`) and index expressions (`Aff`, an
+//! affine normal form written `@2*i+n-1`) are leaves, so that rules written
+//! as patterns can bind them (`(gen ?i ?n ?e)`). A variable reference is
+//! `(var x)`, never the bare name: a name class stays a name and is never
+//! merged with an expression. Comparisons are only `<`, `<=`, `==` (the
+//! front end's `>`/`>=` are flipped); `and`/`or` are binary.
+
+use crate::front::affine::Affine;
+use crate::front::ast::{CmpOp, Expr, Func, Pred, Real};
+use egg::{define_language, Id, RecExpr, Symbol};
+use std::fmt;
+use std::str::FromStr;
+
+define_language! {
+    pub enum Atl {
+        "var" = Var(Id),
+        "+" = Add([Id; 2]),
+        "*" = Mul([Id; 2]),
+        "exp" = Exp(Id),
+        "log" = Log(Id),
+        "sin" = Sin(Id),
+        "cos" = Cos(Id),
+        "tanh" = Tanh(Id),
+        "sqrt" = Sqrt(Id),
+        "recip" = Recip(Id),
+        "sigmoid" = Sigmoid(Id),
+        "relu" = Relu(Id),
+        "step" = Step(Id),
+        "dtanh" = DTanh(Id),
+        "dsigmoid" = DSigmoid(Id),
+        "dsqrt" = DSqrt(Id),
+        "drecip" = DRecip(Id),
+        "dcos" = DCos(Id),
+        // (pow e k): k is a constant class
+        "pow" = Pow([Id; 2]),
+        "dpow" = DPow([Id; 2]),
+        "pair" = Pair([Id; 2]),
+        "fst" = Fst(Id),
+        "snd" = Snd(Id),
+        // (gen i D e), (sum i D e): i a name, D an index expression
+        "gen" = Gen([Id; 3]),
+        "sum" = Sum([Id; 3]),
+        // (get e a)
+        "get" = Get([Id; 2]),
+        // (iverson p e)
+        "iverson" = Iverson([Id; 2]),
+        // (let x e0 e1)
+        "let" = Let([Id; 3]),
+        "true" = True,
+        "false" = False,
+        "and" = And([Id; 2]),
+        "or" = Or([Id; 2]),
+        "<" = Lt([Id; 2]),
+        "<=" = Le([Id; 2]),
+        "==" = Eq([Id; 2]),
+        // (exists i D p)
+        "exists" = Exists([Id; 3]),
+        // (rel R a ...)
+        "rel" = Rel(Box<[Id]>),
+        Num(Num),
+        Aff(Idx),
+        Sym(Symbol),
+    }
+}
+
+/// A real constant leaf; reads only ATL number syntax (so that names like
+/// `inf` stay names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Num(pub Real);
+
+impl FromStr for Num {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Num, ()> {
+        let t = s.strip_prefix(['+', '-']).unwrap_or(s);
+        let first = t.bytes().next().ok_or(())?;
+        if !(first.is_ascii_digit() || first == b'.') {
+            return Err(());
+        }
+        s.parse::<f64>().map(|x| Num(Real(x))).map_err(|_| ())
+    }
+}
+
+impl fmt::Display for Num {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// An index-expression leaf: an affine form, written `@` + compact text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Idx(pub Affine);
+
+impl fmt::Display for Idx {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "@")?;
+        let a = &self.0;
+        let mut first = true;
+        for (n, k) in &a.terms {
+            let sign = if *k < 0 { "-" } else if first { "" } else { "+" };
+            let m = k.unsigned_abs();
+            if m == 1 {
+                write!(f, "{sign}{n}")?;
+            } else {
+                write!(f, "{sign}{m}*{n}")?;
+            }
+            first = false;
+        }
+        if first {
+            write!(f, "{}", a.constant)
+        } else if a.constant > 0 {
+            write!(f, "+{}", a.constant)
+        } else if a.constant < 0 {
+            write!(f, "{}", a.constant)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl FromStr for Idx {
+    type Err = ();
+    /// `@3`, `@i`, `@2*i+n-1`, `@-i+3`.
+    fn from_str(s: &str) -> Result<Idx, ()> {
+        let body = s.strip_prefix('@').ok_or(())?;
+        if body.is_empty() {
+            return Err(());
+        }
+        let mut acc = Affine::constant(0);
+        let mut rest = body;
+        while !rest.is_empty() {
+            let (neg, r) = match rest.as_bytes()[0] {
+                b'-' => (true, &rest[1..]),
+                b'+' => (false, &rest[1..]),
+                _ => (false, rest),
+            };
+            let end = r.find(['+', '-']).unwrap_or(r.len());
+            let term = &r[..end];
+            rest = &r[end..];
+            let sign = if neg { -1 } else { 1 };
+            let part = match term.split_once('*') {
+                Some((k, n)) => {
+                    let k: i64 = k.parse().map_err(|_| ())?;
+                    Affine::var(Symbol::from(n)).scale(k * sign).map_err(|_| ())?
+                }
+                None => match term.parse::<i64>() {
+                    Ok(k) => Affine::constant(k * sign),
+                    Err(_) if !term.is_empty() => {
+                        Affine::var(Symbol::from(term)).scale(sign).map_err(|_| ())?
+                    }
+                    Err(_) => return Err(()),
+                },
+            };
+            acc = acc.add(&part).map_err(|_| ())?;
+        }
+        Ok(Idx(acc))
+    }
+}
+
+pub fn func_node(f: Func, arg: Id, k: Option<Id>) -> Atl {
+    match f {
+        Func::Exp => Atl::Exp(arg),
+        Func::Log => Atl::Log(arg),
+        Func::Sin => Atl::Sin(arg),
+        Func::Cos => Atl::Cos(arg),
+        Func::Tanh => Atl::Tanh(arg),
+        Func::Sqrt => Atl::Sqrt(arg),
+        Func::Recip => Atl::Recip(arg),
+        Func::Sigmoid => Atl::Sigmoid(arg),
+        Func::Relu => Atl::Relu(arg),
+        Func::Step => Atl::Step(arg),
+        Func::DTanh => Atl::DTanh(arg),
+        Func::DSigmoid => Atl::DSigmoid(arg),
+        Func::DSqrt => Atl::DSqrt(arg),
+        Func::DRecip => Atl::DRecip(arg),
+        Func::DCos => Atl::DCos(arg),
+        Func::Pow(_) => Atl::Pow([arg, k.expect("pow has an exponent")]),
+        Func::DPow(_) => Atl::DPow([arg, k.expect("dpow has an exponent")]),
+    }
+}
+
+/// The black box of a node and its argument (and exponent class).
+pub fn as_call(n: &Atl) -> Option<(&'static str, Id, Option<Id>)> {
+    Some(match n {
+        Atl::Exp(a) => ("exp", *a, None),
+        Atl::Log(a) => ("log", *a, None),
+        Atl::Sin(a) => ("sin", *a, None),
+        Atl::Cos(a) => ("cos", *a, None),
+        Atl::Tanh(a) => ("tanh", *a, None),
+        Atl::Sqrt(a) => ("sqrt", *a, None),
+        Atl::Recip(a) => ("recip", *a, None),
+        Atl::Sigmoid(a) => ("sigmoid", *a, None),
+        Atl::Relu(a) => ("relu", *a, None),
+        Atl::Step(a) => ("step", *a, None),
+        Atl::DTanh(a) => ("dtanh", *a, None),
+        Atl::DSigmoid(a) => ("dsigmoid", *a, None),
+        Atl::DSqrt(a) => ("dsqrt", *a, None),
+        Atl::DRecip(a) => ("drecip", *a, None),
+        Atl::DCos(a) => ("dcos", *a, None),
+        Atl::Pow([a, k]) => ("pow", *a, Some(*k)),
+        Atl::DPow([a, k]) => ("dpow", *a, Some(*k)),
+        _ => return None,
+    })
+}
+
+/// Adds core expressions to a [`RecExpr`].
+#[derive(Default)]
+pub struct ToRec {
+    pub rec: RecExpr<Atl>,
+}
+
+impl ToRec {
+    fn add(&mut self, n: Atl) -> Id {
+        self.rec.add(n)
+    }
+    fn sym(&mut self, s: Symbol) -> Id {
+        self.add(Atl::Sym(s))
+    }
+    fn aff(&mut self, a: &Affine) -> Id {
+        self.add(Atl::Aff(Idx(a.clone())))
+    }
+
+    pub fn pred(&mut self, p: &Pred) -> Id {
+        match p {
+            Pred::True => self.add(Atl::True),
+            Pred::False => self.add(Atl::False),
+            Pred::Cmp(op, a, b) => {
+                let (a, b) = (self.aff(a), self.aff(b));
+                self.add(match op {
+                    CmpOp::Lt => Atl::Lt([a, b]),
+                    CmpOp::Le => Atl::Le([a, b]),
+                    CmpOp::Eq => Atl::Eq([a, b]),
+                    CmpOp::Gt => Atl::Lt([b, a]),
+                    CmpOp::Ge => Atl::Le([b, a]),
+                })
+            }
+            Pred::And(ps) | Pred::Or(ps) => {
+                let is_and = matches!(p, Pred::And(_));
+                let mut ids = ps.iter().map(|q| self.pred(q)).collect::<Vec<_>>().into_iter();
+                let Some(mut acc) = ids.next() else {
+                    return self.add(if is_and { Atl::True } else { Atl::False });
+                };
+                for id in ids {
+                    acc = self.add(if is_and {
+                        Atl::And([acc, id])
+                    } else {
+                        Atl::Or([acc, id])
+                    });
+                }
+                acc
+            }
+            Pred::Exists(i, d, q) => {
+                let (i, d) = (self.sym(*i), self.aff(d));
+                let q = self.pred(q);
+                self.add(Atl::Exists([i, d, q]))
+            }
+            Pred::Rel(r, idx) => {
+                let mut ids = vec![self.sym(*r)];
+                ids.extend(idx.iter().map(|a| self.aff(a)));
+                self.add(Atl::Rel(ids.into_boxed_slice()))
+            }
+        }
+    }
+
+    pub fn expr(&mut self, e: &Expr) -> Id {
+        match e {
+            Expr::Var(x) => {
+                let s = self.sym(*x);
+                self.add(Atl::Var(s))
+            }
+            Expr::Const(c) => self.add(Atl::Num(Num(*c))),
+            Expr::Add(a, b) => {
+                let (a, b) = (self.expr(a), self.expr(b));
+                self.add(Atl::Add([a, b]))
+            }
+            Expr::Mul(a, b) => {
+                let (a, b) = (self.expr(a), self.expr(b));
+                self.add(Atl::Mul([a, b]))
+            }
+            Expr::Call(f, a) => {
+                let a = self.expr(a);
+                let k = f.exponent().map(|k| self.add(Atl::Num(Num(k))));
+                self.add(func_node(*f, a, k))
+            }
+            Expr::Pair(a, b) => {
+                let (a, b) = (self.expr(a), self.expr(b));
+                self.add(Atl::Pair([a, b]))
+            }
+            Expr::Fst(a) => {
+                let a = self.expr(a);
+                self.add(Atl::Fst(a))
+            }
+            Expr::Snd(a) => {
+                let a = self.expr(a);
+                self.add(Atl::Snd(a))
+            }
+            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+                let (i, d) = (self.sym(*i), self.aff(d));
+                let b = self.expr(b);
+                self.add(if matches!(e, Expr::Gen(..)) {
+                    Atl::Gen([i, d, b])
+                } else {
+                    Atl::Sum([i, d, b])
+                })
+            }
+            Expr::Get(a, i) => {
+                let a = self.expr(a);
+                let i = self.aff(i);
+                self.add(Atl::Get([a, i]))
+            }
+            Expr::Iverson(p, a) => {
+                let p = self.pred(p);
+                let a = self.expr(a);
+                self.add(Atl::Iverson([p, a]))
+            }
+            Expr::Let(x, a, b) => {
+                let x = self.sym(*x);
+                let (a, b) = (self.expr(a), self.expr(b));
+                self.add(Atl::Let([x, a, b]))
+            }
+        }
+    }
+}
+
+pub fn to_rec(e: &Expr) -> RecExpr<Atl> {
+    let mut t = ToRec::default();
+    t.expr(e);
+    t.rec
+}
+
+/// Why a term could not be read back as a core expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortError(pub String);
+
+/// Reads terms of the language back into core syntax; `node(id)` gives the
+/// node chosen for an id (a RecExpr's node, or an extracted class's best).
+pub struct FromRec<'a, F: Fn(Id) -> &'a Atl> {
+    pub node: F,
+}
+
+fn sort_err<T>(what: &str, n: &Atl) -> Result<T, SortError> {
+    Err(SortError(format!("expected {what}, found {n}")))
+}
+
+impl<'a, F: Fn(Id) -> &'a Atl> FromRec<'a, F> {
+    pub fn name(&self, id: Id) -> Result<Symbol, SortError> {
+        match (self.node)(id) {
+            Atl::Sym(s) => Ok(*s),
+            n => sort_err("a name", n),
+        }
+    }
+
+    pub fn aff(&self, id: Id) -> Result<Affine, SortError> {
+        match (self.node)(id) {
+            Atl::Aff(a) => Ok(a.0.clone()),
+            n => sort_err("an index expression", n),
+        }
+    }
+
+    pub fn pred(&self, id: Id) -> Result<Pred, SortError> {
+        let n = (self.node)(id);
+        Ok(match n {
+            Atl::True => Pred::True,
+            Atl::False => Pred::False,
+            Atl::And([a, b]) | Atl::Or([a, b]) => {
+                let is_and = matches!(n, Atl::And(_));
+                let mut parts = vec![];
+                for q in [self.pred(*a)?, self.pred(*b)?] {
+                    match (q, is_and) {
+                        (Pred::And(v), true) | (Pred::Or(v), false) => parts.extend(v),
+                        (q, _) => parts.push(q),
+                    }
+                }
+                if is_and {
+                    Pred::And(parts)
+                } else {
+                    Pred::Or(parts)
+                }
+            }
+            Atl::Lt([a, b]) => Pred::Cmp(CmpOp::Lt, self.aff(*a)?, self.aff(*b)?),
+            Atl::Le([a, b]) => Pred::Cmp(CmpOp::Le, self.aff(*a)?, self.aff(*b)?),
+            Atl::Eq([a, b]) => Pred::Cmp(CmpOp::Eq, self.aff(*a)?, self.aff(*b)?),
+            Atl::Exists([i, d, q]) => {
+                Pred::Exists(self.name(*i)?, self.aff(*d)?, Box::new(self.pred(*q)?))
+            }
+            Atl::Rel(ids) => {
+                let r = self.name(ids[0])?;
+                let idx = ids[1..]
+                    .iter()
+                    .map(|a| self.aff(*a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Pred::Rel(r, idx)
+            }
+            n => return sort_err("a predicate", n),
+        })
+    }
+
+    fn num(&self, id: Id) -> Result<Real, SortError> {
+        match (self.node)(id) {
+            Atl::Num(k) => Ok(k.0),
+            n => sort_err("a constant exponent", n),
+        }
+    }
+
+    pub fn expr(&self, id: Id) -> Result<Expr, SortError> {
+        use crate::front::ast::build::*;
+        let n = (self.node)(id);
+        if let Some((name, a, k)) = as_call(n) {
+            let f = match k {
+                Some(k) => Func::with_exponent(name, self.num(k)?.0),
+                None => Func::unary(name),
+            }
+            .expect("every call node names a black box");
+            return Ok(call(f, self.expr(a)?));
+        }
+        Ok(match n {
+            Atl::Var(x) => Expr::Var(self.name(*x)?),
+            Atl::Num(k) => Expr::Const(k.0),
+            Atl::Add([a, b]) => add(self.expr(*a)?, self.expr(*b)?),
+            Atl::Mul([a, b]) => mul(self.expr(*a)?, self.expr(*b)?),
+            Atl::Pair([a, b]) => pair(self.expr(*a)?, self.expr(*b)?),
+            Atl::Fst(a) => fst(self.expr(*a)?),
+            Atl::Snd(a) => snd(self.expr(*a)?),
+            Atl::Gen([i, d, b]) => gen(self.name(*i)?, self.aff(*d)?, self.expr(*b)?),
+            Atl::Sum([i, d, b]) => sum(self.name(*i)?, self.aff(*d)?, self.expr(*b)?),
+            Atl::Get([a, i]) => get(self.expr(*a)?, self.aff(*i)?),
+            Atl::Iverson([p, a]) => iverson(self.pred(*p)?, self.expr(*a)?),
+            Atl::Let([x, a, b]) => let_(self.name(*x)?, self.expr(*a)?, self.expr(*b)?),
+            n => return sort_err("an expression", n),
+        })
+    }
+}
+
+pub fn from_rec(rec: &RecExpr<Atl>) -> Result<Expr, SortError> {
+    let root = Id::from(rec.as_ref().len() - 1);
+    FromRec {
+        node: |id: Id| &rec[id],
+    }
+    .expr(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::parse_program;
+
+    #[test]
+    fn idx_text_round_trips() {
+        for s in ["@0", "@-3", "@i", "@-i+3", "@2*i+n-1", "@-2*j"] {
+            let a: Idx = s.parse().unwrap();
+            assert_eq!(a.to_string(), s);
+        }
+        assert!("i".parse::<Idx>().is_err());
+        assert!("inf".parse::<Num>().is_err());
+        assert_eq!("2.5".parse::<Num>().unwrap().0 .0, 2.5);
+    }
+
+    #[test]
+    fn expr_round_trips_through_recexpr() {
+        let p = parse_program(
+            b"(fn f ((x (tensor n R)) (S (relation n)))
+                (let y (gen i n (pow (get x (- i 1)) 3))
+                  (sum i n (iverson (and (S i) (or (< i 2) (> i 4)) (exists k n (== k i)))
+                     (* (get y i) (exp (get x i)))))))",
+        )
+        .unwrap();
+        let rec = to_rec(&p.body);
+        let back = from_rec(&rec).unwrap();
+        // `>` is flipped to `<`, so compare after a second trip.
+        assert_eq!(from_rec(&to_rec(&back)).unwrap(), back);
+        let text = rec.to_string();
+        let reparsed: RecExpr<Atl> = text.parse().unwrap();
+        assert_eq!(from_rec(&reparsed), from_rec(&rec));
+    }
+}

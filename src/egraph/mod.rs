@@ -1,0 +1,42 @@
+//! Equality saturation over ATL with egg.
+//!
+//! # Representation of binders
+//!
+//! Binders (`let`, `gen`, `sum`, `exists`) keep their **names** in the
+//! e-graph, as children that are name leaves (`(gen i @n body)`), and a
+//! variable reference is `(var x)`. We weighed the options named in
+//! `shared/notes/egg-and-binders.md`:
+//!
+//! * explicit substitution nodes pushed down by rules (egg's `lambda.rs`):
+//!   complete, but it needs a push-down rule per form and sort (expressions,
+//!   predicates, index expressions) and multiplies the e-graph; capture
+//!   avoidance then renames with e-class ids;
+//! * de Bruijn indices: no capture, but shifting rules on every
+//!   binder-crossing rewrite, and index expressions (affine forms over
+//!   several bound indices) would need shifting inside their leaves;
+//! * **substituting on a representative term** (what we do): a Rust applier
+//!   extracts the smallest term of the class being substituted into
+//!   ([`analysis::smallest`]), substitutes in Rust with capture avoidance
+//!   ([`crate::front::subst`]), and adds the result. It is cheap and simple;
+//!   it misses the other members of that class, which later iterations
+//!   partly recover as the smallest term changes.
+//!
+//! Named binders are workable because the front end makes every binder name
+//! unique: substitution then almost never needs to rename, rules that move a
+//! binder (let-lifting out of `gen`) keep its name, and the extent of an
+//! index variable can be kept in one global map keyed by name
+//! ([`analysis::AtlAnalysis::extents`]). Fresh names made by appliers carry a
+//! `~` that no source name has.
+//!
+//! # Modules
+//! * [`language`]: the egg language and conversion to and from core syntax;
+//! * [`analysis`]: free names (merged by union), smallest terms, constant
+//!   folding, index leaves, truth of predicates from index extents;
+//! * [`rules`]: the rule files of `rules/` (data) and the named Rust
+//!   conditions and appliers they refer to;
+//! * [`extract`]: the paper's sparsity-aware work cost as an egg
+//!   `CostFunction`;
+//! * [`runner`]: phases, limits, the `optimize` entry point and its guard.
+
+pub mod analysis;
+pub mod language;

@@ -1,0 +1,255 @@
+//! Operations on core syntax that later passes share: free names and
+//! capture-avoiding substitution of index variables (by affine forms) and of
+//! real variables (by expressions).
+//!
+//! Binders are unique after elaboration, but rewriting duplicates terms, so
+//! substitution still checks: a binder that would capture a free name of the
+//! replacement is renamed to a fresh name given by the caller.
+
+use super::affine::Affine;
+use super::ast::{Expr, Pred};
+use egg::Symbol;
+use std::collections::BTreeSet;
+
+fn aff_names(a: &Affine, out: &mut BTreeSet<Symbol>) {
+    out.extend(a.names());
+}
+
+pub fn pred_free(p: &Pred, out: &mut BTreeSet<Symbol>) {
+    match p {
+        Pred::True | Pred::False => {}
+        Pred::Cmp(_, a, b) => {
+            aff_names(a, out);
+            aff_names(b, out);
+        }
+        Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred_free(q, out)),
+        Pred::Exists(i, d, q) => {
+            let mut inner = BTreeSet::new();
+            pred_free(q, &mut inner);
+            inner.remove(i);
+            out.extend(inner);
+            aff_names(d, out);
+        }
+        Pred::Rel(_, idx) => idx.iter().for_each(|a| aff_names(a, out)),
+    }
+}
+
+/// Free names of an expression: real variables, index variables and sizes.
+pub fn free_names(e: &Expr) -> BTreeSet<Symbol> {
+    let mut out = BTreeSet::new();
+    expr_free(e, &mut out);
+    out
+}
+
+fn expr_free(e: &Expr, out: &mut BTreeSet<Symbol>) {
+    match e {
+        Expr::Var(x) => {
+            out.insert(*x);
+        }
+        Expr::Const(_) => {}
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
+            expr_free(a, out);
+            expr_free(b, out);
+        }
+        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) => expr_free(a, out),
+        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+            let mut inner = BTreeSet::new();
+            expr_free(b, &mut inner);
+            inner.remove(i);
+            out.extend(inner);
+            aff_names(d, out);
+        }
+        Expr::Get(a, i) => {
+            expr_free(a, out);
+            aff_names(i, out);
+        }
+        Expr::Iverson(p, a) => {
+            pred_free(p, out);
+            expr_free(a, out);
+        }
+        Expr::Let(x, a, b) => {
+            let mut inner = BTreeSet::new();
+            expr_free(b, &mut inner);
+            inner.remove(x);
+            out.extend(inner);
+            expr_free(a, out);
+        }
+    }
+}
+
+/// What to replace: an index variable by an affine form, or a real variable
+/// by an expression.
+#[derive(Clone, Debug)]
+pub enum Replace {
+    Index(Symbol, Affine),
+    Var(Symbol, Expr),
+}
+
+impl Replace {
+    fn target(&self) -> Symbol {
+        match self {
+            Replace::Index(i, _) | Replace::Var(i, _) => *i,
+        }
+    }
+    fn avoid(&self) -> BTreeSet<Symbol> {
+        match self {
+            Replace::Index(_, a) => a.names().collect(),
+            Replace::Var(_, e) => free_names(e),
+        }
+    }
+}
+
+/// Capture-avoiding substitution; `fresh` makes a new binder name.
+pub struct Substituter<'f> {
+    pub fresh: &'f mut dyn FnMut(Symbol) -> Symbol,
+}
+
+/// Raised when index arithmetic overflows during substitution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubstOverflow;
+
+impl Substituter<'_> {
+    fn aff(&self, a: &Affine, r: &Replace) -> Result<Affine, SubstOverflow> {
+        match r {
+            Replace::Index(i, by) => a.substitute(*i, by).map_err(|_| SubstOverflow),
+            Replace::Var(..) => Ok(a.clone()),
+        }
+    }
+
+    /// Prepare to enter binder `b`: `None` if `b` shadows the target (stop),
+    /// else the (possibly renamed) binder and a renaming to apply first.
+    fn enter(&mut self, b: Symbol, r: &Replace, is_index: bool) -> Option<(Symbol, Option<Replace>)> {
+        if b == r.target() {
+            return None;
+        }
+        if r.avoid().contains(&b) {
+            let nb = (self.fresh)(b);
+            let ren = if is_index {
+                Replace::Index(b, Affine::var(nb))
+            } else {
+                Replace::Var(b, Expr::Var(nb))
+            };
+            Some((nb, Some(ren)))
+        } else {
+            Some((b, None))
+        }
+    }
+
+    pub fn pred(&mut self, p: &Pred, r: &Replace) -> Result<Pred, SubstOverflow> {
+        Ok(match p {
+            Pred::True | Pred::False => p.clone(),
+            Pred::Cmp(op, a, b) => Pred::Cmp(*op, self.aff(a, r)?, self.aff(b, r)?),
+            Pred::And(ps) => Pred::And(ps.iter().map(|q| self.pred(q, r)).collect::<Result<_, _>>()?),
+            Pred::Or(ps) => Pred::Or(ps.iter().map(|q| self.pred(q, r)).collect::<Result<_, _>>()?),
+            Pred::Exists(i, d, q) => {
+                let d = self.aff(d, r)?;
+                match self.enter(*i, r, true) {
+                    None => Pred::Exists(*i, d, q.clone()),
+                    Some((ni, ren)) => {
+                        let q = match ren {
+                            Some(ren) => self.pred(q, &ren)?,
+                            None => (**q).clone(),
+                        };
+                        Pred::Exists(ni, d, Box::new(self.pred(&q, r)?))
+                    }
+                }
+            }
+            Pred::Rel(rel, idx) => Pred::Rel(
+                *rel,
+                idx.iter().map(|a| self.aff(a, r)).collect::<Result<_, _>>()?,
+            ),
+        })
+    }
+
+    pub fn expr(&mut self, e: &Expr, r: &Replace) -> Result<Expr, SubstOverflow> {
+        use super::ast::build::*;
+        Ok(match e {
+            Expr::Var(x) => match r {
+                Replace::Var(y, by) if x == y => by.clone(),
+                _ => e.clone(),
+            },
+            Expr::Const(_) => e.clone(),
+            Expr::Add(a, b) => add(self.expr(a, r)?, self.expr(b, r)?),
+            Expr::Mul(a, b) => mul(self.expr(a, r)?, self.expr(b, r)?),
+            Expr::Pair(a, b) => pair(self.expr(a, r)?, self.expr(b, r)?),
+            Expr::Call(f, a) => call(*f, self.expr(a, r)?),
+            Expr::Fst(a) => fst(self.expr(a, r)?),
+            Expr::Snd(a) => snd(self.expr(a, r)?),
+            Expr::Get(a, i) => get(self.expr(a, r)?, self.aff(i, r)?),
+            Expr::Iverson(p, a) => iverson(self.pred(p, r)?, self.expr(a, r)?),
+            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+                let d = self.aff(d, r)?;
+                let (ni, body) = match self.enter(*i, r, true) {
+                    None => (*i, (**b).clone()),
+                    Some((ni, ren)) => {
+                        let b = match ren {
+                            Some(ren) => self.expr(b, &ren)?,
+                            None => (**b).clone(),
+                        };
+                        (ni, self.expr(&b, r)?)
+                    }
+                };
+                if matches!(e, Expr::Gen(..)) {
+                    gen(ni, d, body)
+                } else {
+                    sum(ni, d, body)
+                }
+            }
+            Expr::Let(x, a, b) => {
+                let a = self.expr(a, r)?;
+                match self.enter(*x, r, false) {
+                    None => let_(*x, a, (**b).clone()),
+                    Some((nx, ren)) => {
+                        let b = match ren {
+                            Some(ren) => self.expr(b, &ren)?,
+                            None => (**b).clone(),
+                        };
+                        let_(nx, a, self.expr(&b, r)?)
+                    }
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::ast::build::*;
+
+    fn s(x: &str) -> Symbol {
+        Symbol::from(x)
+    }
+
+    #[test]
+    fn substitution_avoids_capture() {
+        // (sum j n (get x (+ i j)))[i := j]  must rename the bound j
+        let n = Affine::var(s("n"));
+        let ij = Affine::var(s("i")).add(&Affine::var(s("j"))).unwrap();
+        let e = sum(s("j"), n.clone(), get(var(s("x")), ij));
+        let mut k = 0;
+        let mut fresh = |b: Symbol| {
+            k += 1;
+            Symbol::from(format!("{b}~{k}"))
+        };
+        let mut sub = Substituter { fresh: &mut fresh };
+        let out = sub
+            .expr(&e, &Replace::Index(s("i"), Affine::var(s("j"))))
+            .unwrap();
+        let Expr::Sum(b, _, body) = &out else { panic!() };
+        assert_eq!(b.as_str(), "j~1");
+        let Expr::Get(_, a) = &**body else { panic!() };
+        assert_eq!(a.coeff(s("j")), 1);
+        assert_eq!(a.coeff(s("j~1")), 1);
+        assert!(free_names(&out).contains(&s("j")));
+    }
+
+    #[test]
+    fn shadowing_stops_substitution() {
+        let e = let_(s("x"), num(1.0), var(s("x")));
+        let mut fresh = |b: Symbol| b;
+        let mut sub = Substituter { fresh: &mut fresh };
+        let out = sub.expr(&e, &Replace::Var(s("x"), num(2.0))).unwrap();
+        assert_eq!(out, e);
+    }
+}
