@@ -7,6 +7,7 @@
 
 use atl_egg::error::{Error, ErrorKind, Result};
 use atl_egg::front::{self, Program};
+use atl_egg::egraph;
 use atl_egg::semantics::{cost, eval, value};
 use clap::{Args, Parser, Subcommand};
 use std::io::Read;
@@ -63,6 +64,79 @@ pub enum Command {
         #[arg(long)]
         io: bool,
     },
+    /// Optimize a program by equality saturation; prints core forms.
+    Optimize {
+        #[command(flatten)]
+        file: FileArg,
+        #[command(flatten)]
+        opt: OptArgs,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// ATL S-expressions, core forms only (reads back with `check -`).
+    Sexp,
+    /// A JSON object: program, costs, e-graph size, iterations, stop reason.
+    Json,
+    /// The paper's notation, for people.
+    Pretty,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct OptArgs {
+    /// Sizes to compare costs at (after the large default sample).
+    #[command(flatten)]
+    pub sizes: SizesArg,
+    /// Print statistics (phases, e-graph size, stop reasons) on stderr.
+    #[arg(long)]
+    pub stats: bool,
+    #[arg(long, value_enum, default_value = "sexp")]
+    pub format: Format,
+    /// Most e-nodes per phase.
+    #[arg(long, default_value_t = 20_000)]
+    pub node_limit: usize,
+    /// Most iterations per phase.
+    #[arg(long, default_value_t = 30)]
+    pub iter_limit: usize,
+    /// Seconds for the whole optimization.
+    #[arg(long, default_value_t = 10.0)]
+    pub time_limit: f64,
+}
+
+impl OptArgs {
+    pub fn options(&self) -> Result<egraph::Options> {
+        if !(self.time_limit.is_finite() && self.time_limit > 0.0 && self.time_limit < 1e6) {
+            return Err(Error::usage("--time-limit must be a positive number of seconds"));
+        }
+        Ok(egraph::Options {
+            node_limit: self.node_limit,
+            iter_limit: self.iter_limit,
+            time_limit: std::time::Duration::from_secs_f64(self.time_limit),
+            sizes: self.sizes.sizes.as_deref().map(value::parse_sizes_flag).transpose()?,
+        })
+    }
+}
+
+/// Print an optimized program in the chosen format (stats on stderr).
+fn render(prog: &Program, stats: &egraph::Stats, opt: &OptArgs) -> Result<String> {
+    if opt.stats {
+        eprintln!(
+            "{}",
+            serde_json::to_string_pretty(stats).unwrap_or_else(|e| e.to_string())
+        );
+    }
+    Ok(match opt.format {
+        Format::Sexp => front::print::program_to_string(prog),
+        Format::Pretty => front::print::program_to_pretty(prog),
+        Format::Json => {
+            let v = serde_json::json!({
+                "program": front::print::program_to_string(prog),
+                "stats": stats,
+            });
+            serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+        }
+    })
 }
 
 fn read_source(path: &str) -> Result<Vec<u8>> {
@@ -137,6 +211,11 @@ pub fn run(cmd: Command) -> Result<String> {
                 cost::cost(&prog, &inputs.sizes, &inputs.relations)?
             };
             Ok(format!("{c}\n"))
+        }
+        Command::Optimize { file, opt } => {
+            let prog = load_program(&file.file)?;
+            let out = egraph::optimize(&prog, &opt.options()?)?;
+            render(&out.program, &out.stats, &opt)
         }
     }
 }

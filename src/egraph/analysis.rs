@@ -264,38 +264,48 @@ pub fn name_of(egraph: &AtlGraph, id: Id) -> Option<Symbol> {
     })
 }
 
-/// A smallest term of a class, as a [`egg::RecExpr`] (follows the nodes
-/// whose size is the class size; sizes strictly decrease, so no cycles).
-pub fn smallest(egraph: &AtlGraph, id: Id) -> egg::RecExpr<Atl> {
+/// A smallest term of a class, as a [`egg::RecExpr`]: at each class, the
+/// node whose children have the least total size. Class sizes may lag
+/// behind between rebuilds, so cycles are detected (None) rather than
+/// assumed impossible.
+pub fn smallest(egraph: &AtlGraph, id: Id) -> Option<egg::RecExpr<Atl>> {
     fn go(
         egraph: &AtlGraph,
         id: Id,
         rec: &mut egg::RecExpr<Atl>,
-        memo: &mut HashMap<Id, Id>,
-    ) -> Id {
+        memo: &mut HashMap<Id, Option<Id>>,
+    ) -> Option<Id> {
         let id = egraph.find(id);
         if let Some(r) = memo.get(&id) {
-            return *r;
+            return *r; // None: on the current path, a cycle
         }
+        memo.insert(id, None);
         let class = &egraph[id];
         let best = class
             .nodes
             .iter()
-            .find(|n| {
-                let s = n
-                    .children()
+            .min_by_key(|n| {
+                n.children()
                     .iter()
-                    .fold(1usize, |acc, c| acc.saturating_add(egraph[*c].data.size));
-                s == class.data.size
-            })
-            .unwrap_or(&class.nodes[0])
+                    .fold(1usize, |acc, c| acc.saturating_add(egraph[*c].data.size))
+            })?
             .clone();
-        let node = best.map_children(|c| go(egraph, c, rec, memo));
+        let mut ok = true;
+        let node = best.map_children(|c| match go(egraph, c, rec, memo) {
+            Some(r) => r,
+            None => {
+                ok = false;
+                c
+            }
+        });
+        if !ok {
+            return None;
+        }
         let r = rec.add(node);
-        memo.insert(id, r);
-        r
+        memo.insert(id, Some(r));
+        Some(r)
     }
     let mut rec = egg::RecExpr::default();
-    go(egraph, id, &mut rec, &mut HashMap::new());
-    rec
+    go(egraph, id, &mut rec, &mut HashMap::new())?;
+    Some(rec)
 }

@@ -39,4 +39,9 @@
 //! * [`runner`]: phases, limits, the `optimize` entry point and its guard.
 
 pub mod analysis;
+pub mod extract;
 pub mod language;
+pub mod rules;
+pub mod runner;
+
+pub use runner::{optimize, Optimized, Options, Stats};

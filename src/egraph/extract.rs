@@ -1,0 +1,190 @@
+//! Extraction by the paper's sparsity-aware work cost, as an egg
+//! [`CostFunction`].
+//!
+//! The work cost is not compositional in the costs of the children: an
+//! Iverson bracket scales its body's cost by where its predicate holds, an
+//! addition of two brackets counts only where both hold, a chain of sums
+//! counts the tuples its predicate admits. So the cost of a node is computed
+//! exactly, on the term it stands for: each [`CostVal`] carries its term,
+//! and a node's term is built from its children's. That term is costed by
+//! [`crate::semantics::cost::cost_expr`] (the same counting code as
+//! `atl-egg cost`), with each free index variable summed over its extent (as
+//! the `gen` or `sum` that binds it would do).
+//!
+//! Costs do not rely on one concrete size: a cost is a vector of exact costs
+//! at several size assignments ([`Sample`]s), compared lexicographically,
+//! largest sizes first (growth), then the user's sizes when given, then
+//! small sizes; term size breaks ties. Relation tests count as true in
+//! extraction (the dense upper bound); the optimizer's final guard also
+//! checks other relation values.
+
+use super::analysis::AtlGraph;
+use super::language::{as_call, Atl};
+use crate::front::affine::Affine;
+use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real};
+use crate::front::subst::free_names;
+use crate::semantics::cost::{cost_expr, CostCtx};
+use crate::semantics::value::{Relation, Sizes};
+use egg::{CostFunction, Id, Language, Symbol};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// One size assignment (and relation values) at which costs are compared.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub sizes: Sizes,
+    pub relations: HashMap<Symbol, Relation>,
+}
+
+/// The term a class stands for, by sort.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Term {
+    Expr(Expr),
+    Pred(Pred),
+    Aff(Affine),
+    Name(Symbol),
+}
+
+/// A cost: exact work costs at each sample, then the term size.
+#[derive(Clone, Debug)]
+pub struct CostVal {
+    pub key: Vec<u128>,
+    pub size: usize,
+    pub term: Rc<Term>,
+}
+
+impl PartialEq for CostVal {
+    fn eq(&self, o: &Self) -> bool {
+        self.key == o.key && self.size == o.size
+    }
+}
+
+impl PartialOrd for CostVal {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.key.cmp(&o.key).then(self.size.cmp(&o.size)))
+    }
+}
+
+/// A cost so large that any real term beats it.
+pub const UNUSABLE: u128 = u128::MAX / 4;
+
+pub struct WorkCost<'a> {
+    pub egraph: &'a AtlGraph,
+    pub samples: &'a [Sample],
+}
+
+fn expr_of(t: &Term) -> Option<Expr> {
+    match t {
+        Term::Expr(e) => Some(e.clone()),
+        _ => None,
+    }
+}
+
+/// Build the term of a node from the terms of its children.
+fn build_term(n: &Atl, kid: &dyn Fn(Id) -> Rc<Term>) -> Option<Term> {
+    let e = |id: &Id| expr_of(&kid(*id));
+    let a = |id: &Id| match &*kid(*id) {
+        Term::Aff(a) => Some(a.clone()),
+        _ => None,
+    };
+    let p = |id: &Id| match &*kid(*id) {
+        Term::Pred(p) => Some(p.clone()),
+        _ => None,
+    };
+    let name = |id: &Id| match &*kid(*id) {
+        Term::Name(s) => Some(*s),
+        _ => None,
+    };
+    if let Some((fname, arg, k)) = as_call(n) {
+        let f = match k {
+            Some(k) => match e(&k)? {
+                Expr::Const(Real(x)) => Func::with_exponent(fname, x)?,
+                _ => return None,
+            },
+            None => Func::unary(fname)?,
+        };
+        return Some(Term::Expr(build::call(f, e(&arg)?)));
+    }
+    Some(match n {
+        Atl::Sym(s) => Term::Name(*s),
+        Atl::Aff(i) => Term::Aff(i.0.clone()),
+        Atl::Num(k) => Term::Expr(Expr::Const(k.0)),
+        Atl::Var(x) => Term::Expr(Expr::Var(name(x)?)),
+        Atl::Add([x, y]) => Term::Expr(build::add(e(x)?, e(y)?)),
+        Atl::Mul([x, y]) => Term::Expr(build::mul(e(x)?, e(y)?)),
+        Atl::Pair([x, y]) => Term::Expr(build::pair(e(x)?, e(y)?)),
+        Atl::Fst(x) => Term::Expr(build::fst(e(x)?)),
+        Atl::Snd(x) => Term::Expr(build::snd(e(x)?)),
+        Atl::Gen([i, d, b]) => Term::Expr(build::gen(name(i)?, a(d)?, e(b)?)),
+        Atl::Sum([i, d, b]) => Term::Expr(build::sum(name(i)?, a(d)?, e(b)?)),
+        Atl::Get([x, i]) => Term::Expr(build::get(e(x)?, a(i)?)),
+        Atl::Iverson([q, x]) => Term::Expr(build::iverson(p(q)?, e(x)?)),
+        Atl::Let([x, v, b]) => Term::Expr(build::let_(name(x)?, e(v)?, e(b)?)),
+        Atl::True => Term::Pred(Pred::True),
+        Atl::False => Term::Pred(Pred::False),
+        Atl::And([x, y]) => Term::Pred(Pred::And(vec![p(x)?, p(y)?])),
+        Atl::Or([x, y]) => Term::Pred(Pred::Or(vec![p(x)?, p(y)?])),
+        Atl::Lt([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Lt, a(x)?, a(y)?)),
+        Atl::Le([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Le, a(x)?, a(y)?)),
+        Atl::Eq([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Eq, a(x)?, a(y)?)),
+        Atl::Exists([i, d, q]) => Term::Pred(Pred::Exists(name(i)?, a(d)?, Box::new(p(q)?))),
+        Atl::Rel(ids) => Term::Pred(Pred::Rel(
+            name(&ids[0])?,
+            ids[1..].iter().map(a).collect::<Option<Vec<_>>>()?,
+        )),
+        _ => return None,
+    })
+}
+
+/// Exact cost of an open expression at a sample: free index variables with a
+/// known extent are summed over it (wrapped in `gen`s).
+pub fn cost_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> u128 {
+    let mut wrapped = e.clone();
+    let mut bindings = vec![];
+    for v in free_names(e) {
+        match extents.get(&v) {
+            Some(d) => wrapped = build::gen(v, d.clone(), wrapped),
+            None if !s.sizes.contains_key(&v) => bindings.push((v, 0)),
+            None => {}
+        }
+    }
+    let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
+    cost_expr(&wrapped, &ctx).unwrap_or(UNUSABLE)
+}
+
+impl CostFunction<Atl> for WorkCost<'_> {
+    type Cost = CostVal;
+
+    fn cost<C>(&mut self, enode: &Atl, mut costs: C) -> CostVal
+    where
+        C: FnMut(Id) -> CostVal,
+    {
+        let kids: HashMap<Id, CostVal> = enode.children().iter().map(|c| (*c, costs(*c))).collect();
+        let size = 1 + kids.values().map(|c| c.size).sum::<usize>();
+        let unusable = || CostVal {
+            key: vec![UNUSABLE; self.samples.len()],
+            size,
+            term: Rc::new(Term::Name(Symbol::from("?"))),
+        };
+        if kids.values().any(|c| c.key.first() == Some(&UNUSABLE)) {
+            return unusable();
+        }
+        let Some(term) = build_term(enode, &|id| kids[&id].term.clone()) else {
+            return unusable();
+        };
+        let key = match &term {
+            Term::Expr(e) => self
+                .samples
+                .iter()
+                .map(|s| cost_at(e, &self.egraph.analysis.extents, s))
+                .collect(),
+            _ => vec![0; self.samples.len()],
+        };
+        CostVal {
+            key,
+            size,
+            term: Rc::new(term),
+        }
+    }
+}

@@ -1,0 +1,511 @@
+//! Rewrite rules as data.
+//!
+//! The files of `rules/` hold one rule a line:
+//!
+//! ```text
+//! ## Figure "Gen-Pushout"                      <- a group header (kept for reports)
+//! name: LHS => RHS                             <- both sides egg patterns
+//! name: LHS => RHS if cond(?a, ?b), cond2(?c)  <- named side conditions
+//! name: LHS => !applier(?a, ?b)                <- a Rust applier, by name
+//! name[F=exp,log]: (F ?x) => ...               <- a template, one rule per value
+//! ```
+//!
+//! Conditions and appliers are registered by name in this module; each
+//! applier says beside it why a pattern cannot express its rule. Every rule
+//! is validated by `tests/rule_validation.rs`, which evaluates both sides on
+//! random instantiations.
+
+use super::analysis::{name_of, smallest, AtlAnalysis, AtlGraph};
+use super::language::{from_rec, to_rec, Atl, FromRec};
+use crate::front::affine::Affine;
+use crate::front::ast::{build, CmpOp, Expr, Pred};
+use crate::front::subst::{Replace, Substituter};
+use egg::{Applier, Condition, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
+use std::sync::Arc;
+
+/// The rule files, compiled into the binary.
+pub const RULE_FILES: &[(&str, &str)] = &[
+    ("let-lifting.rules", include_str!("../../rules/let-lifting.rules")),
+    ("pair-elimination.rules", include_str!("../../rules/pair-elimination.rules")),
+    ("gen-pushout.rules", include_str!("../../rules/gen-pushout.rules")),
+    ("iverson.rules", include_str!("../../rules/iverson.rules")),
+    ("algebra.rules", include_str!("../../rules/algebra.rules")),
+];
+
+/// One rule as written in a file.
+#[derive(Clone, Debug)]
+pub struct RuleSpec {
+    pub file: &'static str,
+    pub group: String,
+    pub name: String,
+    pub lhs: String,
+    pub rhs: Rhs,
+    pub conditions: Vec<(String, Vec<String>)>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Rhs {
+    Pattern(String),
+    Applier(String, Vec<String>),
+}
+
+fn parse_call(s: &str) -> Result<(String, Vec<String>), String> {
+    let s = s.trim();
+    let open = s.find('(').ok_or_else(|| format!("expected name(args) in '{s}'"))?;
+    let close = s.rfind(')').ok_or_else(|| format!("expected ')' in '{s}'"))?;
+    let args = s[open + 1..close]
+        .split(',')
+        .map(|a| a.trim().to_string())
+        .filter(|a| !a.is_empty())
+        .collect();
+    Ok((s[..open].trim().to_string(), args))
+}
+
+/// Split the condition list `a(?x), b(?y, ?z)` at top-level commas.
+fn split_conditions(s: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut depth = 0;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Parse one rule file (templates expanded).
+pub fn parse_rules(file: &'static str, text: &str) -> Result<Vec<RuleSpec>, String> {
+    let mut group = String::from("(none)");
+    let mut out = vec![];
+    for (k, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        let at = |m: String| format!("{file}:{}: {m}", k + 1);
+        if let Some(h) = line.strip_prefix("##") {
+            group = h.trim().to_string();
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (head, rest) = line.split_once(':').ok_or_else(|| at("expected 'name: lhs => rhs'".into()))?;
+        let (lhs, rhs_all) = rest.split_once("=>").ok_or_else(|| at("expected '=>'".into()))?;
+        let (rhs, conds) = match rhs_all.split_once(" if ") {
+            Some((r, c)) => (r.trim(), c.trim()),
+            None => (rhs_all.trim(), ""),
+        };
+        let conditions = split_conditions(conds)
+            .iter()
+            .map(|c| parse_call(c).map_err(at))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rhs = match rhs.strip_prefix('!') {
+            Some(call) => {
+                let (n, a) = parse_call(call).map_err(at)?;
+                Rhs::Applier(n, a)
+            }
+            None => Rhs::Pattern(rhs.to_string()),
+        };
+        let head = head.trim();
+        let (name, instances) = match head.split_once('[') {
+            Some((n, t)) => {
+                let t = t.strip_suffix(']').ok_or_else(|| at("unclosed template".into()))?;
+                let (var, vals) = t.split_once('=').ok_or_else(|| at("template is [X=a,b]".into()))?;
+                let vals: Vec<(String, String)> = vals
+                    .split(',')
+                    .map(|v| (var.trim().to_string(), v.trim().to_string()))
+                    .collect();
+                (n.trim().to_string(), vals)
+            }
+            None => (head.to_string(), vec![]),
+        };
+        let spec = RuleSpec {
+            file,
+            group: group.clone(),
+            name: name.clone(),
+            lhs: lhs.trim().to_string(),
+            rhs,
+            conditions,
+        };
+        if instances.is_empty() {
+            out.push(spec);
+        } else {
+            for (var, val) in instances {
+                let subst = |s: &str| {
+                    s.split_inclusive(|c: char| c == '(' || c == ' ' || c == ')')
+                        .map(|tok| {
+                            let core = tok.trim_end_matches(['(', ' ', ')']);
+                            if core == var {
+                                format!("{val}{}", &tok[core.len()..])
+                            } else {
+                                tok.to_string()
+                            }
+                        })
+                        .collect::<String>()
+                };
+                let mut s = spec.clone();
+                s.name = format!("{name}-{val}");
+                s.lhs = subst(&spec.lhs);
+                s.rhs = match &spec.rhs {
+                    Rhs::Pattern(p) => Rhs::Pattern(subst(p)),
+                    a => a.clone(),
+                };
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every rule of every file.
+pub fn all_specs() -> Vec<RuleSpec> {
+    RULE_FILES
+        .iter()
+        .flat_map(|(f, t)| parse_rules(f, t).unwrap_or_else(|e| panic!("bad rule file: {e}")))
+        .collect()
+}
+
+// -- conditions ---------------------------------------------------------------
+
+fn var(s: &str) -> Result<Var, String> {
+    s.parse().map_err(|e| format!("bad pattern variable {s}: {e:?}"))
+}
+
+/// `not-free(?x, ?e)`: the name in class `?x` is not free in `?e`.
+struct NotFree(Var, Var);
+
+impl Condition<Atl, AtlAnalysis> for NotFree {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        match name_of(egraph, subst[self.0]) {
+            Some(x) => !egraph[subst[self.1]].data.free.contains(&x),
+            None => false,
+        }
+    }
+}
+
+/// `distinct(?x, ?y)`: two name classes hold different names.
+struct Distinct(Var, Var);
+
+impl Condition<Atl, AtlAnalysis> for Distinct {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        name_of(egraph, subst[self.0]) != name_of(egraph, subst[self.1])
+    }
+}
+
+struct AllOf(Vec<Box<dyn Condition<Atl, AtlAnalysis> + Send + Sync>>);
+
+impl Condition<Atl, AtlAnalysis> for AllOf {
+    fn check(&self, egraph: &mut AtlGraph, eclass: Id, subst: &Subst) -> bool {
+        self.0.iter().all(|c| c.check(egraph, eclass, subst))
+    }
+}
+
+fn condition(name: &str, args: &[String]) -> Result<Box<dyn Condition<Atl, AtlAnalysis> + Send + Sync>, String> {
+    let two = || -> Result<(Var, Var), String> {
+        match args {
+            [a, b] => Ok((var(a)?, var(b)?)),
+            _ => Err(format!("{name} takes 2 arguments")),
+        }
+    };
+    Ok(match name {
+        "not-free" => {
+            let (a, b) = two()?;
+            Box::new(NotFree(a, b))
+        }
+        "distinct" => {
+            let (a, b) = two()?;
+            Box::new(Distinct(a, b))
+        }
+        _ => return Err(format!("unknown condition '{name}'")),
+    })
+}
+
+// -- Rust appliers ----------------------------------------------------------------
+
+/// Terms bigger than this are not substituted into (keeps appliers cheap).
+const MAX_SUBST_SIZE: usize = 4000;
+
+/// What an applier sees: the matched classes, readable as core terms.
+pub struct Ctx<'a> {
+    egraph: &'a mut AtlGraph,
+    ids: Vec<Id>,
+}
+
+impl Ctx<'_> {
+    fn id(&self, k: usize) -> Id {
+        self.ids[k]
+    }
+    fn expr(&self, k: usize) -> Option<Expr> {
+        let id = self.id(k);
+        if self.egraph[id].data.size > MAX_SUBST_SIZE {
+            return None;
+        }
+        from_rec(&smallest(self.egraph, id)?).ok()
+    }
+    fn pred(&self, k: usize) -> Option<Pred> {
+        let rec = smallest(self.egraph, self.id(k))?;
+        let root = Id::from(rec.as_ref().len() - 1);
+        FromRec { node: |i: Id| &rec[i] }.pred(root).ok()
+    }
+    fn name(&self, k: usize) -> Option<Symbol> {
+        name_of(self.egraph, self.id(k))
+    }
+    fn aff(&self, k: usize) -> Option<Affine> {
+        self.egraph[self.id(k)].data.aff.clone()
+    }
+    fn fresh(&mut self, base: Symbol) -> Symbol {
+        self.egraph.analysis.fresh_name(base)
+    }
+    fn subst(&mut self, e: &Expr, r: Replace) -> Option<Expr> {
+        let analysis: &mut AtlAnalysis = &mut self.egraph.analysis;
+        let mut fresh = |b: Symbol| analysis.fresh_name(b);
+        Substituter { fresh: &mut fresh }.expr(e, &r).ok()
+    }
+    fn subst_pred(&mut self, p: &Pred, r: Replace) -> Option<Pred> {
+        let analysis: &mut AtlAnalysis = &mut self.egraph.analysis;
+        let mut fresh = |b: Symbol| analysis.fresh_name(b);
+        Substituter { fresh: &mut fresh }.pred(p, &r).ok()
+    }
+}
+
+/// The result of an applier: an expression or a predicate to union with the
+/// matched class.
+pub enum Built {
+    Expr(Expr),
+    Pred(Pred),
+}
+
+type ApplierFn = fn(&mut Ctx) -> Option<Built>;
+
+/// `0 <= a < n` as a predicate.
+fn in_range(a: &Affine, n: &Affine) -> Pred {
+    Pred::And(vec![
+        Pred::Cmp(CmpOp::Le, Affine::constant(0), a.clone()),
+        Pred::Cmp(CmpOp::Lt, a.clone(), n.clone()),
+    ])
+}
+
+/// gen-pushout `(get (gen ?i ?n ?e) ?a)` => `[0 <= a < n] * e[i := a]`:
+/// substitution of an index, which patterns cannot express.
+fn gen_pushout(c: &mut Ctx) -> Option<Built> {
+    let (i, n, e, a) = (c.name(0)?, c.aff(1)?, c.expr(2)?, c.aff(3)?);
+    let body = c.subst(&e, Replace::Index(i, a.clone()))?;
+    Some(Built::Expr(build::iverson(in_range(&a, &n), body)))
+}
+
+/// let-inline `(let ?x ?a ?b)` => `b[x := a]` (substitution).
+fn let_inline(c: &mut Ctx) -> Option<Built> {
+    let (x, a, b) = (c.name(0)?, c.expr(1)?, c.expr(2)?);
+    Some(Built::Expr(c.subst(&b, Replace::Var(x, a))?))
+}
+
+/// let-lift out of gen/sum: `(gen i n (let x a b))` =>
+/// `(let x (gen i n a) (gen i n b[x := x[i]]))`: the substitution of `x`
+/// by `x[i]` is beyond patterns.
+fn let_lift_loop(c: &mut Ctx, is_sum: bool) -> Option<Built> {
+    let (i, n, x, a, b) = (c.name(0)?, c.aff(1)?, c.name(2)?, c.expr(3)?, c.expr(4)?);
+    let b = c.subst(
+        &b,
+        Replace::Var(x, build::get(Expr::Var(x), Affine::var(i))),
+    )?;
+    let outer = if is_sum {
+        build::sum(i, n.clone(), b)
+    } else {
+        build::gen(i, n.clone(), b)
+    };
+    Some(Built::Expr(build::let_(x, build::gen(i, n, a), outer)))
+}
+
+fn let_lift_gen(c: &mut Ctx) -> Option<Built> {
+    let_lift_loop(c, false)
+}
+fn let_lift_sum(c: &mut Ctx) -> Option<Built> {
+    let_lift_loop(c, true)
+}
+
+/// let-pair-split `(let ?x (pair ?a ?b) ?c)` =>
+/// `(let x0 a (let x1 b c[x := (pair x0 x1)]))` (Pair-Elimination's let rule,
+/// for definitions that are pairs; substitution).
+fn let_pair_split(c: &mut Ctx) -> Option<Built> {
+    let (x, a, b, body) = (c.name(0)?, c.expr(1)?, c.expr(2)?, c.expr(3)?);
+    let (x0, x1) = (c.fresh(x), c.fresh(x));
+    let body = c.subst(
+        &body,
+        Replace::Var(x, build::pair(Expr::Var(x0), Expr::Var(x1))),
+    )?;
+    Some(Built::Expr(build::let_(x0, a, build::let_(x1, b, body))))
+}
+
+fn conjuncts(p: Pred, out: &mut Vec<Pred>) {
+    match p {
+        Pred::And(ps) => ps.into_iter().for_each(|q| conjuncts(q, out)),
+        Pred::True => {}
+        q => out.push(q),
+    }
+}
+
+/// Find a conjunct `a == b` that determines `i` (coefficient +-1) and return
+/// its solution and the other conjuncts.
+fn solve_for(i: Symbol, p: Pred) -> Option<(Affine, Vec<Pred>)> {
+    let mut cs = vec![];
+    conjuncts(p, &mut cs);
+    let k = cs.iter().position(|q| match q {
+        Pred::Cmp(CmpOp::Eq, a, b) => a.sub(b).is_ok_and(|d| d.coeff(i).abs() == 1),
+        _ => false,
+    })?;
+    let Pred::Cmp(_, a, b) = cs.remove(k) else {
+        unreachable!()
+    };
+    let d = a.sub(&b).ok()?;
+    let k = d.coeff(i);
+    // d = k*i + r = 0  =>  i = -r/k = -k*r
+    let r = d.substitute(i, &Affine::constant(0)).ok()?;
+    Some((r.scale(-k).ok()?, cs))
+}
+
+/// index elimination `(sum ?i ?n (iverson ?p ?e))` with `i == a` among the
+/// conjuncts of `p` => `[0 <= a < n and rest[i := a]] * e[i := a]`: solving
+/// an equation and substituting are beyond patterns.
+fn sum_index_elim(c: &mut Ctx) -> Option<Built> {
+    let (i, n, p, e) = (c.name(0)?, c.aff(1)?, c.pred(2)?, c.expr(3)?);
+    let (s, rest) = solve_for(i, p)?;
+    if s.mentions(i) {
+        return None;
+    }
+    let rest = c.subst_pred(&Pred::And(rest), Replace::Index(i, s.clone()))?;
+    let e = c.subst(&e, Replace::Index(i, s.clone()))?;
+    let mut guard = vec![in_range(&s, &n)];
+    conjuncts(rest, &mut guard);
+    Some(Built::Expr(build::iverson(Pred::And(guard), e)))
+}
+
+/// `(exists ?i ?n ?p)` with `i == a` among the conjuncts of `p` =>
+/// `0 <= a < n and rest[i := a]`.
+fn exists_index_elim(c: &mut Ctx) -> Option<Built> {
+    let (i, n, p) = (c.name(0)?, c.aff(1)?, c.pred(2)?);
+    let (s, rest) = solve_for(i, p)?;
+    if s.mentions(i) {
+        return None;
+    }
+    let rest = c.subst_pred(&Pred::And(rest), Replace::Index(i, s.clone()))?;
+    let mut out = vec![in_range(&s, &n)];
+    conjuncts(rest, &mut out);
+    Some(Built::Pred(Pred::And(out)))
+}
+
+/// The registry of Rust appliers, by the name used in `rules/`.
+pub fn applier_fn(name: &str) -> Option<ApplierFn> {
+    Some(match name {
+        "gen-pushout" => gen_pushout,
+        "let-inline" => let_inline,
+        "let-lift-gen" => let_lift_gen,
+        "let-lift-sum" => let_lift_sum,
+        "let-pair-split" => let_pair_split,
+        "sum-index-elim" => sum_index_elim,
+        "exists-index-elim" => exists_index_elim,
+        _ => return None,
+    })
+}
+
+struct RustApplier {
+    f: ApplierFn,
+    vars: Vec<Var>,
+}
+
+impl Applier<Atl, AtlAnalysis> for RustApplier {
+    fn apply_one(
+        &self,
+        egraph: &mut AtlGraph,
+        eclass: Id,
+        subst: &Subst,
+        _ast: Option<&PatternAst<Atl>>,
+        _rule: Symbol,
+    ) -> Vec<Id> {
+        let ids = self.vars.iter().map(|v| subst[*v]).collect();
+        let mut ctx = Ctx { egraph, ids };
+        let Some(built) = (self.f)(&mut ctx) else {
+            return vec![];
+        };
+        let rec = match built {
+            Built::Expr(e) => to_rec(&e),
+            Built::Pred(p) => {
+                let mut t = super::language::ToRec::default();
+                t.pred(&p);
+                t.rec
+            }
+        };
+        let new = egraph.add_expr(&rec);
+        if egraph.union(eclass, new) {
+            vec![new]
+        } else {
+            vec![]
+        }
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        self.vars.clone()
+    }
+}
+
+/// Build an egg rewrite from a rule spec.
+pub fn compile(spec: &RuleSpec) -> Result<Rewrite<Atl, AtlAnalysis>, String> {
+    let err = |m: String| format!("{}: rule {}: {m}", spec.file, spec.name);
+    let lhs: Pattern<Atl> = spec.lhs.parse().map_err(|e| err(format!("lhs: {e}")))?;
+    let conds = spec
+        .conditions
+        .iter()
+        .map(|(n, a)| condition(n, a))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    let name = spec.name.clone();
+    macro_rules! with_conditions {
+        ($applier:expr) => {
+            if conds.is_empty() {
+                Rewrite::new(name, lhs, $applier)
+            } else {
+                Rewrite::new(
+                    name,
+                    lhs,
+                    ConditionalApplier {
+                        condition: AllOf(conds),
+                        applier: $applier,
+                    },
+                )
+            }
+        };
+    }
+    match &spec.rhs {
+        Rhs::Pattern(p) => {
+            let rhs: Pattern<Atl> = p.parse().map_err(|e| err(format!("rhs: {e}")))?;
+            with_conditions!(rhs).map_err(err)
+        }
+        Rhs::Applier(n, args) => {
+            let f = applier_fn(n).ok_or_else(|| err(format!("unknown applier '{n}'")))?;
+            let vars = args.iter().map(|a| var(a)).collect::<Result<Vec<_>, _>>().map_err(err)?;
+            with_conditions!(RustApplier { f, vars }).map_err(err)
+        }
+    }
+}
+
+/// Rewrites of the named files (all files when `files` is empty).
+pub fn rewrites(files: &[&str]) -> Vec<Rewrite<Atl, AtlAnalysis>> {
+    all_specs()
+        .iter()
+        .filter(|s| files.is_empty() || files.contains(&s.file))
+        .map(|s| compile(s).unwrap_or_else(|e| panic!("{e}")))
+        .collect()
+}
+
+/// Shared, compiled rule sets.
+pub fn shared_rewrites(files: &[&str]) -> Arc<Vec<Rewrite<Atl, AtlAnalysis>>> {
+    Arc::new(rewrites(files))
+}

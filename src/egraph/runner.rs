@@ -1,0 +1,332 @@
+//! The optimizer: phases of equality saturation with limits, extraction by
+//! the work cost, and a guard that never returns a costlier program.
+//!
+//! Phases (each a fresh egg `Runner` on the program extracted by the one
+//! before, as Szalinski and Tensat do):
+//! 1. **normalize**: let-lifting, pair elimination, gen pushout, Iverson
+//!    algebra, index elimination and let inlining: the paper's rewriting
+//!    toward sparse, flat programs; no commutativity or associativity, so
+//!    the e-graph stays small;
+//! 2. **simplify**: every rule, scalar algebra included (commutativity,
+//!    associativity, factoring, sums interchanged, factors moved out of
+//!    sums), under egg's `BackoffScheduler`.
+//!
+//! Each phase stops at the node, iteration or time limit, whichever comes
+//! first; the best program found so far is extracted and `Stats` says which
+//! limit stopped it.
+
+use super::analysis::{AtlAnalysis, AtlGraph};
+use super::extract::{cost_at, Sample, WorkCost};
+use super::language::to_rec;
+use super::rules::rewrites;
+use crate::error::Result;
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, ParamKind, Pred, Program};
+use crate::front::{parse_program, print};
+use crate::semantics::value::{Relation, Sizes};
+use egg::{BackoffScheduler, Extractor, Runner, StopReason, Symbol};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Limits and sizes for one optimization.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub node_limit: usize,
+    pub iter_limit: usize,
+    pub time_limit: Duration,
+    /// The user's sizes, compared after the largest sample.
+    pub sizes: Option<Sizes>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            node_limit: 20_000,
+            iter_limit: 30,
+            time_limit: Duration::from_secs(10),
+            sizes: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseStats {
+    pub phase: String,
+    pub iterations: usize,
+    pub nodes: usize,
+    pub classes: usize,
+    pub stop_reason: String,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    pub phases: Vec<PhaseStats>,
+    /// Costs before and after at each sample, labelled by its sizes.
+    pub cost_before: Vec<(String, u128)>,
+    pub cost_after: Vec<(String, u128)>,
+    /// True when the guard kept the input because the result was not
+    /// cheaper (or not well typed).
+    pub kept_input: bool,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Optimized {
+    pub program: Program,
+    pub stats: Stats,
+}
+
+fn collect_extents(e: &Expr, out: &mut HashMap<Symbol, Affine>) {
+    fn pred(p: &Pred, out: &mut HashMap<Symbol, Affine>) {
+        match p {
+            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred(q, out)),
+            Pred::Exists(i, d, q) => {
+                out.insert(*i, d.clone());
+                pred(q, out);
+            }
+            _ => {}
+        }
+    }
+    match e {
+        Expr::Var(_) | Expr::Const(_) => {}
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
+            collect_extents(a, out);
+            collect_extents(b, out);
+        }
+        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => {
+            collect_extents(a, out)
+        }
+        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+            out.insert(*i, d.clone());
+            collect_extents(b, out);
+        }
+        Expr::Iverson(p, a) => {
+            pred(p, out);
+            collect_extents(a, out);
+        }
+    }
+}
+
+fn all_true_relations(prog: &Program, sizes: &Sizes, fill: impl Fn(usize) -> bool) -> HashMap<Symbol, Relation> {
+    let mut out = HashMap::new();
+    for p in &prog.params {
+        if let ParamKind::Relation(dims) = &p.kind {
+            let dims: Vec<usize> = dims
+                .iter()
+                .map(|d| d.eval_with(|n| sizes.get(&n).copied()).unwrap_or(0).max(0) as usize)
+                .collect();
+            let total: usize = dims.iter().product();
+            let bits = (0..total).map(&fill).collect();
+            out.insert(p.name, Relation { dims, bits });
+        }
+    }
+    out
+}
+
+fn uniform_sizes(prog: &Program, v: i64) -> Sizes {
+    prog.sizes.iter().map(|s| (*s, v)).collect()
+}
+
+/// The samples extraction compares at: large sizes, the user's, small ones.
+pub fn extraction_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
+    let mut sizes = vec![uniform_sizes(prog, 24)];
+    if let Some(u) = user {
+        if prog.sizes.iter().all(|s| u.contains_key(s)) {
+            sizes.push(u.clone());
+        }
+    }
+    sizes.push(uniform_sizes(prog, 5));
+    sizes
+        .into_iter()
+        .map(|s| Sample {
+            relations: all_true_relations(prog, &s, |_| true),
+            sizes: s,
+        })
+        .collect()
+}
+
+/// The samples the guard checks: the extraction samples and, for programs
+/// with relations, sparse and empty relations too.
+fn guard_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
+    let mut out = extraction_samples(prog, user);
+    if prog.params.iter().any(|p| matches!(p.kind, ParamKind::Relation(_))) {
+        let base: Vec<Sizes> = out.iter().map(|s| s.sizes.clone()).collect();
+        for s in base {
+            // a fixed pseudo-random pattern of density about 0.3, and none
+            out.push(Sample {
+                relations: all_true_relations(prog, &s, |k| (k * 2654435761) % 10 < 3),
+                sizes: s.clone(),
+            });
+            out.push(Sample {
+                relations: all_true_relations(prog, &s, |_| false),
+                sizes: s,
+            });
+        }
+    }
+    out
+}
+
+fn label(s: &Sample) -> String {
+    s.sizes
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn stop_reason(r: &Option<StopReason>) -> String {
+    match r {
+        Some(StopReason::Saturated) => "saturated".into(),
+        Some(StopReason::IterationLimit(n)) => format!("iteration limit ({n})"),
+        Some(StopReason::NodeLimit(n)) => format!("node limit ({n})"),
+        Some(StopReason::TimeLimit(t)) => format!("time limit ({t:.1} s)"),
+        Some(StopReason::Other(s)) => s.clone(),
+        None => "not run".into(),
+    }
+}
+
+/// Phase names and the rule files they use (empty: all files).
+pub const PHASES: &[(&str, &[&str])] = &[
+    (
+        "normalize",
+        &[
+            "let-lifting.rules",
+            "pair-elimination.rules",
+            "gen-pushout.rules",
+            "iverson.rules",
+        ],
+    ),
+    ("simplify", &[]),
+];
+
+/// One phase of saturation on `body`; returns the extracted body.
+fn run_phase(
+    name: &str,
+    files: &[&str],
+    body: &Expr,
+    extents: &HashMap<Symbol, Affine>,
+    samples: &[Sample],
+    opts: &Options,
+    deadline: Instant,
+) -> (Expr, PhaseStats) {
+    let started = Instant::now();
+    let mut rules = rewrites(files);
+    if name == "normalize" {
+        // inlining belongs to normalization; the rest of algebra.rules waits
+        rules.extend(
+            rewrites(&["algebra.rules"])
+                .into_iter()
+                .filter(|r| {
+                    let n = r.name.as_str();
+                    n.starts_with("let-") || n.ends_with("-zero-left") || n.ends_with("-one-left")
+                        || n.ends_with("-zero-right") || n.ends_with("-one-right")
+                }),
+        );
+    }
+    let analysis = AtlAnalysis {
+        extents: extents.clone(),
+        fresh: 0,
+    };
+    let mut egraph = AtlGraph::new(analysis);
+    let root = egraph.add_expr(&to_rec(body));
+    let left = deadline.saturating_duration_since(Instant::now());
+    let runner = Runner::default()
+        .with_egraph(egraph)
+        .with_node_limit(opts.node_limit)
+        .with_iter_limit(opts.iter_limit)
+        .with_time_limit(left.max(Duration::from_millis(1)))
+        .with_scheduler(BackoffScheduler::default())
+        .run(&rules);
+    let egraph = &runner.egraph;
+    let root = egraph.find(root);
+    let extractor = Extractor::new(
+        egraph,
+        WorkCost {
+            egraph,
+            samples,
+        },
+    );
+    let best = extractor.find_best_cost(root);
+    let out = match &*best.term {
+        super::extract::Term::Expr(e) => e.clone(),
+        _ => body.clone(),
+    };
+    let stats = PhaseStats {
+        phase: name.to_string(),
+        iterations: runner.iterations.len(),
+        nodes: egraph.total_number_of_nodes(),
+        classes: egraph.number_of_classes(),
+        stop_reason: stop_reason(&runner.stop_reason),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    (out, stats)
+}
+
+/// Optimize a program: equal in value, never costlier (at every checked
+/// sample), in core forms.
+pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
+    let started = Instant::now();
+    let deadline = started + opts.time_limit;
+    let mut extents = HashMap::new();
+    collect_extents(&prog.body, &mut extents);
+    let samples = extraction_samples(prog, opts.sizes.as_ref());
+    let mut body = prog.body.clone();
+    let mut phases = vec![];
+    for (name, files) in PHASES {
+        let (next, st) = run_phase(name, files, &body, &extents, &samples, opts, deadline);
+        collect_extents(&next, &mut extents);
+        body = next;
+        phases.push(st);
+    }
+    let candidate = Program {
+        body,
+        ..prog.clone()
+    };
+    let (program, kept_input, cost_before, cost_after) = guard(prog, candidate, opts)?;
+    Ok(Optimized {
+        program,
+        stats: Stats {
+            phases,
+            cost_before,
+            cost_after,
+            kept_input,
+            seconds: started.elapsed().as_secs_f64(),
+        },
+    })
+}
+
+type Costs = Vec<(String, u128)>;
+
+/// Keep the candidate only if it reads back as a well-typed program with
+/// the same signature and costs no more than the input at every sample.
+fn guard(prog: &Program, candidate: Program, opts: &Options) -> Result<(Program, bool, Costs, Costs)> {
+    let samples = guard_samples(prog, opts.sizes.as_ref());
+    let mut extents = HashMap::new();
+    collect_extents(&prog.body, &mut extents);
+    let before: Costs = samples
+        .iter()
+        .map(|s| (label(s), cost_at(&prog.body, &extents, s)))
+        .collect();
+    let text = print::program_to_string(&candidate);
+    let reread = match parse_program(text.as_bytes()) {
+        Ok(p) if p.ret == prog.ret && p.params == prog.params => p,
+        _ => return Ok((prog.clone(), true, before.clone(), before)),
+    };
+    let mut ext2 = HashMap::new();
+    collect_extents(&reread.body, &mut ext2);
+    let after: Costs = samples
+        .iter()
+        .map(|s| (label(s), cost_at(&reread.body, &ext2, s)))
+        .collect();
+    if after.iter().zip(&before).any(|(a, b)| a.1 > b.1) {
+        return Ok((prog.clone(), true, before.clone(), before));
+    }
+    Ok((reread, false, before, after))
+}
+
+/// Rule names of every phase (for reports and tests).
+pub fn phase_rule_names() -> Vec<String> {
+    rewrites(&[]).iter().map(|r| r.name.to_string()).collect()
+}
