@@ -7,7 +7,7 @@
 
 use atl_egg::error::{Error, ErrorKind, Result};
 use atl_egg::front::{self, Program};
-use atl_egg::egraph;
+use atl_egg::{derive, egraph};
 use atl_egg::semantics::{cost, eval, value};
 use clap::{Args, Parser, Subcommand};
 use std::io::Read;
@@ -71,6 +71,38 @@ pub enum Command {
         #[command(flatten)]
         opt: OptArgs,
     },
+    /// The gradient of a function returning R (reverse mode), optimized.
+    Grad(DeriveArgs),
+    /// Jacobian-vector product (forward mode): extra tangent parameters.
+    Jvp(DeriveArgs),
+    /// Vector-Jacobian product (reverse mode): an extra cotangent parameter.
+    Vjp(DeriveArgs),
+    /// Hessian-vector product (forward over reverse): extra directions.
+    Hvp(DeriveArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DeriveArgs {
+    #[command(flatten)]
+    pub file: FileArg,
+    /// Inputs to differentiate, comma-separated (default: every real input).
+    #[arg(long)]
+    pub wrt: Option<String>,
+    #[command(flatten)]
+    pub opt: OptArgs,
+}
+
+impl DeriveArgs {
+    fn wrt(&self) -> Result<Vec<egg::Symbol>> {
+        let Some(w) = &self.wrt else {
+            return Ok(vec![]);
+        };
+        let names: Vec<&str> = w.split(',').map(str::trim).collect();
+        if names.iter().any(|n| n.is_empty()) {
+            return Err(Error::usage(format!("--wrt {w}: expected names separated by commas")));
+        }
+        Ok(names.into_iter().map(egg::Symbol::from).collect())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -182,6 +214,13 @@ fn inputs_for(
 
 /// Run a command; returns what to print on stdout.
 pub fn run(cmd: Command) -> Result<String> {
+    let which = match &cmd {
+        Command::Grad(_) => "grad",
+        Command::Jvp(_) => "jvp",
+        Command::Vjp(_) => "vjp",
+        Command::Hvp(_) => "hvp",
+        _ => "",
+    };
     match cmd {
         Command::Check(f) => {
             let prog = load_program(&f.file)?;
@@ -216,6 +255,18 @@ pub fn run(cmd: Command) -> Result<String> {
             let prog = load_program(&file.file)?;
             let out = egraph::optimize(&prog, &opt.options()?)?;
             render(&out.program, &out.stats, &opt)
+        }
+        Command::Grad(a) | Command::Jvp(a) | Command::Vjp(a) | Command::Hvp(a) => {
+            let prog = load_program(&a.file.file)?;
+            let wrt = a.wrt()?;
+            let opts = a.opt.options()?;
+            let out = match which {
+                "grad" => derive::grad(&prog, &wrt, &opts)?,
+                "jvp" => derive::jvp(&prog, &wrt, &opts)?,
+                "vjp" => derive::vjp(&prog, &wrt, &opts)?,
+                _ => derive::hvp(&prog, &wrt, &opts)?,
+            };
+            render(&out.program, &out.stats, &a.opt)
         }
     }
 }

@@ -13,6 +13,7 @@
 //! * the `atl-egg` binary (`src/main.rs`) drives all of it.
 
 pub mod error;
+pub mod derive;
 pub mod egraph;
 pub mod front;
 pub mod semantics;

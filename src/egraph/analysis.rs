@@ -26,6 +26,12 @@ pub struct AtlAnalysis {
     pub extents: HashMap<Symbol, Affine>,
     /// Counter for fresh names made by appliers.
     pub fresh: u64,
+    /// Differentiation only: the tangent name of each differentiated
+    /// variable (the paper's sigma: x -> dx).
+    pub tangents: HashMap<Symbol, Symbol>,
+    /// Differentiation only: real inputs that are not differentiated, with
+    /// their types (their derivative is the zero of that type).
+    pub constants: HashMap<Symbol, crate::front::ast::Type>,
 }
 
 impl AtlAnalysis {

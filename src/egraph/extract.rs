@@ -82,7 +82,7 @@ fn expr_of(t: &Term) -> Option<Expr> {
 }
 
 /// Build the term of a node from the terms of its children.
-fn build_term(n: &Atl, kid: &dyn Fn(Id) -> Rc<Term>) -> Option<Term> {
+pub fn build_term(n: &Atl, kid: &dyn Fn(Id) -> Rc<Term>) -> Option<Term> {
     let e = |id: &Id| expr_of(&kid(*id));
     let a = |id: &Id| match &*kid(*id) {
         Term::Aff(a) => Some(a.clone()),
@@ -129,6 +129,7 @@ fn build_term(n: &Atl, kid: &dyn Fn(Id) -> Rc<Term>) -> Option<Term> {
         Atl::Le([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Le, a(x)?, a(y)?)),
         Atl::Eq([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Eq, a(x)?, a(y)?)),
         Atl::Exists([i, d, q]) => Term::Pred(Pred::Exists(name(i)?, a(d)?, Box::new(p(q)?))),
+        Atl::D(_) => return None,
         Atl::Rel(ids) => Term::Pred(Pred::Rel(
             name(&ids[0])?,
             ids[1..].iter().map(a).collect::<Option<Vec<_>>>()?,

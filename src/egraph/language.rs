@@ -61,6 +61,9 @@ define_language! {
         "exists" = Exists([Id; 3]),
         // (rel R a ...)
         "rel" = Rel(Box<[Id]>),
+        // (D e): the forward derivative of e, pushed down by rules/forward.rules
+        // during differentiation; never part of an extracted program
+        "D" = D(Id),
         Num(Num),
         Aff(Idx),
         Sym(Symbol),

@@ -30,7 +30,39 @@ pub const RULE_FILES: &[(&str, &str)] = &[
     ("gen-pushout.rules", include_str!("../../rules/gen-pushout.rules")),
     ("iverson.rules", include_str!("../../rules/iverson.rules")),
     ("algebra.rules", include_str!("../../rules/algebra.rules")),
+    ("forward.rules", include_str!("../../rules/forward.rules")),
 ];
+
+/// The black boxes' derivatives, as data: `F: (F ?x) => F'(?x)`.
+pub const DERIVATIVES: &str = include_str!("../../rules/derivatives.rules");
+
+/// The derivative table: (black box name, lhs pattern, derivative pattern).
+pub fn derivative_table() -> Vec<(String, String, String)> {
+    parse_rules("derivatives.rules", DERIVATIVES)
+        .unwrap_or_else(|e| panic!("bad derivative table: {e}"))
+        .into_iter()
+        .filter_map(|s| match s.rhs {
+            Rhs::Pattern(p) => Some((s.name, s.lhs, p)),
+            Rhs::Applier(..) => None,
+        })
+        .collect()
+}
+
+/// The forward rules of the black boxes, made from the table:
+/// `(D (F ?x)) => (* F'(?x) (D ?x))`.
+pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
+    derivative_table()
+        .into_iter()
+        .map(|(name, lhs, d)| RuleSpec {
+            file: "derivatives.rules",
+            group: "black-box derivatives".into(),
+            name: format!("d-{name}"),
+            lhs: format!("(D {lhs})"),
+            rhs: Rhs::Pattern(format!("(* {d} (D ?x))")),
+            conditions: vec![],
+        })
+        .collect()
+}
 
 /// One rule as written in a file.
 #[derive(Clone, Debug)]
@@ -166,12 +198,14 @@ pub fn parse_rules(file: &'static str, text: &str) -> Result<Vec<RuleSpec>, Stri
     Ok(out)
 }
 
-/// Every rule of every file.
+/// Every rule of every file (the black-box forward rules included).
 pub fn all_specs() -> Vec<RuleSpec> {
-    RULE_FILES
+    let mut out: Vec<RuleSpec> = RULE_FILES
         .iter()
         .flat_map(|(f, t)| parse_rules(f, t).unwrap_or_else(|e| panic!("bad rule file: {e}")))
-        .collect()
+        .collect();
+    out.extend(forward_blackbox_specs());
+    out
 }
 
 // -- conditions ---------------------------------------------------------------
@@ -282,6 +316,8 @@ impl Ctx<'_> {
 pub enum Built {
     Expr(Expr),
     Pred(Pred),
+    /// A class the applier added itself (terms with `D` nodes).
+    Class(Id),
 }
 
 type ApplierFn = fn(&mut Ctx) -> Option<Built>;
@@ -402,6 +438,73 @@ fn exists_index_elim(c: &mut Ctx) -> Option<Built> {
     Some(Built::Pred(Pred::And(out)))
 }
 
+/// d-var `(D (var ?x))`: the tangent variable of `x` under sigma, or the
+/// zero of `x`'s type for inputs that are not differentiated (a lookup in
+/// the environment sigma, which patterns cannot do).
+fn d_var(c: &mut Ctx) -> Option<Built> {
+    let x = c.name(0)?;
+    if let Some(dx) = c.egraph.analysis.tangents.get(&x).copied() {
+        return Some(Built::Expr(Expr::Var(dx)));
+    }
+    let t = c.egraph.analysis.constants.get(&x)?.clone();
+    let analysis = &mut c.egraph.analysis;
+    let mut made = vec![];
+    let zero = crate::front::types::zero_of(&t, &mut || {
+        let k = analysis.fresh_name(Symbol::from("z"));
+        made.push(k);
+        k
+    });
+    // register the extents of the zero's generators, outermost first
+    let mut ty = &t;
+    let mut k = 0;
+    loop {
+        match ty {
+            crate::front::ast::Type::Tensor(d, e) => {
+                if let Some(name) = made.get(k) {
+                    analysis.extents.insert(*name, d.clone());
+                }
+                k += 1;
+                ty = e;
+            }
+            _ => break,
+        }
+    }
+    Some(Built::Expr(zero))
+}
+
+/// d-const `(D ?c)` for a constant `c`: zero (a pattern cannot say "any
+/// constant").
+fn d_const(c: &mut Ctx) -> Option<Built> {
+    let id = c.id(0);
+    c.egraph[id]
+        .nodes
+        .iter()
+        .any(|n| matches!(n, Atl::Num(_)))
+        .then(|| Built::Expr(build::num(0.0)))
+}
+
+/// d-let `(D (let ?x ?a ?b))` => `(let x a (let dx (D a) (D b)))` with
+/// sigma extended by x -> dx: the fresh name dx and the extension of sigma
+/// are beyond patterns.
+fn d_let(c: &mut Ctx) -> Option<Built> {
+    let x = c.name(0)?;
+    let (xid, a, b) = (c.id(0), c.id(1), c.id(2));
+    let dx = match c.egraph.analysis.tangents.get(&x) {
+        Some(dx) => *dx,
+        None => {
+            let dx = c.egraph.analysis.fresh_name(Symbol::from(format!("d{x}")));
+            c.egraph.analysis.tangents.insert(x, dx);
+            dx
+        }
+    };
+    let g = &mut *c.egraph;
+    let dxid = g.add(Atl::Sym(dx));
+    let da = g.add(Atl::D(a));
+    let db = g.add(Atl::D(b));
+    let inner = g.add(Atl::Let([dxid, da, db]));
+    Some(Built::Class(g.add(Atl::Let([xid, a, inner]))))
+}
+
 /// The registry of Rust appliers, by the name used in `rules/`.
 pub fn applier_fn(name: &str) -> Option<ApplierFn> {
     Some(match name {
@@ -412,6 +515,9 @@ pub fn applier_fn(name: &str) -> Option<ApplierFn> {
         "let-pair-split" => let_pair_split,
         "sum-index-elim" => sum_index_elim,
         "exists-index-elim" => exists_index_elim,
+        "d-var" => d_var,
+        "d-const" => d_const,
+        "d-let" => d_let,
         _ => return None,
     })
 }
@@ -435,15 +541,15 @@ impl Applier<Atl, AtlAnalysis> for RustApplier {
         let Some(built) = (self.f)(&mut ctx) else {
             return vec![];
         };
-        let rec = match built {
-            Built::Expr(e) => to_rec(&e),
+        let new = match built {
+            Built::Expr(e) => egraph.add_expr(&to_rec(&e)),
             Built::Pred(p) => {
                 let mut t = super::language::ToRec::default();
                 t.pred(&p);
-                t.rec
+                egraph.add_expr(&t.rec)
             }
+            Built::Class(id) => id,
         };
-        let new = egraph.add_expr(&rec);
         if egraph.union(eclass, new) {
             vec![new]
         } else {
@@ -496,11 +602,19 @@ pub fn compile(spec: &RuleSpec) -> Result<Rewrite<Atl, AtlAnalysis>, String> {
     }
 }
 
-/// Rewrites of the named files (all files when `files` is empty).
+/// Rewrites of the named files (every optimization file when `files` is
+/// empty; the derivative files only when named).
 pub fn rewrites(files: &[&str]) -> Vec<Rewrite<Atl, AtlAnalysis>> {
+    const DERIVATIVE_FILES: [&str; 2] = ["forward.rules", "derivatives.rules"];
     all_specs()
         .iter()
-        .filter(|s| files.is_empty() || files.contains(&s.file))
+        .filter(|s| {
+            if files.is_empty() {
+                !DERIVATIVE_FILES.contains(&s.file)
+            } else {
+                files.contains(&s.file)
+            }
+        })
         .map(|s| compile(s).unwrap_or_else(|e| panic!("{e}")))
         .collect()
 }

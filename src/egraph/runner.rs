@@ -78,7 +78,7 @@ pub struct Optimized {
     pub stats: Stats,
 }
 
-fn collect_extents(e: &Expr, out: &mut HashMap<Symbol, Affine>) {
+pub fn collect_extents(e: &Expr, out: &mut HashMap<Symbol, Affine>) {
     fn pred(p: &Pred, out: &mut HashMap<Symbol, Affine>) {
         match p {
             Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred(q, out)),
@@ -227,7 +227,7 @@ fn run_phase(
     }
     let analysis = AtlAnalysis {
         extents: extents.clone(),
-        fresh: 0,
+        ..Default::default()
     };
     let mut egraph = AtlGraph::new(analysis);
     let root = egraph.add_expr(&to_rec(body));

@@ -6,6 +6,7 @@ pub mod elaborate;
 pub mod print;
 pub mod reader;
 pub mod subst;
+pub mod types;
 
 pub use affine::Affine;
 pub use ast::{CmpOp, Expr, Func, Param, ParamKind, Pred, Program, Real, Type};

@@ -451,15 +451,82 @@ fn union_into(out: &mut Vec<u32>, more: &[u32]) {
     out.dedup();
 }
 
-/// Split a conjunction into comparisons (cloned) and other predicates.
+/// Split a conjunction into comparisons (cloned) and other predicates. A
+/// relation test also contributes the comparisons it implies (its indices
+/// lie within the relation's dimensions), which bound any enumeration by
+/// the size of the relation's data.
 fn split(preds: &[PNode], conj: &[u32], cmps: &mut Vec<(CmpOp, Lin)>, opaque: &mut Vec<u32>) {
     for &id in conj {
         match &preds[id as usize].kind {
             PKind::Cmp(op, l) => cmps.push((*op, l.clone())),
             PKind::And(ids) => split(preds, ids, cmps, opaque),
+            PKind::Rel(r, args) => {
+                opaque.push(id);
+                if args.len() != r.dims.len() {
+                    cmps.push((CmpOp::Lt, Lin::constant(0)));
+                    continue;
+                }
+                for (a, &d) in args.iter().zip(&r.dims) {
+                    cmps.push((CmpOp::Ge, a.clone()));
+                    match a.add_const(-(d as i128)) {
+                        Ok(u) => cmps.push((CmpOp::Lt, u)),
+                        Err(_) => cmps.push((CmpOp::Lt, Lin::constant(0))),
+                    }
+                }
+            }
             _ => opaque.push(id),
         }
     }
+}
+
+/// Disjunctions of at most this many comparison-only disjuncts are split:
+/// by inclusion–exclusion in counts, by distribution in existentials.
+const MAX_DISJUNCTS: usize = 4;
+/// Inclusion–exclusion stops once this many terms are pending.
+const MAX_EXPANDED_TERMS: usize = 4096;
+
+/// The conjuncts of `ids` with `and` nodes opened.
+fn flat_ids(preds: &[PNode], ids: &[u32], out: &mut Vec<u32>) {
+    for &id in ids {
+        match &preds[id as usize].kind {
+            PKind::And(sub) => flat_ids(preds, sub, out),
+            _ => out.push(id),
+        }
+    }
+}
+
+/// Made of comparisons and conjunctions only.
+fn is_pure_cmp(preds: &[PNode], id: u32) -> bool {
+    match &preds[id as usize].kind {
+        PKind::Cmp(..) => true,
+        PKind::And(ids) => ids.iter().all(|&i| is_pure_cmp(preds, i)),
+        _ => false,
+    }
+}
+
+/// The disjuncts of a small disjunction of comparisons.
+fn cmp_or<'p>(preds: &'p [PNode], id: u32) -> Option<&'p [u32]> {
+    match &preds[id as usize].kind {
+        PKind::Or(ids) if ids.len() <= MAX_DISJUNCTS && ids.iter().all(|&i| is_pure_cmp(preds, i)) => {
+            Some(ids)
+        }
+        _ => None,
+    }
+}
+
+/// A conjunction worth splitting at its first small disjunction of
+/// comparisons: everything in it is a comparison or such a disjunction
+/// (otherwise splitting would multiply enumeration work).
+fn split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> {
+    let mut pos = None;
+    for (k, &id) in flat.iter().enumerate() {
+        if cmp_or(preds, id).is_some() {
+            pos = pos.or(Some(k));
+        } else if !is_pure_cmp(preds, id) {
+            return None;
+        }
+    }
+    pos
 }
 
 /// The evaluation state: slot values and what is left of the budget.
@@ -1104,6 +1171,45 @@ impl<'c, 'a> Compiler<'c, 'a> {
         if loops.iter().any(|l| l.1 <= 0) {
             return Ok(false);
         }
+        // ∃(C ∧ (A ∨ B)) = ∃(C ∧ A) ∨ ∃(C ∧ B)
+        let mut flat = Vec::new();
+        flat_ids(&self.preds, conj, &mut flat);
+        let ors = flat.iter().filter(|&&id| cmp_or(&self.preds, id).is_some()).count();
+        if ors <= 2 {
+            if let Some(p) = split_point(&self.preds, &flat) {
+                let or_id = flat.remove(p);
+                let disjuncts = cmp_or(&self.preds, or_id).map(<[u32]>::to_vec).unwrap_or_default();
+                let mut branches = Vec::new();
+                for d in disjuncts {
+                    let mut g = flat.clone();
+                    g.push(d);
+                    let mut got = Vec::new();
+                    if self.exists(loops.clone(), &g, &mut got)? {
+                        match got.len() {
+                            0 => return Ok(true),
+                            1 => branches.push(got[0]),
+                            _ => {
+                                let slots = self.slots_of(&got);
+                                branches.push(self.node(PKind::And(got), slots));
+                            }
+                        }
+                    }
+                }
+                return Ok(match branches.len() {
+                    0 => false,
+                    1 => {
+                        out.push(branches[0]);
+                        true
+                    }
+                    _ => {
+                        let slots = self.slots_of(&branches);
+                        let id = self.node(PKind::Or(branches), slots);
+                        out.push(id);
+                        true
+                    }
+                });
+            }
+        }
         let mut cmps = Vec::new();
         let mut opaque = Vec::new();
         split(&self.preds, conj, &mut cmps, &mut opaque);
@@ -1367,7 +1473,41 @@ impl<'c, 'a> Compiler<'c, 'a> {
 
     /// Count every term and add up.
     fn finish(&mut self, s: Sym) -> Result<u128> {
-        let mut terms = s.terms;
+        // #(G ∧ (A ∨ B)) = #(G ∧ A) + #(G ∧ B) - #(G ∧ A ∧ B), where that
+        // keeps every term countable by intervals.
+        let mut work = s.terms;
+        let mut terms = Vec::with_capacity(work.len());
+        while let Some(mut t) = work.pop() {
+            let mut flat = Vec::with_capacity(t.guard.len());
+            flat_ids(&self.preds, &t.guard, &mut flat);
+            let at = if work.len() + terms.len() < MAX_EXPANDED_TERMS {
+                split_point(&self.preds, &flat)
+            } else {
+                None
+            };
+            let Some(at) = at else {
+                t.guard = flat;
+                terms.push(t);
+                continue;
+            };
+            let or_id = flat.remove(at);
+            let disjuncts = cmp_or(&self.preds, or_id).unwrap_or_default();
+            for mask in 1u32..(1 << disjuncts.len()) {
+                let mut guard = flat.clone();
+                let mut sign = -1i128;
+                for (b, &d) in disjuncts.iter().enumerate() {
+                    if mask >> b & 1 == 1 {
+                        guard.push(d);
+                        sign = -sign;
+                    }
+                }
+                work.push(Term {
+                    coef: t.coef.checked_mul(sign).ok_or_else(too_large)?,
+                    loops: t.loops.clone(),
+                    guard,
+                });
+            }
+        }
         for t in &mut terms {
             t.loops.sort_unstable();
             t.guard.sort_unstable();
@@ -1384,7 +1524,8 @@ impl<'c, 'a> Compiler<'c, 'a> {
             }
         }
         let mut total = s.k;
-        for t in merged {
+        // terms with loops first: they fail fast when too large to count
+        for t in merged.into_iter().rev() {
             if t.coef == 0 {
                 continue;
             }
@@ -1446,6 +1587,14 @@ mod tests {
     fn c(e: &Expr, sz: &Sizes) -> Result<u128> {
         let rels = no_rels();
         cost_expr(e, &CostCtx::new(sz, &rels))
+    }
+    /// `c`, printing how long it took (`--nocapture` shows it).
+    fn tc(e: &Expr, sz: &Sizes) -> Result<u128> {
+        let t = std::time::Instant::now();
+        let r = c(e, sz);
+        let text = crate::front::print::expr_to_string(e);
+        eprintln!("{:>10.3} ms  {}", t.elapsed().as_secs_f64() * 1e3, &text[..text.len().min(90)]);
+        r
     }
     fn x() -> Expr {
         var(s("x"))
@@ -2017,14 +2166,21 @@ mod tests {
             v("n"),
             sum(s("j"), v("n"), iverson(Pred::Rel(s("S"), vec![v("i"), v("j")]), x())),
         );
+        // (the relation's dimensions bound the enumeration)
         let sz = sizes(&[("n", 1 << 40)]);
+        assert_eq!(cost_expr(&hard, &CostCtx::new(&sz, &rels)).unwrap(), 0);
+        let or = Pred::Or(vec![
+            Pred::Rel(s("S"), vec![v("i"), v("j")]),
+            cmp(CmpOp::Lt, v("i").add(&v("j")).unwrap(), k(0)),
+        ]);
+        let hard = gen(s("i"), v("n"), gen(s("j"), v("n"), iverson(or, mul(x(), x()))));
         let err = cost_expr(&hard, &CostCtx::new(&sz, &rels)).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Eval);
         assert!(err.msg.contains("too large to cost"), "{}", err.msg);
         // ... also where the range alone does not show it
         let sz = sizes(&[("n", 100)]);
         let ctx = CostCtx::new(&sz, &rels);
-        assert_eq!(cost_expr_budget(&hard, &ctx, 20_000).unwrap(), 0);
+        assert_eq!(cost_expr_budget(&hard, &ctx, 10_200).unwrap(), 0);
         let err = cost_expr_budget(&hard, &ctx, 5_000).unwrap_err();
         assert!(err.msg.contains("too large to cost"), "{}", err.msg);
         // existentials stop at the first witness
@@ -2082,23 +2238,23 @@ mod tests {
             v("n"),
             sum(s("j"), v("n"), iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("j"), num(2.0)))),
         );
-        assert_eq!(c(&prefix, &sz).unwrap(), n * n);
-        assert_eq!(c(&matmul(), &sz).unwrap(), n * n * (2 * n - 1));
-        assert_eq!(c(&trace_of_diag(), &sz).unwrap(), n - 1);
+        assert_eq!(tc(&prefix, &sz).unwrap(), n * n);
+        assert_eq!(tc(&matmul(), &sz).unwrap(), n * n * (2 * n - 1));
+        assert_eq!(tc(&trace_of_diag(), &sz).unwrap(), n - 1);
         // pointwise sugar: (let t1 (gen ..) (gen j n (* (get t1 j) (get x j))))
         let pw = let_(
             s("t1"),
             gen(s("i"), v("n"), call(Func::Exp, xi("i"))),
             gen(s("j"), v("n"), mul(get(var(s("t1")), v("j")), xi("j"))),
         );
-        assert_eq!(c(&pw, &sz).unwrap(), 2 * n);
+        assert_eq!(tc(&pw, &sz).unwrap(), 2 * n);
         // a diagonal that does work, and a banded matrix
         let diag = gen(
             s("i"),
             v("n"),
             gen(s("j"), v("n"), iverson(cmp(CmpOp::Eq, v("i"), v("j")), mul(xi("i"), x()))),
         );
-        assert_eq!(c(&diag, &sz).unwrap(), n);
+        assert_eq!(tc(&diag, &sz).unwrap(), n);
         let band = Pred::And(vec![
             cmp(CmpOp::Le, v("j"), v("i").add_constant(1).unwrap()),
             cmp(CmpOp::Ge, v("j"), v("i").add_constant(-1).unwrap()),
@@ -2108,7 +2264,7 @@ mod tests {
             v("n"),
             sum(s("j"), v("n"), iverson(band, mul(xi("j"), x()))),
         );
-        assert_eq!(c(&banded, &sz).unwrap(), (3 * n - 2) * 2 - n);
+        assert_eq!(tc(&banded, &sz).unwrap(), (3 * n - 2) * 2 - n);
         // triangular double sum: Σ_{j<=i} 1 multiplication, minus one
         let tri = sum(
             s("i"),
@@ -2116,7 +2272,7 @@ mod tests {
             sum(s("j"), v("n"), iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("i"), xi("j")))),
         );
         let pairs = n * (n + 1) / 2;
-        assert_eq!(c(&tri, &sz).unwrap(), 2 * pairs - 1);
+        assert_eq!(tc(&tri, &sz).unwrap(), 2 * pairs - 1);
         // skipping x1 and a strided sum (coefficient 2)
         let strided = sum(
             s("i"),
@@ -2127,7 +2283,22 @@ mod tests {
                 iverson(cmp(CmpOp::Eq, v("j").scale(2).unwrap(), v("i")), mul(xi("j"), x())),
             ),
         );
-        assert_eq!(c(&strided, &sz).unwrap(), 2 * (n / 2) - 1);
+        assert_eq!(tc(&strided, &sz).unwrap(), 2 * (n / 2) - 1);
+        // disjunctions of comparisons are counted by inclusion–exclusion
+        let off = Pred::Or(vec![cmp(CmpOp::Lt, v("i"), v("j")), cmp(CmpOp::Gt, v("i"), v("j"))]);
+        let offdiag = gen(s("i"), v("n"), gen(s("j"), v("n"), iverson(off.clone(), mul(x(), x()))));
+        assert_eq!(tc(&offdiag, &sz).unwrap(), n * n - n);
+        let offsum = sum(s("i"), v("n"), sum(s("j"), v("n"), iverson(off, mul(x(), x()))));
+        assert_eq!(tc(&offsum, &sz).unwrap(), 2 * (n * n - n) - 1);
+        let skip = sum(
+            s("i"),
+            v("n"),
+            iverson(
+                Pred::Or(vec![cmp(CmpOp::Lt, v("i"), k(1)), cmp(CmpOp::Gt, v("i"), k(1))]),
+                xi("i"),
+            ),
+        );
+        assert_eq!(tc(&skip, &sz).unwrap(), n - 2);
         // a 3-d triangular count, enumerated in two dimensions
         let tri3 = gen(
             s("i"),
@@ -2147,12 +2318,52 @@ mod tests {
         );
         // Σ_{i,j<300} (min(i,j)+1 - 1)
         let want: u128 = (0..300u128).map(|i| (0..300u128).map(|j| i.min(j)).sum::<u128>()).sum();
-        assert_eq!(c(&tri3, &sz).unwrap(), want);
+        assert_eq!(tc(&tri3, &sz).unwrap(), want);
+    }
+
+    #[test]
+    fn zz_probe_deep() {
+        crate::with_big_stack(|| {
+            let sz = sizes(&[("n", 10)]);
+            let d = 100_000;
+            let mut e = x();
+            for _ in 0..d { e = add(x(), e); }
+            let t = std::time::Instant::now();
+            eprintln!("adds {:?} {:?}", c(&e, &sz), t.elapsed());
+            let mut e = mul(x(), x());
+            for k in 0..d { e = gen(s(&format!("g{k}")), v("n"), e); }
+            let t = std::time::Instant::now();
+            eprintln!("gens {:?} {:?}", c(&e, &sz).map_err(|e| e.msg), t.elapsed());
+            for d in [1000, 10_000] {
+                let mut e = mul(x(), x());
+                for q in 0..d { e = iverson(cmp(CmpOp::Lt, v("i"), k(q as i64 + 1)), mul(x(), e)); }
+                let e = gen(s("i"), v("n"), e);
+                let t = std::time::Instant::now();
+                eprintln!("ivs {d} {:?} {:?}", c(&e, &sz), t.elapsed());
+            }
+            let mut e = xi("i");
+            for q in 0..d { e = sum(s(&format!("q{q}")), k(1), iverson(cmp(CmpOp::Le, v(&format!("q{q}")), v("n")), mul(x(), e))); }
+            let e = gen(s("i"), v("n"), e);
+            let t = std::time::Instant::now();
+            eprintln!("sums {:?} {:?}", c(&e, &sz), t.elapsed());
+            // small terms, many times
+            let small = gen(s("i"), v("n"), sum(s("j"), v("n"), iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("j"), xi("i")))));
+            let t = std::time::Instant::now();
+            let mut acc = 0;
+            for _ in 0..100_000 { acc += c(&small, &sz).unwrap(); }
+            eprintln!("small x100000 {acc} {:?}", t.elapsed());
+            let small = add(mul(x(), x()), call(Func::Exp, x()));
+            let t = std::time::Instant::now();
+            let mut acc = 0;
+            for _ in 0..100_000 { acc += c(&small, &sz).unwrap(); }
+            eprintln!("tiny x100000 {acc} {:?}", t.elapsed());
+        });
     }
 
     #[test]
     fn parsed_programs() {
-        let cases: &[(&str, &[(&str, i64)], u128)] = &[
+        type Case<'a> = (&'a str, &'a [(&'a str, i64)], u128);
+        let cases: &[Case] = &[
             (
                 "(fn f ((x (tensor n R))) (gen i n (sum j n (iverson (<= j i) (* (get x j) 2.0)))))",
                 &[("n", 10000)],
@@ -2193,5 +2404,177 @@ mod tests {
         assert_eq!(io_cost(&prog, &sz, &no_rels()).unwrap(), 7 + 7 + 1 + 7);
         assert_eq!(cost(&prog, &sizes(&[]), &no_rels()).unwrap_err().kind, ErrorKind::Input);
         assert_eq!(cost(&prog, &sizes(&[("n", -1)]), &no_rels()).unwrap_err().kind, ErrorKind::Input);
+    }
+
+    // -- against the Python reference (needs python3 and the conformance kit) --
+
+    const REFERENCE: &str = "/work/shared/conformance/atl_ref.py";
+
+    const DRIVER: &str = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import atl_ref as A
+out = []
+for c in json.load(open(sys.argv[2])):
+    try:
+        prog = A.load(c['text'])
+        inputs = A.inputs_from_json(prog, c['inputs'], c['sizes'], require_reals=False)
+        out.append(A.cost(prog, c['sizes'], inputs))
+    except A.AtlError as e:
+        out.append('error: %s %s' % (e.kind, e.msg))
+print(json.dumps(out))
+"#;
+
+    fn relation_json(r: &Relation) -> serde_json::Value {
+        fn go(dims: &[usize], bits: &[bool]) -> serde_json::Value {
+            match dims.split_first() {
+                None => serde_json::Value::Bool(bits[0]),
+                Some((&d, rest)) => {
+                    let stride: usize = rest.iter().product();
+                    serde_json::Value::Array((0..d).map(|k| go(rest, &bits[k * stride..])).collect())
+                }
+            }
+        }
+        go(&r.dims, &r.bits)
+    }
+
+    struct RefCase {
+        text: String,
+        sizes: Sizes,
+        rels: HashMap<Symbol, Relation>,
+        ours: std::result::Result<u128, String>,
+    }
+
+    /// Run the reference on every case; `None` when it is not available.
+    fn reference_costs(cases: &[RefCase]) -> Option<Vec<serde_json::Value>> {
+        let dir = std::path::Path::new(REFERENCE).parent()?;
+        if !std::path::Path::new(REFERENCE).exists() {
+            return None;
+        }
+        let tmp = std::env::temp_dir().join(format!("atl_cost_ref_{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).ok()?;
+        let json: Vec<serde_json::Value> = cases
+            .iter()
+            .map(|c| {
+                let sizes: serde_json::Map<String, serde_json::Value> =
+                    c.sizes.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+                let inputs: serde_json::Map<String, serde_json::Value> =
+                    c.rels.iter().map(|(k, r)| (k.to_string(), relation_json(r))).collect();
+                serde_json::json!({"text": c.text, "sizes": sizes, "inputs": inputs})
+            })
+            .collect();
+        std::fs::write(tmp.join("cases.json"), serde_json::to_string(&json).ok()?).ok()?;
+        std::fs::write(tmp.join("driver.py"), DRIVER).ok()?;
+        let out = std::process::Command::new("python3")
+            .arg(tmp.join("driver.py"))
+            .arg(dir)
+            .arg(tmp.join("cases.json"))
+            .output()
+            .ok()?;
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::remove_dir_all(&tmp).ok();
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    fn compare_with_reference(cases: &[RefCase]) {
+        let Some(refs) = reference_costs(cases) else {
+            eprintln!("reference not available; skipped");
+            return;
+        };
+        assert_eq!(refs.len(), cases.len());
+        let mut checked = 0;
+        for (c, r) in cases.iter().zip(refs) {
+            match (&c.ours, r.as_u64().map(u128::from).or_else(|| r.as_str().and_then(|s| s.parse().ok()))) {
+                (Ok(a), Some(b)) => {
+                    assert_eq!(*a, b, "{} at {:?}", c.text, c.sizes);
+                    checked += 1;
+                }
+                (Err(e), None) => assert!(r.is_string(), "{e} vs {r} on {}", c.text),
+                (ours, _) => panic!("ours {ours:?}, reference {r} on {} at {:?}", c.text, c.sizes),
+            }
+        }
+        eprintln!("{checked} costs equal to the reference's");
+    }
+
+    #[test]
+    #[ignore = "runs python3 on the conformance reference; cargo test --lib cost -- --ignored"]
+    fn random_programs_match_reference() {
+        let mut g = TermGen {
+            rng: Rng(0x2545_f491_4f6c_dd1d),
+            fresh: 0,
+        };
+        let mut cases = vec![];
+        for case in 0..1500 {
+            let mut scope = vec![s("u")];
+            let mut reals = vec![s("x")];
+            let e = g.expr(&mut scope, &mut reals, 1 + case % 5);
+            let text = format!(
+                "(fn f ((x R) (u size) (n size) (m size) (R (relation 4 3)))\n  {})\n",
+                crate::front::print::expr_to_string(&e)
+            );
+            let mut rels = HashMap::new();
+            rels.insert(s("R"), random_relation(&mut g.rng));
+            let sz = sizes(&[
+                ("u", g.rng.below(5) as i64),
+                ("n", g.rng.below(6) as i64),
+                ("m", g.rng.below(4) as i64),
+            ]);
+            let ours = cost_expr(&e, &CostCtx::new(&sz, &rels)).map_err(|e| e.to_string());
+            // the parsed (renamed) program costs the same
+            let prog = crate::front::parse_program(text.as_bytes()).unwrap_or_else(|e| panic!("{e}: {text}"));
+            assert_eq!(
+                cost(&prog, &sz, &rels).map_err(|e| e.to_string()),
+                ours,
+                "{text}"
+            );
+            cases.push(RefCase { text, sizes: sz, rels, ours });
+        }
+        compare_with_reference(&cases);
+    }
+
+    #[test]
+    #[ignore = "runs python3 on the conformance reference; cargo test --lib cost -- --ignored"]
+    fn corpus_matches_reference() {
+        let dir = std::path::Path::new(REFERENCE).with_file_name("corpus");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            eprintln!("no corpus; skipped");
+            return;
+        };
+        let mut rng = Rng(77);
+        let mut cases = vec![];
+        let mut paths: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        paths.sort();
+        for path in paths {
+            if path.extension().is_none_or(|x| x != "atl") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let prog = crate::front::parse_program(text.as_bytes()).unwrap_or_else(|e| panic!("{e}: {path:?}"));
+            for line in text.lines().filter_map(|l| l.strip_prefix("; sizes:")) {
+                for set in line.split('|') {
+                    let sz: Sizes = set
+                        .split(',')
+                        .filter_map(|kv| kv.trim().split_once('='))
+                        .map(|(k, v)| (s(k.trim()), v.trim().parse::<i64>().unwrap()))
+                        .collect();
+                    let mut rels = HashMap::new();
+                    for p in &prog.params {
+                        if let crate::front::ast::ParamKind::Relation(dims) = &p.kind {
+                            let dims: Vec<usize> = dims
+                                .iter()
+                                .map(|d| d.eval_with(|n| sz.get(&n).copied()).unwrap() as usize)
+                                .collect();
+                            let total = dims.iter().product();
+                            let bits = (0..total).map(|_| rng.chance(30)).collect();
+                            rels.insert(p.name, Relation { dims, bits });
+                        }
+                    }
+                    let ours = cost(&prog, &sz, &rels).map_err(|e| e.to_string());
+                    cases.push(RefCase { text: text.clone(), sizes: sz, rels, ours });
+                }
+            }
+        }
+        assert!(cases.len() > 20);
+        compare_with_reference(&cases);
     }
 }

@@ -1,0 +1,168 @@
+//! The forward (total) derivative, by rewriting: the program in A-normal
+//! form goes into an e-graph as `(D body)`, the rules of
+//! `rules/forward.rules` (Figure "Total (Forward) Derivative") and the
+//! black-box table `rules/derivatives.rules` push `D` to the leaves, and a
+//! `D`-free program is extracted by the work cost.
+//!
+//! The environment sigma of the figure lives in the analysis: the inputs
+//! being differentiated map to their tangent parameters; every `let` met by
+//! `d-let` adds `x -> dx`; other real inputs differentiate to zeros.
+
+use super::normalize::{anf, Fresh};
+use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
+use crate::egraph::extract::{Term, WorkCost};
+use crate::egraph::language::{to_rec, Atl};
+use crate::egraph::rules::rewrites;
+use crate::egraph::runner::{collect_extents, extraction_samples};
+use crate::error::{Error, Result};
+use crate::front::ast::{Expr, Param, ParamKind, Program};
+use egg::{Extractor, Runner, Symbol};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The rules of the differentiation phase: the forward rules, the black-box
+/// derivatives, and the zero/one identities that clean up zero tangents.
+fn differentiation_rules() -> Vec<egg::Rewrite<Atl, AtlAnalysis>> {
+    let mut rules = rewrites(&["forward.rules", "derivatives.rules"]);
+    rules.extend(rewrites(&["algebra.rules", "iverson.rules"]).into_iter().filter(|r| {
+        let n = r.name.as_str();
+        n.contains("-zero-") || n.contains("-one-") || n == "iverson-zero" || n == "sum-zero"
+    }));
+    rules
+}
+
+/// `D[body]` for the inputs `wrt` with tangent names `tangents`, as a
+/// `D`-free core expression.
+pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)]) -> Result<Expr> {
+    let mut fresh = Fresh::default();
+    let body = anf(body, &mut fresh);
+    let mut extents = HashMap::new();
+    collect_extents(&body, &mut extents);
+    let mut analysis = AtlAnalysis {
+        extents,
+        ..Default::default()
+    };
+    let differentiated: HashMap<Symbol, Symbol> = tangents.iter().copied().collect();
+    for p in &prog.params {
+        if let ParamKind::Real(t) = &p.kind {
+            if !differentiated.contains_key(&p.name) {
+                analysis.constants.insert(p.name, t.clone());
+            }
+        }
+    }
+    analysis.tangents = differentiated;
+    let mut egraph = AtlGraph::new(analysis);
+    let e = egraph.add_expr(&to_rec(&body));
+    let root = egraph.add(Atl::D(e));
+    let runner = Runner::default()
+        .with_egraph(egraph)
+        .with_node_limit(200_000)
+        .with_iter_limit(1_000)
+        .with_time_limit(Duration::from_secs(20))
+        .run(&differentiation_rules());
+    let egraph = &runner.egraph;
+    let samples = extraction_samples(prog, None);
+    let extractor = Extractor::new(
+        egraph,
+        WorkCost {
+            egraph,
+            samples: &samples,
+        },
+    );
+    let best = extractor.find_best_cost(egraph.find(root));
+    match &*best.term {
+        Term::Expr(e) if best.key.iter().all(|k| *k < crate::egraph::extract::UNUSABLE) => {
+            Ok(e.clone())
+        }
+        _ => Err(Error::transform(format!(
+            "differentiation did not finish ({:?}); the program may be too large",
+            runner.stop_reason
+        ))),
+    }
+}
+
+/// Every name a program uses (parameters, sizes, binders, variables).
+pub fn names_in(prog: &Program) -> std::collections::BTreeSet<String> {
+    let text = crate::front::print::program_to_string(prog);
+    let mut out = std::collections::BTreeSet::new();
+    let mut cur = String::new();
+    for c in text.chars() {
+        if c.is_whitespace() || c == '(' || c == ')' {
+            if !cur.is_empty() {
+                out.insert(std::mem::take(&mut cur));
+            }
+        } else {
+            cur.push(c);
+        }
+    }
+    out
+}
+
+/// A parameter name based on `base` that the program does not use.
+pub fn unused_name(base: &str, taken: &mut std::collections::BTreeSet<String>) -> Symbol {
+    let mut name = base.to_string();
+    let mut k = 1;
+    while taken.contains(&name) {
+        name = format!("{base}_{k}");
+        k += 1;
+    }
+    taken.insert(name.clone());
+    Symbol::from(name)
+}
+
+/// Check `--wrt` names: real-valued inputs, no repeats. Empty: all reals.
+pub fn resolve_wrt(prog: &Program, wrt: &[Symbol]) -> Result<Vec<Symbol>> {
+    if wrt.is_empty() {
+        let all: Vec<Symbol> = prog.real_params().map(|(n, _)| n).collect();
+        if all.is_empty() {
+            return Err(Error::input("the function has no real-valued input to differentiate"));
+        }
+        return Ok(all);
+    }
+    let mut seen = vec![];
+    for w in wrt {
+        match prog.param(*w).map(|p| &p.kind) {
+            Some(ParamKind::Real(_)) => {}
+            Some(_) => {
+                return Err(Error::input(format!(
+                    "--wrt {w}: not a real-valued input (sizes and relations cannot be differentiated)"
+                )))
+            }
+            None => return Err(Error::input(format!("--wrt {w}: the function has no input named {w}"))),
+        }
+        if seen.contains(w) {
+            return Err(Error::input(format!("--wrt {w}: named twice")));
+        }
+        seen.push(*w);
+    }
+    Ok(seen)
+}
+
+/// The Jacobian-vector product: the original parameters, then one tangent
+/// per `wrt` input; returns the output tangent.
+pub fn jvp_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
+    let wrt = resolve_wrt(prog, wrt)?;
+    let mut taken = names_in(prog);
+    let mut params = prog.params.clone();
+    let mut tangents = vec![];
+    for w in &wrt {
+        let t = unused_name(&format!("d{w}"), &mut taken);
+        let ty = match &prog.param(*w).expect("resolved").kind {
+            ParamKind::Real(t) => t.clone(),
+            _ => unreachable!("resolve_wrt keeps real inputs"),
+        };
+        params.push(Param {
+            name: t,
+            kind: ParamKind::Real(ty),
+        });
+        tangents.push((*w, t));
+    }
+    let body = differentiate(prog, &prog.body, &tangents)?;
+    Ok(Program {
+        name: prog.name,
+        params,
+        sizes: prog.sizes.clone(),
+        body,
+        ret: prog.ret.clone(),
+    })
+}

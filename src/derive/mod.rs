@@ -1,0 +1,128 @@
+//! Derivatives of ATL programs (paper section 5), purely functional.
+//!
+//! Phases (each a separate pass, as the design asks):
+//! 1. **normalize**: A-normal form and let-lifting ([`normalize`]), the
+//!    paper's flat "tensor SSA" in which derivative rules copy only atoms;
+//! 2. **differentiate**: forward mode by rewriting `(D e)` in an e-graph
+//!    with `rules/forward.rules` and the black-box table
+//!    `rules/derivatives.rules` ([`forward`]); reverse mode by visiting the
+//!    flat bindings backwards and gathering guarded contributions
+//!    ([`adjoint`]);
+//! 3. **simplify**: the optimizer of [`crate::egraph`] on the result
+//!    (gen pushout, Iverson algebra, index elimination, inlining, dead lets),
+//!    extracted by the sparsity-aware work cost.
+//!
+//! Public entry points: [`jvp`], [`vjp`], [`grad`], [`hvp`] and the call the
+//! design names, [`optimize_gradient`].
+
+pub mod adjoint;
+pub mod forward;
+pub mod normalize;
+
+use crate::egraph::{optimize, Options, Stats};
+use crate::error::{Error, Result};
+use crate::front::ast::{Expr, Param, ParamKind, Program, Type};
+use egg::Symbol;
+
+/// A derivative program and the optimizer's statistics on it.
+#[derive(Clone, Debug)]
+pub struct Derived {
+    pub program: Program,
+    pub stats: Stats,
+}
+
+/// The type of the result of `grad`/`vjp`: one input's type, or the
+/// right-nested pair of several.
+pub fn nested_type(prog: &Program, wrt: &[Symbol]) -> Type {
+    let mut tys: Vec<Type> = wrt
+        .iter()
+        .map(|w| match &prog.param(*w).expect("resolved").kind {
+            ParamKind::Real(t) => t.clone(),
+            _ => unreachable!("resolve_wrt keeps real inputs"),
+        })
+        .collect();
+    let mut t = tys.pop().expect("at least one input");
+    while let Some(a) = tys.pop() {
+        t = Type::Pair(Box::new(a), Box::new(t));
+    }
+    t
+}
+
+fn simplify(p: Program, opts: &Options) -> Result<Derived> {
+    let out = optimize(&p, opts)?;
+    Ok(Derived {
+        program: out.program,
+        stats: out.stats,
+    })
+}
+
+/// Jacobian-vector product: the original parameters, then one tangent per
+/// `wrt` input (all real inputs when empty); returns the output tangent.
+pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
+    simplify(forward::jvp_program(prog, wrt)?, opts)
+}
+
+/// The unsimplified vector-Jacobian product program.
+pub fn vjp_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
+    let wrt = forward::resolve_wrt(prog, wrt)?;
+    let mut taken = forward::names_in(prog);
+    let w = forward::unused_name("ct", &mut taken);
+    let body = adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret)?;
+    let mut params = prog.params.clone();
+    params.push(Param {
+        name: w,
+        kind: ParamKind::Real(prog.ret.clone()),
+    });
+    Ok(Program {
+        name: prog.name,
+        params,
+        sizes: prog.sizes.clone(),
+        body,
+        ret: nested_type(prog, &wrt),
+    })
+}
+
+/// Vector-Jacobian product: the original parameters and one cotangent of
+/// the output's type; returns what `grad` returns.
+pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
+    simplify(vjp_program(prog, wrt)?, opts)
+}
+
+/// The unsimplified gradient program.
+pub fn grad_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
+    if prog.ret != Type::Real {
+        return Err(Error::input(format!(
+            "grad needs a function returning R; this one returns {} (use vjp)",
+            crate::front::print::type_to_string(&prog.ret)
+        )));
+    }
+    let wrt = forward::resolve_wrt(prog, wrt)?;
+    let body = adjoint::vjp_body(prog, &wrt, crate::front::ast::build::num(1.0), &Type::Real)?;
+    Ok(Program {
+        name: prog.name,
+        params: prog.params.clone(),
+        sizes: prog.sizes.clone(),
+        body,
+        ret: nested_type(prog, &wrt),
+    })
+}
+
+/// The gradient of a function returning `R` with respect to `wrt`.
+pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
+    simplify(grad_program(prog, wrt)?, opts)
+}
+
+/// The call the design names: the optimized gradient program.
+pub fn optimize_gradient(prog: &Program, wrt: &[&str], opts: &Options) -> Result<Derived> {
+    let wrt: Vec<Symbol> = wrt.iter().map(|w| Symbol::from(*w)).collect();
+    grad(prog, &wrt, opts)
+}
+
+/// Hessian-vector product (forward over reverse): the original parameters,
+/// then one direction per `wrt` input; returns the derivative of the
+/// gradient along the directions.
+pub fn hvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
+    let wrt = forward::resolve_wrt(prog, wrt)?;
+    let g = grad(prog, &wrt, opts)?.program;
+    simplify(forward::jvp_program(&g, &wrt)?, opts)
+}

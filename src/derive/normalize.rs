@@ -1,0 +1,238 @@
+//! Normal forms the derivatives start from (paper section 4).
+//!
+//! * [`anf`]: every operand of `*` and of a black box, and every subject of
+//!   `get`/`fst`/`snd`, becomes an *atom* (a constant, or a variable under
+//!   accesses and projections) by let-binding it where it stands. Then the
+//!   Leibniz rule and the adjoint of a product copy only atoms, which cost
+//!   nothing: this is what keeps derivatives within a constant factor.
+//! * [`lift`]: the paper's Figure "Let-Lifting" as one pass: every `let`
+//!   moves to the top; out of a `gen`/`sum` over `i` a binding becomes a
+//!   tensor over `i` and its uses `x` become `x[i]`. Together with `anf` this
+//!   gives the straight-line "tensor SSA" the adjoint works on: a list of
+//!   let-free bindings and a let-free result.
+//! * [`dead_code`]: drops bindings nothing uses.
+
+use crate::front::affine::Affine;
+use crate::front::ast::{build, Expr};
+use crate::front::subst::{free_names, Replace, Substituter};
+use egg::Symbol;
+use std::collections::BTreeSet;
+
+/// Fresh names for the passes (`t~1`, ...); `~` never occurs in source names.
+#[derive(Default)]
+pub struct Fresh {
+    n: u64,
+}
+
+impl Fresh {
+    pub fn name(&mut self, base: &str) -> Symbol {
+        self.n += 1;
+        let stem = base.split('~').next().unwrap_or("v");
+        Symbol::from(format!("{stem}~{}", self.n))
+    }
+}
+
+pub fn is_atom(e: &Expr) -> bool {
+    match e {
+        Expr::Const(_) | Expr::Var(_) => true,
+        Expr::Get(a, _) | Expr::Fst(a) | Expr::Snd(a) => is_atom(a),
+        _ => false,
+    }
+}
+
+/// Bind `e` to a fresh variable unless it is an atom; the bindings are
+/// pushed on `binds` (innermost last).
+fn atomize(e: Expr, binds: &mut Vec<(Symbol, Expr)>, fresh: &mut Fresh) -> Expr {
+    if is_atom(&e) {
+        e
+    } else {
+        let t = fresh.name("t");
+        binds.push((t, e));
+        Expr::Var(t)
+    }
+}
+
+fn wrap(binds: Vec<(Symbol, Expr)>, body: Expr) -> Expr {
+    binds
+        .into_iter()
+        .rev()
+        .fold(body, |acc, (x, e)| build::let_(x, e, acc))
+}
+
+/// A-normal form for operands of `*`, black boxes, accesses and projections.
+pub fn anf(e: &Expr, fresh: &mut Fresh) -> Expr {
+    use build::*;
+    match e {
+        Expr::Var(_) | Expr::Const(_) => e.clone(),
+        Expr::Add(a, b) => add(anf(a, fresh), anf(b, fresh)),
+        Expr::Mul(a, b) => {
+            let mut binds = vec![];
+            let a = atomize(anf(a, fresh), &mut binds, fresh);
+            let b = atomize(anf(b, fresh), &mut binds, fresh);
+            wrap(binds, mul(a, b))
+        }
+        Expr::Call(f, a) => {
+            let mut binds = vec![];
+            let a = atomize(anf(a, fresh), &mut binds, fresh);
+            wrap(binds, call(*f, a))
+        }
+        Expr::Get(a, i) => {
+            let mut binds = vec![];
+            let a = atomize(anf(a, fresh), &mut binds, fresh);
+            wrap(binds, get(a, i.clone()))
+        }
+        Expr::Fst(a) | Expr::Snd(a) => {
+            let mut binds = vec![];
+            let a = atomize(anf(a, fresh), &mut binds, fresh);
+            let p = if matches!(e, Expr::Fst(_)) { fst(a) } else { snd(a) };
+            wrap(binds, p)
+        }
+        Expr::Pair(a, b) => pair(anf(a, fresh), anf(b, fresh)),
+        Expr::Gen(i, d, b) => gen(*i, d.clone(), anf(b, fresh)),
+        Expr::Sum(i, d, b) => sum(*i, d.clone(), anf(b, fresh)),
+        Expr::Iverson(p, a) => iverson(p.clone(), anf(a, fresh)),
+        Expr::Let(x, a, b) => let_(*x, anf(a, fresh), anf(b, fresh)),
+    }
+}
+
+/// Let-free bindings, in order, and a let-free result.
+pub type Flat = (Vec<(Symbol, Expr)>, Expr);
+
+fn subst_all(e: &Expr, reps: &[Replace], fresh: &mut Fresh) -> Expr {
+    let mut out = e.clone();
+    for r in reps {
+        let mut f = |b: Symbol| fresh.name(b.as_str());
+        out = Substituter { fresh: &mut f }
+            .expr(&out, r)
+            .expect("renaming a variable to an access cannot overflow");
+    }
+    out
+}
+
+/// Out of a loop over `i < d`: every binding becomes a tensor over `i`; the
+/// uses of the bindings (in later bindings and the body) become `x[i]`.
+fn lift_loop(
+    i: Symbol,
+    d: &Affine,
+    binds: Vec<(Symbol, Expr)>,
+    body: Expr,
+    fresh: &mut Fresh,
+) -> Flat {
+    let mut reps: Vec<Replace> = vec![];
+    let mut out = vec![];
+    for (x, ex) in binds {
+        let ex = subst_all(&ex, &reps, fresh);
+        out.push((x, build::gen(i, d.clone(), ex)));
+        reps.push(Replace::Var(x, build::get(Expr::Var(x), Affine::var(i))));
+    }
+    (out, subst_all(&body, &reps, fresh))
+}
+
+/// Figure "Let-Lifting" as a single pass.
+pub fn lift(e: &Expr, fresh: &mut Fresh) -> Flat {
+    use build::*;
+    let two = |a: &Expr, b: &Expr, fresh: &mut Fresh, mk: fn(Expr, Expr) -> Expr| {
+        let (mut ba, a) = lift(a, fresh);
+        let (bb, b) = lift(b, fresh);
+        ba.extend(bb);
+        (ba, mk(a, b))
+    };
+    match e {
+        Expr::Var(_) | Expr::Const(_) => (vec![], e.clone()),
+        Expr::Add(a, b) => two(a, b, fresh, add),
+        Expr::Mul(a, b) => two(a, b, fresh, mul),
+        Expr::Pair(a, b) => two(a, b, fresh, pair),
+        Expr::Call(f, a) => {
+            let (b, a) = lift(a, fresh);
+            (b, call(*f, a))
+        }
+        Expr::Fst(a) => {
+            let (b, a) = lift(a, fresh);
+            (b, fst(a))
+        }
+        Expr::Snd(a) => {
+            let (b, a) = lift(a, fresh);
+            (b, snd(a))
+        }
+        Expr::Get(a, i) => {
+            let (b, a) = lift(a, fresh);
+            (b, get(a, i.clone()))
+        }
+        Expr::Iverson(p, a) => {
+            // the bracket is copied onto every lifted binding (cost neutrality)
+            let (b, a) = lift(a, fresh);
+            let b = b.into_iter().map(|(x, ex)| (x, iverson(p.clone(), ex))).collect();
+            (b, iverson(p.clone(), a))
+        }
+        Expr::Gen(i, d, body) | Expr::Sum(i, d, body) => {
+            let (b, inner) = lift(body, fresh);
+            let (b, inner) = lift_loop(*i, d, b, inner, fresh);
+            let r = if matches!(e, Expr::Gen(..)) {
+                gen(*i, d.clone(), inner)
+            } else {
+                sum(*i, d.clone(), inner)
+            };
+            (b, r)
+        }
+        Expr::Let(x, a, body) => {
+            let (mut ba, a) = lift(a, fresh);
+            ba.push((*x, a));
+            let (bb, body) = lift(body, fresh);
+            ba.extend(bb);
+            (ba, body)
+        }
+    }
+}
+
+/// Drop bindings that neither later bindings nor the result use.
+pub fn dead_code(flat: Flat) -> Flat {
+    let (binds, result) = flat;
+    let mut live: BTreeSet<Symbol> = free_names(&result);
+    let mut kept = vec![];
+    for (x, e) in binds.into_iter().rev() {
+        if live.contains(&x) {
+            live.extend(free_names(&e));
+            kept.push((x, e));
+        }
+    }
+    kept.reverse();
+    (kept, result)
+}
+
+/// Rebuild nested lets from bindings and a result.
+pub fn unflatten(flat: Flat) -> Expr {
+    let (binds, result) = flat;
+    wrap(binds, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::parse_program;
+    use crate::semantics::cost::cost;
+    use crate::semantics::value::Sizes;
+    use std::collections::HashMap;
+
+    #[test]
+    fn lifting_and_anf_keep_the_cost() {
+        let p = parse_program(
+            b"(fn f ((x (tensor B n R)) (w (tensor n R)))
+               (sum k B (let y (gen i n (* (get x k i) (exp (get w i))))
+                 (sum i n (let d (+ (get y i) 1.0) (* d d))))))",
+        )
+        .unwrap();
+        let mut fresh = Fresh::default();
+        let flat = lift(&anf(&p.body, &mut fresh), &mut fresh);
+        assert!(flat.0.iter().all(|(_, e)| !matches!(e, Expr::Let(..))));
+        let q = crate::front::ast::Program {
+            body: unflatten(flat),
+            ..p.clone()
+        };
+        let sizes: Sizes = [("B", 3), ("n", 4)]
+            .into_iter()
+            .map(|(k, v)| (Symbol::from(k), v))
+            .collect();
+        let rel = HashMap::new();
+        assert_eq!(cost(&p, &sizes, &rel).unwrap(), cost(&q, &sizes, &rel).unwrap());
+    }
+}
