@@ -7,8 +7,8 @@
 
 use atl_egg::error::{Error, ErrorKind, Result};
 use atl_egg::front::{self, Program};
-use atl_egg::{derive, egraph};
 use atl_egg::semantics::{cost, eval, value};
+use atl_egg::{derive, egraph};
 use clap::{Args, Parser, Subcommand};
 use std::io::Read;
 
@@ -99,7 +99,9 @@ impl DeriveArgs {
         };
         let names: Vec<&str> = w.split(',').map(str::trim).collect();
         if names.iter().any(|n| n.is_empty()) {
-            return Err(Error::usage(format!("--wrt {w}: expected names separated by commas")));
+            return Err(Error::usage(format!(
+                "--wrt {w}: expected names separated by commas"
+            )));
         }
         Ok(names.into_iter().map(egg::Symbol::from).collect())
     }
@@ -126,7 +128,7 @@ pub struct OptArgs {
     #[arg(long, value_enum, default_value = "sexp")]
     pub format: Format,
     /// Most e-nodes per phase.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 10_000)]
     pub node_limit: usize,
     /// Most iterations per phase.
     #[arg(long, default_value_t = 30)]
@@ -139,13 +141,20 @@ pub struct OptArgs {
 impl OptArgs {
     pub fn options(&self) -> Result<egraph::Options> {
         if !(self.time_limit.is_finite() && self.time_limit > 0.0 && self.time_limit < 1e6) {
-            return Err(Error::usage("--time-limit must be a positive number of seconds"));
+            return Err(Error::usage(
+                "--time-limit must be a positive number of seconds",
+            ));
         }
         Ok(egraph::Options {
             node_limit: self.node_limit,
             iter_limit: self.iter_limit,
             time_limit: std::time::Duration::from_secs_f64(self.time_limit),
-            sizes: self.sizes.sizes.as_deref().map(value::parse_sizes_flag).transpose()?,
+            sizes: self
+                .sizes
+                .sizes
+                .as_deref()
+                .map(value::parse_sizes_flag)
+                .transpose()?,
         })
     }
 }
@@ -189,10 +198,8 @@ pub fn load_program(path: &str) -> Result<Program> {
 }
 
 fn read_json(path: &str) -> Result<serde_json::Value> {
-    let text =
-        std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))?;
-    serde_json::from_slice(&text)
-        .map_err(|e| Error::input(format!("{path}: malformed JSON: {e}")))
+    let text = std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))?;
+    serde_json::from_slice(&text).map_err(|e| Error::input(format!("{path}: malformed JSON: {e}")))
 }
 
 /// Sizes from `--sizes` and the inputs, then the inputs themselves.
@@ -209,7 +216,12 @@ fn inputs_for(
     let json = inputs.map(read_json).transpose()?;
     let resolved = value::resolve_sizes(prog, &given, json.as_ref())?;
     let empty = serde_json::Value::Object(Default::default());
-    value::inputs_from_json(prog, json.as_ref().unwrap_or(&empty), &resolved, require_reals)
+    value::inputs_from_json(
+        prog,
+        json.as_ref().unwrap_or(&empty),
+        &resolved,
+        require_reals,
+    )
 }
 
 /// Run a command; returns what to print on stdout.

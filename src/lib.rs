@@ -12,9 +12,9 @@
 //! * [`derive`]: forward and adjoint derivatives;
 //! * the `atl-egg` binary (`src/main.rs`) drives all of it.
 
-pub mod error;
 pub mod derive;
 pub mod egraph;
+pub mod error;
 pub mod front;
 pub mod semantics;
 

@@ -2,8 +2,8 @@
 
 mod cli;
 
-use cli::{exit_code, run, Cli};
 use clap::Parser;
+use cli::{exit_code, run, Cli};
 use std::io::Write;
 
 fn main() {

@@ -189,7 +189,14 @@ fn atom_path(e: &Expr) -> Option<(Symbol, Vec<(Step, Option<Affine>)>)> {
         }
         Expr::Fst(a) | Expr::Snd(a) => {
             let (x, mut p) = atom_path(a)?;
-            p.push((if matches!(e, Expr::Fst(_)) { Step::Fst } else { Step::Snd }, None));
+            p.push((
+                if matches!(e, Expr::Fst(_)) {
+                    Step::Fst
+                } else {
+                    Step::Snd
+                },
+                None,
+            ));
             Some((x, p))
         }
         _ => None,
@@ -330,9 +337,11 @@ impl Adjoint<'_> {
         if !self.active.contains(&x) {
             return Ok(());
         }
-        let tx = self.types.get(&x).cloned().ok_or_else(|| {
-            Error::transform(format!("adjoint: no type for {x}"))
-        })?;
+        let tx = self
+            .types
+            .get(&x)
+            .cloned()
+            .ok_or_else(|| Error::transform(format!("adjoint: no type for {x}")))?;
         let used = type_after(&tx, path)
             .ok_or_else(|| Error::transform(format!("adjoint: bad access path on {x}")))?;
         for (sub, dims) in components(&used) {
@@ -384,17 +393,17 @@ impl Adjoint<'_> {
         let mut guards = std::mem::take(&mut c.guards);
         for (j, g) in gs.iter().enumerate() {
             let t = c.targets[j].clone();
-            let solvable = c
-                .loops
-                .iter()
-                .rposition(|(v, _)| t.coeff(*v).abs() == 1);
+            let solvable = c.loops.iter().rposition(|(v, _)| t.coeff(*v).abs() == 1);
             match solvable {
                 Some(pos) => {
                     let (v, d) = c.loops.remove(pos);
                     let k = t.coeff(v);
                     // g = k v + r  =>  v = k (g - r)
                     let r = t.substitute(v, &Affine::constant(0)).map_err(|_| ovf())?;
-                    let sol = Affine::var(*g).sub(&r).and_then(|x| x.scale(k)).map_err(|_| ovf())?;
+                    let sol = Affine::var(*g)
+                        .sub(&r)
+                        .and_then(|x| x.scale(k))
+                        .map_err(|_| ovf())?;
                     c.guards = guards;
                     self.subst(&mut c, v, &sol)?;
                     guards = std::mem::take(&mut c.guards);
@@ -466,7 +475,9 @@ fn rebuild(
 ) -> Expr {
     match t {
         Type::Real => match comps.get(prefix) {
-            Some(e) => idx.iter().fold(e.clone(), |acc, i| build::get(acc, i.clone())),
+            Some(e) => idx
+                .iter()
+                .fold(e.clone(), |acc, i| build::get(acc, i.clone())),
             None => build::num(0.0),
         },
         Type::Tensor(d, e) => {

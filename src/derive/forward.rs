@@ -24,10 +24,17 @@ use std::time::Duration;
 /// derivatives, and the zero/one identities that clean up zero tangents.
 fn differentiation_rules() -> Vec<egg::Rewrite<Atl, AtlAnalysis>> {
     let mut rules = rewrites(&["forward.rules", "derivatives.rules"]);
-    rules.extend(rewrites(&["algebra.rules", "iverson.rules"]).into_iter().filter(|r| {
-        let n = r.name.as_str();
-        n.contains("-zero-") || n.contains("-one-") || n == "iverson-zero" || n == "sum-zero"
-    }));
+    rules.extend(
+        rewrites(&["algebra.rules", "iverson.rules"])
+            .into_iter()
+            .filter(|r| {
+                let n = r.name.as_str();
+                n.contains("-zero-")
+                    || n.contains("-one-")
+                    || n == "iverson-zero"
+                    || n == "sum-zero"
+            }),
+    );
     rules
 }
 
@@ -64,14 +71,16 @@ pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)])
     let samples = extraction_samples(prog, None);
     let extractor = Extractor::new(
         egraph,
-        WorkCost {
-            egraph,
-            samples: &samples,
-        },
+        WorkCost::new(egraph, &samples),
     );
     let best = extractor.find_best_cost(egraph.find(root));
     match &*best.term {
-        Term::Expr(e) if best.key.iter().all(|k| *k < crate::egraph::extract::UNUSABLE) => {
+        Term::Expr(e)
+            if best
+                .key
+                .iter()
+                .all(|k| *k < crate::egraph::extract::UNUSABLE) =>
+        {
             Ok(e.clone())
         }
         _ => Err(Error::transform(format!(
@@ -115,7 +124,9 @@ pub fn resolve_wrt(prog: &Program, wrt: &[Symbol]) -> Result<Vec<Symbol>> {
     if wrt.is_empty() {
         let all: Vec<Symbol> = prog.real_params().map(|(n, _)| n).collect();
         if all.is_empty() {
-            return Err(Error::input("the function has no real-valued input to differentiate"));
+            return Err(Error::input(
+                "the function has no real-valued input to differentiate",
+            ));
         }
         return Ok(all);
     }
@@ -123,12 +134,14 @@ pub fn resolve_wrt(prog: &Program, wrt: &[Symbol]) -> Result<Vec<Symbol>> {
     for w in wrt {
         match prog.param(*w).map(|p| &p.kind) {
             Some(ParamKind::Real(_)) => {}
-            Some(_) => {
+            Some(_) => return Err(Error::input(format!(
+                "--wrt {w}: not a real-valued input (sizes and relations cannot be differentiated)"
+            ))),
+            None => {
                 return Err(Error::input(format!(
-                    "--wrt {w}: not a real-valued input (sizes and relations cannot be differentiated)"
+                    "--wrt {w}: the function has no input named {w}"
                 )))
             }
-            None => return Err(Error::input(format!("--wrt {w}: the function has no input named {w}"))),
         }
         if seen.contains(w) {
             return Err(Error::input(format!("--wrt {w}: named twice")));

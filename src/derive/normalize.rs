@@ -84,7 +84,11 @@ pub fn anf(e: &Expr, fresh: &mut Fresh) -> Expr {
         Expr::Fst(a) | Expr::Snd(a) => {
             let mut binds = vec![];
             let a = atomize(anf(a, fresh), &mut binds, fresh);
-            let p = if matches!(e, Expr::Fst(_)) { fst(a) } else { snd(a) };
+            let p = if matches!(e, Expr::Fst(_)) {
+                fst(a)
+            } else {
+                snd(a)
+            };
             wrap(binds, p)
         }
         Expr::Pair(a, b) => pair(anf(a, fresh), anf(b, fresh)),
@@ -161,7 +165,10 @@ pub fn lift(e: &Expr, fresh: &mut Fresh) -> Flat {
         Expr::Iverson(p, a) => {
             // the bracket is copied onto every lifted binding (cost neutrality)
             let (b, a) = lift(a, fresh);
-            let b = b.into_iter().map(|(x, ex)| (x, iverson(p.clone(), ex))).collect();
+            let b = b
+                .into_iter()
+                .map(|(x, ex)| (x, iverson(p.clone(), ex)))
+                .collect();
             (b, iverson(p.clone(), a))
         }
         Expr::Gen(i, d, body) | Expr::Sum(i, d, body) => {
@@ -233,6 +240,9 @@ mod tests {
             .map(|(k, v)| (Symbol::from(k), v))
             .collect();
         let rel = HashMap::new();
-        assert_eq!(cost(&p, &sizes, &rel).unwrap(), cost(&q, &sizes, &rel).unwrap());
+        assert_eq!(
+            cost(&p, &sizes, &rel).unwrap(),
+            cost(&q, &sizes, &rel).unwrap()
+        );
     }
 }

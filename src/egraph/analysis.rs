@@ -151,8 +151,7 @@ fn decide_pred(egraph: &AtlGraph, n: &Atl) -> Option<bool> {
             }
             // d < 0 or d > 0 everywhere: false
             let (lo, hi) = bounds(&d, ext)?;
-            (surely_negative(&hi) || (surely_nonnegative(&lo) && lo.constant > 0))
-                .then_some(false)
+            (surely_negative(&hi) || (surely_nonnegative(&lo) && lo.constant > 0)).then_some(false)
         }
         Atl::Exists([_, d, p]) => match (t(p), a(d)?.as_constant()) {
             (_, Some(0)) => Some(false),

@@ -23,7 +23,7 @@ use super::language::{as_call, Atl};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real};
 use crate::front::subst::free_names;
-use crate::semantics::cost::{cost_expr, CostCtx};
+use crate::semantics::cost::{cost_expr, cost_expr_budget, CostCtx};
 use crate::semantics::value::{Relation, Sizes};
 use egg::{CostFunction, Id, Language, Symbol};
 use std::cmp::Ordering;
@@ -72,6 +72,19 @@ pub const UNUSABLE: u128 = u128::MAX / 4;
 pub struct WorkCost<'a> {
     pub egraph: &'a AtlGraph,
     pub samples: &'a [Sample],
+    /// Costs of terms already seen: egg's extractor re-costs every node on
+    /// every pass, and most terms do not change between passes.
+    pub memo: HashMap<Expr, Vec<u128>>,
+}
+
+impl<'a> WorkCost<'a> {
+    pub fn new(egraph: &'a AtlGraph, samples: &'a [Sample]) -> WorkCost<'a> {
+        WorkCost {
+            egraph,
+            samples,
+            memo: HashMap::new(),
+        }
+    }
 }
 
 fn expr_of(t: &Term) -> Option<Expr> {
@@ -138,6 +151,54 @@ pub fn build_term(n: &Atl, kid: &dyn Fn(Id) -> Rc<Term>) -> Option<Term> {
     })
 }
 
+/// How many loop values one extraction-time costing may enumerate.
+pub const EXTRACTION_BUDGET: u64 = 20_000;
+
+/// Replace every predicate by `true`: the dense upper bound of a cost.
+fn dense(e: &Expr) -> Expr {
+    use build::*;
+    match e {
+        Expr::Var(_) | Expr::Const(_) => e.clone(),
+        Expr::Add(a, b) => add(dense(a), dense(b)),
+        Expr::Mul(a, b) => mul(dense(a), dense(b)),
+        Expr::Pair(a, b) => pair(dense(a), dense(b)),
+        Expr::Call(f, a) => call(*f, dense(a)),
+        Expr::Fst(a) => fst(dense(a)),
+        Expr::Snd(a) => snd(dense(a)),
+        Expr::Gen(i, d, b) => gen(*i, d.clone(), dense(b)),
+        Expr::Sum(i, d, b) => sum(*i, d.clone(), dense(b)),
+        Expr::Get(a, i) => get(dense(a), i.clone()),
+        Expr::Iverson(_, a) => dense(a),
+        Expr::Let(x, a, b) => let_(*x, dense(a), dense(b)),
+    }
+}
+
+/// The cost extraction compares: exact when counting stays within
+/// [`EXTRACTION_BUDGET`], else the dense upper bound (every predicate
+/// true), which needs no enumeration.
+pub fn estimate_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> u128 {
+    let (wrapped, bindings) = close(e, extents, s);
+    let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
+    cost_expr_budget(&wrapped, &ctx, EXTRACTION_BUDGET)
+        .or_else(|_| cost_expr_budget(&dense(&wrapped), &ctx, EXTRACTION_BUDGET))
+        .unwrap_or(UNUSABLE)
+}
+
+/// Wrap the free index variables with known extents in `gen`s; others (not
+/// sizes) are bound to 0.
+fn close(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> (Expr, Vec<(Symbol, i64)>) {
+    let mut wrapped = e.clone();
+    let mut bindings = vec![];
+    for v in free_names(e) {
+        match extents.get(&v) {
+            Some(d) => wrapped = build::gen(v, d.clone(), wrapped),
+            None if !s.sizes.contains_key(&v) => bindings.push((v, 0)),
+            None => {}
+        }
+    }
+    (wrapped, bindings)
+}
+
 /// Exact cost of an open expression at a sample: free index variables with a
 /// known extent are summed over it (wrapped in `gen`s).
 pub fn cost_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> u128 {
@@ -175,11 +236,18 @@ impl CostFunction<Atl> for WorkCost<'_> {
             return unusable();
         };
         let key = match &term {
-            Term::Expr(e) => self
-                .samples
-                .iter()
-                .map(|s| cost_at(e, &self.egraph.analysis.extents, s))
-                .collect(),
+            Term::Expr(e) => match self.memo.get(e) {
+                Some(k) => k.clone(),
+                None => {
+                    let k: Vec<u128> = self
+                        .samples
+                        .iter()
+                        .map(|s| estimate_at(e, &self.egraph.analysis.extents, s))
+                        .collect();
+                    self.memo.insert(e.clone(), k.clone());
+                    k
+                }
+            },
             _ => vec![0; self.samples.len()],
         };
         CostVal {

@@ -103,7 +103,13 @@ impl fmt::Display for Idx {
         let a = &self.0;
         let mut first = true;
         for (n, k) in &a.terms {
-            let sign = if *k < 0 { "-" } else if first { "" } else { "+" };
+            let sign = if *k < 0 {
+                "-"
+            } else if first {
+                ""
+            } else {
+                "+"
+            };
             let m = k.unsigned_abs();
             if m == 1 {
                 write!(f, "{sign}{n}")?;
@@ -147,13 +153,15 @@ impl FromStr for Idx {
             let part = match term.split_once('*') {
                 Some((k, n)) => {
                     let k: i64 = k.parse().map_err(|_| ())?;
-                    Affine::var(Symbol::from(n)).scale(k * sign).map_err(|_| ())?
+                    Affine::var(Symbol::from(n))
+                        .scale(k * sign)
+                        .map_err(|_| ())?
                 }
                 None => match term.parse::<i64>() {
                     Ok(k) => Affine::constant(k * sign),
-                    Err(_) if !term.is_empty() => {
-                        Affine::var(Symbol::from(term)).scale(sign).map_err(|_| ())?
-                    }
+                    Err(_) if !term.is_empty() => Affine::var(Symbol::from(term))
+                        .scale(sign)
+                        .map_err(|_| ())?,
                     Err(_) => return Err(()),
                 },
             };
@@ -242,7 +250,11 @@ impl ToRec {
             }
             Pred::And(ps) | Pred::Or(ps) => {
                 let is_and = matches!(p, Pred::And(_));
-                let mut ids = ps.iter().map(|q| self.pred(q)).collect::<Vec<_>>().into_iter();
+                let mut ids = ps
+                    .iter()
+                    .map(|q| self.pred(q))
+                    .collect::<Vec<_>>()
+                    .into_iter();
                 let Some(mut acc) = ids.next() else {
                     return self.add(if is_and { Atl::True } else { Atl::False });
                 };

@@ -20,14 +20,25 @@ use super::language::{from_rec, to_rec, Atl, FromRec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
 use crate::front::subst::{Replace, Substituter};
-use egg::{Applier, Condition, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
+use egg::{
+    Applier, Condition, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var,
+};
 use std::sync::Arc;
 
 /// The rule files, compiled into the binary.
 pub const RULE_FILES: &[(&str, &str)] = &[
-    ("let-lifting.rules", include_str!("../../rules/let-lifting.rules")),
-    ("pair-elimination.rules", include_str!("../../rules/pair-elimination.rules")),
-    ("gen-pushout.rules", include_str!("../../rules/gen-pushout.rules")),
+    (
+        "let-lifting.rules",
+        include_str!("../../rules/let-lifting.rules"),
+    ),
+    (
+        "pair-elimination.rules",
+        include_str!("../../rules/pair-elimination.rules"),
+    ),
+    (
+        "gen-pushout.rules",
+        include_str!("../../rules/gen-pushout.rules"),
+    ),
     ("iverson.rules", include_str!("../../rules/iverson.rules")),
     ("algebra.rules", include_str!("../../rules/algebra.rules")),
     ("forward.rules", include_str!("../../rules/forward.rules")),
@@ -83,8 +94,12 @@ pub enum Rhs {
 
 fn parse_call(s: &str) -> Result<(String, Vec<String>), String> {
     let s = s.trim();
-    let open = s.find('(').ok_or_else(|| format!("expected name(args) in '{s}'"))?;
-    let close = s.rfind(')').ok_or_else(|| format!("expected ')' in '{s}'"))?;
+    let open = s
+        .find('(')
+        .ok_or_else(|| format!("expected name(args) in '{s}'"))?;
+    let close = s
+        .rfind(')')
+        .ok_or_else(|| format!("expected ')' in '{s}'"))?;
     let args = s[open + 1..close]
         .split(',')
         .map(|a| a.trim().to_string())
@@ -130,8 +145,12 @@ pub fn parse_rules(file: &'static str, text: &str) -> Result<Vec<RuleSpec>, Stri
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let (head, rest) = line.split_once(':').ok_or_else(|| at("expected 'name: lhs => rhs'".into()))?;
-        let (lhs, rhs_all) = rest.split_once("=>").ok_or_else(|| at("expected '=>'".into()))?;
+        let (head, rest) = line
+            .split_once(':')
+            .ok_or_else(|| at("expected 'name: lhs => rhs'".into()))?;
+        let (lhs, rhs_all) = rest
+            .split_once("=>")
+            .ok_or_else(|| at("expected '=>'".into()))?;
         let (rhs, conds) = match rhs_all.split_once(" if ") {
             Some((r, c)) => (r.trim(), c.trim()),
             None => (rhs_all.trim(), ""),
@@ -150,8 +169,12 @@ pub fn parse_rules(file: &'static str, text: &str) -> Result<Vec<RuleSpec>, Stri
         let head = head.trim();
         let (name, instances) = match head.split_once('[') {
             Some((n, t)) => {
-                let t = t.strip_suffix(']').ok_or_else(|| at("unclosed template".into()))?;
-                let (var, vals) = t.split_once('=').ok_or_else(|| at("template is [X=a,b]".into()))?;
+                let t = t
+                    .strip_suffix(']')
+                    .ok_or_else(|| at("unclosed template".into()))?;
+                let (var, vals) = t
+                    .split_once('=')
+                    .ok_or_else(|| at("template is [X=a,b]".into()))?;
                 let vals: Vec<(String, String)> = vals
                     .split(',')
                     .map(|v| (var.trim().to_string(), v.trim().to_string()))
@@ -211,7 +234,8 @@ pub fn all_specs() -> Vec<RuleSpec> {
 // -- conditions ---------------------------------------------------------------
 
 fn var(s: &str) -> Result<Var, String> {
-    s.parse().map_err(|e| format!("bad pattern variable {s}: {e:?}"))
+    s.parse()
+        .map_err(|e| format!("bad pattern variable {s}: {e:?}"))
 }
 
 /// `not-free(?x, ?e)`: the name in class `?x` is not free in `?e`.
@@ -243,7 +267,10 @@ impl Condition<Atl, AtlAnalysis> for AllOf {
     }
 }
 
-fn condition(name: &str, args: &[String]) -> Result<Box<dyn Condition<Atl, AtlAnalysis> + Send + Sync>, String> {
+fn condition(
+    name: &str,
+    args: &[String],
+) -> Result<Box<dyn Condition<Atl, AtlAnalysis> + Send + Sync>, String> {
     let two = || -> Result<(Var, Var), String> {
         match args {
             [a, b] => Ok((var(a)?, var(b)?)),
@@ -288,7 +315,11 @@ impl Ctx<'_> {
     fn pred(&self, k: usize) -> Option<Pred> {
         let rec = smallest(self.egraph, self.id(k))?;
         let root = Id::from(rec.as_ref().len() - 1);
-        FromRec { node: |i: Id| &rec[i] }.pred(root).ok()
+        FromRec {
+            node: |i: Id| &rec[i],
+        }
+        .pred(root)
+        .ok()
     }
     fn name(&self, k: usize) -> Option<Symbol> {
         name_of(self.egraph, self.id(k))
@@ -596,7 +627,11 @@ pub fn compile(spec: &RuleSpec) -> Result<Rewrite<Atl, AtlAnalysis>, String> {
         }
         Rhs::Applier(n, args) => {
             let f = applier_fn(n).ok_or_else(|| err(format!("unknown applier '{n}'")))?;
-            let vars = args.iter().map(|a| var(a)).collect::<Result<Vec<_>, _>>().map_err(err)?;
+            let vars = args
+                .iter()
+                .map(|a| var(a))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(err)?;
             with_conditions!(RustApplier { f, vars }).map_err(err)
         }
     }

@@ -42,7 +42,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Options {
         Options {
-            node_limit: 20_000,
+            node_limit: 10_000,
             iter_limit: 30,
             time_limit: Duration::from_secs(10),
             sizes: None,
@@ -58,6 +58,8 @@ pub struct PhaseStats {
     pub classes: usize,
     pub stop_reason: String,
     pub seconds: f64,
+    /// Of which extraction.
+    pub extract_seconds: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -95,9 +97,7 @@ pub fn collect_extents(e: &Expr, out: &mut HashMap<Symbol, Affine>) {
             collect_extents(a, out);
             collect_extents(b, out);
         }
-        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => {
-            collect_extents(a, out)
-        }
+        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => collect_extents(a, out),
         Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
             out.insert(*i, d.clone());
             collect_extents(b, out);
@@ -109,7 +109,11 @@ pub fn collect_extents(e: &Expr, out: &mut HashMap<Symbol, Affine>) {
     }
 }
 
-fn all_true_relations(prog: &Program, sizes: &Sizes, fill: impl Fn(usize) -> bool) -> HashMap<Symbol, Relation> {
+fn all_true_relations(
+    prog: &Program,
+    sizes: &Sizes,
+    fill: impl Fn(usize) -> bool,
+) -> HashMap<Symbol, Relation> {
     let mut out = HashMap::new();
     for p in &prog.params {
         if let ParamKind::Relation(dims) = &p.kind {
@@ -151,7 +155,11 @@ pub fn extraction_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
 /// with relations, sparse and empty relations too.
 fn guard_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
     let mut out = extraction_samples(prog, user);
-    if prog.params.iter().any(|p| matches!(p.kind, ParamKind::Relation(_))) {
+    if prog
+        .params
+        .iter()
+        .any(|p| matches!(p.kind, ParamKind::Relation(_)))
+    {
         let base: Vec<Sizes> = out.iter().map(|s| s.sizes.clone()).collect();
         for s in base {
             // a fixed pseudo-random pattern of density about 0.3, and none
@@ -210,20 +218,20 @@ fn run_phase(
     samples: &[Sample],
     opts: &Options,
     deadline: Instant,
+    phases_left: u32,
 ) -> (Expr, PhaseStats) {
     let started = Instant::now();
     let mut rules = rewrites(files);
     if name == "normalize" {
         // inlining belongs to normalization; the rest of algebra.rules waits
-        rules.extend(
-            rewrites(&["algebra.rules"])
-                .into_iter()
-                .filter(|r| {
-                    let n = r.name.as_str();
-                    n.starts_with("let-") || n.ends_with("-zero-left") || n.ends_with("-one-left")
-                        || n.ends_with("-zero-right") || n.ends_with("-one-right")
-                }),
-        );
+        rules.extend(rewrites(&["algebra.rules"]).into_iter().filter(|r| {
+            let n = r.name.as_str();
+            n.starts_with("let-")
+                || n.ends_with("-zero-left")
+                || n.ends_with("-one-left")
+                || n.ends_with("-zero-right")
+                || n.ends_with("-one-right")
+        }));
     }
     let analysis = AtlAnalysis {
         extents: extents.clone(),
@@ -231,23 +239,24 @@ fn run_phase(
     };
     let mut egraph = AtlGraph::new(analysis);
     let root = egraph.add_expr(&to_rec(body));
-    let left = deadline.saturating_duration_since(Instant::now());
+    // each phase gets its share of what is left (extraction included)
+    let left = deadline.saturating_duration_since(Instant::now()) / phases_left;
+    let node_limit = if name == "normalize" {
+        opts.node_limit / 4
+    } else {
+        opts.node_limit
+    };
     let runner = Runner::default()
         .with_egraph(egraph)
-        .with_node_limit(opts.node_limit)
+        .with_node_limit(node_limit)
         .with_iter_limit(opts.iter_limit)
         .with_time_limit(left.max(Duration::from_millis(1)))
         .with_scheduler(BackoffScheduler::default())
         .run(&rules);
     let egraph = &runner.egraph;
     let root = egraph.find(root);
-    let extractor = Extractor::new(
-        egraph,
-        WorkCost {
-            egraph,
-            samples,
-        },
-    );
+    let extract_started = Instant::now();
+    let extractor = Extractor::new(egraph, WorkCost::new(egraph, samples));
     let best = extractor.find_best_cost(root);
     let out = match &*best.term {
         super::extract::Term::Expr(e) => e.clone(),
@@ -260,6 +269,7 @@ fn run_phase(
         classes: egraph.number_of_classes(),
         stop_reason: stop_reason(&runner.stop_reason),
         seconds: started.elapsed().as_secs_f64(),
+        extract_seconds: extract_started.elapsed().as_secs_f64(),
     };
     (out, stats)
 }
@@ -274,8 +284,9 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     let samples = extraction_samples(prog, opts.sizes.as_ref());
     let mut body = prog.body.clone();
     let mut phases = vec![];
-    for (name, files) in PHASES {
-        let (next, st) = run_phase(name, files, &body, &extents, &samples, opts, deadline);
+    for (k, (name, files)) in PHASES.iter().enumerate() {
+        let left = (PHASES.len() - k) as u32 * 2;
+        let (next, st) = run_phase(name, files, &body, &extents, &samples, opts, deadline, left);
         collect_extents(&next, &mut extents);
         body = next;
         phases.push(st);
@@ -301,7 +312,11 @@ type Costs = Vec<(String, u128)>;
 
 /// Keep the candidate only if it reads back as a well-typed program with
 /// the same signature and costs no more than the input at every sample.
-fn guard(prog: &Program, candidate: Program, opts: &Options) -> Result<(Program, bool, Costs, Costs)> {
+fn guard(
+    prog: &Program,
+    candidate: Program,
+    opts: &Options,
+) -> Result<(Program, bool, Costs, Costs)> {
     let samples = guard_samples(prog, opts.sizes.as_ref());
     let mut extents = HashMap::new();
     collect_extents(&prog.body, &mut extents);

@@ -134,7 +134,10 @@ impl Affine {
     }
 
     /// Value under an environment; `None` if a name is unbound.
-    pub fn eval_with(&self, lookup: impl Fn(Symbol) -> Option<i64>) -> Result<i64, EvalAffineError> {
+    pub fn eval_with(
+        &self,
+        lookup: impl Fn(Symbol) -> Option<i64>,
+    ) -> Result<i64, EvalAffineError> {
         let mut v = self.constant;
         for (n, k) in &self.terms {
             let x = lookup(*n).ok_or(EvalAffineError::Unbound(*n))?;
@@ -246,12 +249,20 @@ mod tests {
     fn overflow_is_reported() {
         let big = Affine::constant(i64::MAX);
         assert_eq!(big.add_constant(1), Err(Overflow));
-        assert!(Affine::var(s("i")).scale(i64::MAX).unwrap().scale(2).is_err());
+        assert!(Affine::var(s("i"))
+            .scale(i64::MAX)
+            .unwrap()
+            .scale(2)
+            .is_err());
     }
 
     #[test]
     fn substitution() {
-        let e = Affine::var(s("i")).scale(3).unwrap().add_constant(1).unwrap();
+        let e = Affine::var(s("i"))
+            .scale(3)
+            .unwrap()
+            .add_constant(1)
+            .unwrap();
         let by = Affine::var(s("k")).add_constant(2).unwrap();
         let r = e.substitute(s("i"), &by).unwrap();
         assert_eq!(r.coeff(s("k")), 3);

@@ -229,9 +229,10 @@ impl Elab {
         match sx {
             Sexp::Num(n, _) => match n.int {
                 Some(k) => Ok(Affine::constant(k)),
-                None if n.is_int_text => {
-                    Err(Error::typ(pos, format!("index literal {} is too large", n.text)))
-                }
+                None if n.is_int_text => Err(Error::typ(
+                    pos,
+                    format!("index literal {} is too large", n.text),
+                )),
                 None => Err(Error::typ(
                     pos,
                     format!(
@@ -320,13 +321,20 @@ impl Elab {
         match h {
             "and" | "or" => {
                 if args.is_empty() {
-                    return Err(Error::typ(pos, format!("({h} p ...) needs at least one predicate")));
+                    return Err(Error::typ(
+                        pos,
+                        format!("({h} p ...) needs at least one predicate"),
+                    ));
                 }
                 let ps = args
                     .iter()
                     .map(|a| self.pred(a, claimed))
                     .collect::<Result<Vec<_>>>()?;
-                return Ok(if h == "and" { Pred::And(ps) } else { Pred::Or(ps) });
+                return Ok(if h == "and" {
+                    Pred::And(ps)
+                } else {
+                    Pred::Or(ps)
+                });
             }
             "exists" => {
                 if args.len() != 3 {
@@ -336,7 +344,10 @@ impl Elab {
                     ));
                 }
                 let Some(var) = args[0].as_sym() else {
-                    return Err(Error::typ(args[0].pos(), "exists: expected an index variable name"));
+                    return Err(Error::typ(
+                        args[0].pos(),
+                        "exists: expected an index variable name",
+                    ));
                 };
                 let d = self.dim(&args[1], None)?;
                 let u = self.binder_name(var, claimed);
@@ -397,7 +408,10 @@ impl Elab {
             return Err(Error::syntax(pos, "empty form ()"));
         }
         let Some(h) = items[0].as_sym() else {
-            return Err(Error::syntax(items[0].pos(), "expected a form name after ("));
+            return Err(Error::syntax(
+                items[0].pos(),
+                "expected a form name after (",
+            ));
         };
         let args = &items[1..];
         let arity = |ns: &[usize]| -> Result<()> {
@@ -502,7 +516,10 @@ impl Elab {
                 self.unbind(var, old);
                 let (body, bt) = body?;
                 if h == "gen" {
-                    return Ok((build::gen(u, d.clone(), body), Type::Tensor(d, Box::new(bt))));
+                    return Ok((
+                        build::gen(u, d.clone(), body),
+                        Type::Tensor(d, Box::new(bt)),
+                    ));
                 }
                 match bt.real_shape() {
                     None => Err(Error::typ(
@@ -548,7 +565,10 @@ impl Elab {
             "let" => {
                 arity(&[3])?;
                 let Some(var) = args[0].as_sym() else {
-                    return Err(Error::syntax(args[0].pos(), "let: expected a variable name"));
+                    return Err(Error::syntax(
+                        args[0].pos(),
+                        "let: expected a variable name",
+                    ));
                 };
                 let (e0, t0) = self.expr(&args[1], claimed)?;
                 let u = self.binder_name(var, claimed);
@@ -585,9 +605,9 @@ impl Elab {
                 ),
             )),
             Some(shape) if shape.is_empty() => Ok((build::call(f, a), Type::Real)),
-            Some(shape) => Ok(self.pointwise(&shape, vec![(a, ta)], |mut xs| {
-                build::call(f, xs.remove(0))
-            })),
+            Some(shape) => {
+                Ok(self.pointwise(&shape, vec![(a, ta)], |mut xs| build::call(f, xs.remove(0))))
+            }
         }
     }
 
@@ -707,10 +727,7 @@ impl Elab {
         for (j, dd) in idx.iter().zip(shape).rev() {
             out = build::gen(*j, dd.clone(), out);
         }
-        (
-            build::let_(t, g, out),
-            Type::tensor(shape, Type::Real),
-        )
+        (build::let_(t, g, out), Type::tensor(shape, Type::Real))
     }
 }
 
@@ -742,10 +759,16 @@ pub fn elaborate(data: &[Sexp]) -> Result<Program> {
         ));
     }
     let Sexp::List(items, _) = top else {
-        return Err(Error::syntax(top.pos(), "expected (fn NAME (PARAM ...) BODY)"));
+        return Err(Error::syntax(
+            top.pos(),
+            "expected (fn NAME (PARAM ...) BODY)",
+        ));
     };
     if top.head() != Some("fn") {
-        return Err(Error::syntax(top.pos(), "expected (fn NAME (PARAM ...) BODY)"));
+        return Err(Error::syntax(
+            top.pos(),
+            "expected (fn NAME (PARAM ...) BODY)",
+        ));
     }
     if items.len() != 4 {
         return Err(Error::syntax(
@@ -760,7 +783,10 @@ pub fn elaborate(data: &[Sexp]) -> Result<Program> {
         return Err(Error::syntax(items[1].pos(), "expected a function name"));
     };
     let Sexp::List(param_sx, _) = &items[2] else {
-        return Err(Error::syntax(items[2].pos(), "expected a parameter list (PARAM ...)"));
+        return Err(Error::syntax(
+            items[2].pos(),
+            "expected a parameter list (PARAM ...)",
+        ));
     };
     let mut used = HashSet::new();
     all_symbols(data, &mut used);
@@ -786,12 +812,17 @@ pub fn elaborate(data: &[Sexp]) -> Result<Program> {
         };
         if !seen.insert(pname.to_string()) {
             let Sexp::List(v, _) = p else { unreachable!() };
-            return Err(Error::typ(v[0].pos(), format!("duplicate parameter '{pname}'")));
+            return Err(Error::typ(
+                v[0].pos(),
+                format!("duplicate parameter '{pname}'"),
+            ));
         }
         let binding = if spec.as_sym() == Some("size") {
             Binding::Size
         } else if spec.head() == Some("relation") {
-            let Sexp::List(v, _) = spec else { unreachable!() };
+            let Sexp::List(v, _) = spec else {
+                unreachable!()
+            };
             Binding::Rel(v.len() - 1)
         } else {
             Binding::Var(Symbol::from(pname), Type::Real)
@@ -806,7 +837,9 @@ pub fn elaborate(data: &[Sexp]) -> Result<Program> {
         let kind = match binding {
             Binding::Size => ParamKind::Size,
             Binding::Rel(_) => {
-                let Sexp::List(v, _) = spec else { unreachable!() };
+                let Sexp::List(v, _) = spec else {
+                    unreachable!()
+                };
                 let dims = v[1..]
                     .iter()
                     .map(|d| el.dim(d, Some(&mut declared)))

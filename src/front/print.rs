@@ -38,7 +38,11 @@ pub fn pred_to_string(p: &Pred) -> String {
         Pred::And(ps) if ps.is_empty() => "true".into(),
         Pred::Or(ps) if ps.is_empty() => "false".into(),
         Pred::And(ps) | Pred::Or(ps) => {
-            let head = if matches!(p, Pred::And(_)) { "and" } else { "or" };
+            let head = if matches!(p, Pred::And(_)) {
+                "and"
+            } else {
+                "or"
+            };
             let parts: Vec<String> = ps.iter().map(pred_to_string).collect();
             format!("({head} {})", parts.join(" "))
         }
@@ -241,7 +245,11 @@ fn pretty_expr(e: &Expr, indent: usize, out: &mut String) {
         Expr::Add(a, b) | Expr::Mul(a, b) => {
             out.push('(');
             pretty_expr(a, indent, out);
-            out.push_str(if matches!(e, Expr::Add(..)) { " + " } else { " · " });
+            out.push_str(if matches!(e, Expr::Add(..)) {
+                " + "
+            } else {
+                " · "
+            });
             pretty_expr(b, indent, out);
             out.push(')');
         }
@@ -261,7 +269,11 @@ fn pretty_expr(e: &Expr, indent: usize, out: &mut String) {
             out.push(')');
         }
         Expr::Fst(a) | Expr::Snd(a) => {
-            out.push_str(if matches!(e, Expr::Fst(_)) { "π0 " } else { "π1 " });
+            out.push_str(if matches!(e, Expr::Fst(_)) {
+                "π0 "
+            } else {
+                "π1 "
+            });
             pretty_expr(a, indent, out);
         }
         Expr::Gen(i, d, b) => {

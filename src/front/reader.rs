@@ -129,7 +129,11 @@ fn atom(tok: &str, pos: Pos) -> Result<Sexp> {
             .parse()
             .map_err(|_| Error::syntax(pos, format!("malformed number '{tok}'")))?;
         let is_int = is_int_text(tok);
-        let int = if is_int { tok.parse::<i64>().ok() } else { None };
+        let int = if is_int {
+            tok.parse::<i64>().ok()
+        } else {
+            None
+        };
         Ok(Sexp::Num(
             NumLit {
                 text: tok.to_string(),
@@ -153,7 +157,10 @@ pub fn read(bytes: &[u8]) -> Result<Vec<Sexp>> {
         Err(e) => {
             let before = &bytes[..e.valid_up_to()];
             let line = before.iter().filter(|&&c| c == b'\n').count() as u32 + 1;
-            let last_nl = before.iter().rposition(|&c| c == b'\n').map_or(0, |k| k + 1);
+            let last_nl = before
+                .iter()
+                .rposition(|&c| c == b'\n')
+                .map_or(0, |k| k + 1);
             let col = String::from_utf8_lossy(&before[last_nl..]).chars().count() as u32 + 1;
             return Err(Error::syntax(
                 Pos { line, col },

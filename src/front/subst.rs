@@ -118,7 +118,12 @@ impl Substituter<'_> {
 
     /// Prepare to enter binder `b`: `None` if `b` shadows the target (stop),
     /// else the (possibly renamed) binder and a renaming to apply first.
-    fn enter(&mut self, b: Symbol, r: &Replace, is_index: bool) -> Option<(Symbol, Option<Replace>)> {
+    fn enter(
+        &mut self,
+        b: Symbol,
+        r: &Replace,
+        is_index: bool,
+    ) -> Option<(Symbol, Option<Replace>)> {
         if b == r.target() {
             return None;
         }
@@ -139,8 +144,16 @@ impl Substituter<'_> {
         Ok(match p {
             Pred::True | Pred::False => p.clone(),
             Pred::Cmp(op, a, b) => Pred::Cmp(*op, self.aff(a, r)?, self.aff(b, r)?),
-            Pred::And(ps) => Pred::And(ps.iter().map(|q| self.pred(q, r)).collect::<Result<_, _>>()?),
-            Pred::Or(ps) => Pred::Or(ps.iter().map(|q| self.pred(q, r)).collect::<Result<_, _>>()?),
+            Pred::And(ps) => Pred::And(
+                ps.iter()
+                    .map(|q| self.pred(q, r))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Pred::Or(ps) => Pred::Or(
+                ps.iter()
+                    .map(|q| self.pred(q, r))
+                    .collect::<Result<_, _>>()?,
+            ),
             Pred::Exists(i, d, q) => {
                 let d = self.aff(d, r)?;
                 match self.enter(*i, r, true) {
@@ -156,7 +169,9 @@ impl Substituter<'_> {
             }
             Pred::Rel(rel, idx) => Pred::Rel(
                 *rel,
-                idx.iter().map(|a| self.aff(a, r)).collect::<Result<_, _>>()?,
+                idx.iter()
+                    .map(|a| self.aff(a, r))
+                    .collect::<Result<_, _>>()?,
             ),
         })
     }
@@ -236,7 +251,9 @@ mod tests {
         let out = sub
             .expr(&e, &Replace::Index(s("i"), Affine::var(s("j"))))
             .unwrap();
-        let Expr::Sum(b, _, body) = &out else { panic!() };
+        let Expr::Sum(b, _, body) = &out else {
+            panic!()
+        };
         assert_eq!(b.as_str(), "j~1");
         let Expr::Get(_, a) = &**body else { panic!() };
         assert_eq!(a.coeff(s("j")), 1);

@@ -23,7 +23,7 @@
 //! ```
 //!
 //! where a guard is a conjunction of predicates (affine comparisons, `or`,
-//! relation tests, existentials). The compiler ([`Compiler::expr`]) builds
+//! relation tests, existentials). The compiler (`Compiler::expr`) builds
 //! this symbolic form bottom-up:
 //!
 //! * `*`, `F`, pair, let, get: add the parts (constants fold, terms append);
@@ -46,27 +46,41 @@
 //! constraints are all comparisons with coefficient ±1 are eliminated by
 //! Fourier–Motzkin (exact for unit coefficients), so that e.g.
 //! `∃j<n. j<=i` becomes `0<=i`. What remains is an opaque predicate with a
-//! precomputed counting [`Plan`].
+//! precomputed counting `Plan`.
 //!
-//! Counting one term ([`build_plan`], [`count`]): equalities (`==` with
-//! coefficient ±1 on a loop variable, in the top-level conjunction) are
-//! solved instead of enumerated, with range checks; loop variables that no
-//! constraint mentions contribute a factor; one remaining variable whose
-//! constraints are all affine comparisons is counted by intersecting
-//! intervals (floor/ceil division for other coefficients); the others are
-//! enumerated, outermost first, each narrowed to the interval its closed
-//! comparisons allow, with every constraint checked at the first level where
-//! all its variables are known. `or`, relation tests and what is left of
-//! existentials are evaluated per tuple. Every enumerated value and every
-//! interval count takes one unit of a budget of [`ENUMERATION_BUDGET`];
-//! beyond it costing fails with an evaluation error ("too large to cost"),
-//! so nothing hangs. Terms with the same loops and guard are merged before
-//! counting (e.g. a body's constant cost and the chain's own `1 +`).
+//! Counting one term (`Compiler::finish`, `build_plan`,
+//! `count`): a guard conjunct that is a small `or` of comparisons is split
+//! by inclusion–exclusion (#(G∧(A∨B)) = #(G∧A) + #(G∧B) − #(G∧A∧B)), and an
+//! existential over one by distribution, so that they too are counted, not
+//! enumerated. Then equalities (`==` with coefficient ±1 on a loop variable,
+//! in the top-level conjunction) are solved instead of enumerated, with
+//! range checks; loop variables that no constraint mentions contribute a
+//! factor; one remaining variable whose constraints are all affine
+//! comparisons is counted by intersecting intervals (floor/ceil division for
+//! other coefficients); the others are enumerated, outermost first, each
+//! narrowed to the interval its closed comparisons allow, with every
+//! constraint checked at the first level where all its variables are known.
+//! A relation test also bounds its indices by the relation's dimensions.
+//! Other `or`s, relation tests and what is left of existentials are
+//! evaluated per tuple. Every enumerated value and every interval count
+//! takes one unit of a budget of [`ENUMERATION_BUDGET`]; beyond it costing
+//! fails with an evaluation error ("too large to cost"), so nothing hangs
+//! (a level whose whole range exceeds what is left fails at once). Terms
+//! with the same loops and guard are merged before counting (e.g. a body's
+//! constant cost and the chain's own `1 +`).
 //!
-//! Typical programs at size 10000 cost in microseconds to milliseconds: a
-//! triangular `gen`/`sum` enumerates the outer variable and counts the inner
-//! one; a diagonal `(iverson (== i j) ..)` is solved; matrix products are
-//! constants times products of ranges.
+//! The symbolic form of a term nested `d` deep under predicates on an
+//! enclosing loop variable has size `O(d²)`. Past `SYMBOLIC_WORK_LIMIT` the
+//! compiler gives up and evaluates a tree (`Ir`) directly instead, as the
+//! reference does: `gen` and sum chains whose body does not depend on their
+//! variables multiply (chains count with a `Plan`), the others enumerate
+//! within the same budget.
+//!
+//! Typical programs at size 10000 cost in microseconds to a fraction of a
+//! millisecond (release build): a triangular `gen`/`sum` enumerates the
+//! outer variable and counts the inner one; a diagonal `(iverson (== i j)
+//! ..)` is solved; matrix products are constants times products of ranges.
+//! A small term costs in about a microsecond.
 //!
 //! Errors follow the reference: a gen/sum dimension that is negative at the
 //! given sizes is an evaluation error wherever it occurs; an `exists`
@@ -148,18 +162,24 @@ pub fn cost_expr(e: &Expr, ctx: &CostCtx) -> Result<u128> {
     cost_expr_budget(e, ctx, ENUMERATION_BUDGET)
 }
 
-fn cost_expr_budget(e: &Expr, ctx: &CostCtx, budget: u64) -> Result<u128> {
-    let mut c = Compiler {
-        ctx,
-        preds: Vec::new(),
-        m: Machine {
-            env: Vec::new(),
-            budget,
-        },
-        scope: HashMap::new(),
-    };
-    let sym = c.expr(e)?;
-    c.finish(sym)
+/// [`cost_expr`] with a smaller enumeration budget (the optimizer's
+/// extraction costs many terms and prefers a quick failure to a slow count).
+pub fn cost_expr_budget(e: &Expr, ctx: &CostCtx, budget: u64) -> Result<u128> {
+    let mut c = Compiler::new(ctx, budget);
+    let symbolic = c.expr(e).and_then(|sym| c.finish(sym));
+    if !c.gave_up {
+        return symbolic;
+    }
+    // Too big to keep symbolically (deep nesting under open predicates):
+    // evaluate directly, like the reference.
+    cost_direct(e, ctx, budget)
+}
+
+fn cost_direct(e: &Expr, ctx: &CostCtx, budget: u64) -> Result<u128> {
+    let mut c = Compiler::new(ctx, budget);
+    let (ir, _) = c.ir(e)?;
+    let total = c.run(&ir)?;
+    u128::try_from(total).map_err(|_| internal("negative cost"))
 }
 
 fn overflow() -> Error {
@@ -273,7 +293,10 @@ impl Lin {
     fn eval(&self, env: &[i64]) -> Result<i128> {
         let mut v = self.c;
         for &(s, k) in &self.t {
-            let x = env.get(s as usize).copied().ok_or_else(|| internal("slot"))?;
+            let x = env
+                .get(s as usize)
+                .copied()
+                .ok_or_else(|| internal("slot"))?;
             v = k
                 .checked_mul(x as i128)
                 .and_then(|p| p.checked_add(v))
@@ -291,7 +314,10 @@ impl Lin {
                 a = k;
                 continue;
             }
-            let x = env.get(t as usize).copied().ok_or_else(|| internal("slot"))?;
+            let x = env
+                .get(t as usize)
+                .copied()
+                .ok_or_else(|| internal("slot"))?;
             v = k
                 .checked_mul(x as i128)
                 .and_then(|p| p.checked_add(v))
@@ -392,7 +418,13 @@ fn interval(s: u32, n: i64, cmps: &[(CmpOp, Lin)], env: &[i64]) -> Result<(i128,
 
 /// A comparison `a·v + r op 0` with `a = ±1` as bounds on `v`: pushes lower
 /// bounds `L` (v >= L) and upper bounds `U` (v <= U).
-fn unit_bounds(op: CmpOp, a: i128, r: &Lin, lowers: &mut Vec<Lin>, uppers: &mut Vec<Lin>) -> Result<()> {
+fn unit_bounds(
+    op: CmpOp,
+    a: i128,
+    r: &Lin,
+    lowers: &mut Vec<Lin>,
+    uppers: &mut Vec<Lin>,
+) -> Result<()> {
     if a == 1 {
         // v op -r
         let m = r.scale(-1)?;
@@ -507,7 +539,9 @@ fn is_pure_cmp(preds: &[PNode], id: u32) -> bool {
 /// The disjuncts of a small disjunction of comparisons.
 fn cmp_or<'p>(preds: &'p [PNode], id: u32) -> Option<&'p [u32]> {
     match &preds[id as usize].kind {
-        PKind::Or(ids) if ids.len() <= MAX_DISJUNCTS && ids.iter().all(|&i| is_pure_cmp(preds, i)) => {
+        PKind::Or(ids)
+            if ids.len() <= MAX_DISJUNCTS && ids.iter().all(|&i| is_pure_cmp(preds, i)) =>
+        {
             Some(ids)
         }
         _ => None,
@@ -794,7 +828,9 @@ fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) -> Result<Pla
         if in_counted {
             match c.kind {
                 ConKind::Cmp(op, l) => counted_cmps.push((op, l)),
-                ConKind::Opaque(_) => return Err(internal("opaque constraint on a counted variable")),
+                ConKind::Opaque(_) => {
+                    return Err(internal("opaque constraint on a counted variable"))
+                }
             }
             continue;
         }
@@ -871,7 +907,13 @@ fn count(preds: &[PNode], m: &mut Machine, plan: &Plan, exists: bool) -> Result<
         .ok_or_else(too_large)
 }
 
-fn count_level(preds: &[PNode], m: &mut Machine, plan: &Plan, k: usize, exists: bool) -> Result<u128> {
+fn count_level(
+    preds: &[PNode],
+    m: &mut Machine,
+    plan: &Plan,
+    k: usize,
+    exists: bool,
+) -> Result<u128> {
     let Some(lv) = plan.levels.get(k) else {
         return match &plan.counted {
             None => Ok(1),
@@ -966,7 +1008,16 @@ struct Compiler<'c, 'a> {
     m: Machine,
     /// Binders in scope: name to its slots, innermost last.
     scope: HashMap<Symbol, Vec<u32>>,
+    /// Guard entries and terms handled so far by the symbolic form.
+    work: u64,
+    /// The symbolic form grew past [`SYMBOLIC_WORK_LIMIT`].
+    gave_up: bool,
 }
+
+/// Beyond this much symbolic work (terms and guard entries touched), the
+/// cost is evaluated directly instead: the symbolic form of a term nested
+/// `d` deep under predicates of an enclosing loop has size `O(d²)`.
+const SYMBOLIC_WORK_LIMIT: u64 = 1 << 22;
 
 enum Resolved {
     Slot(u32),
@@ -974,6 +1025,29 @@ enum Resolved {
 }
 
 impl<'c, 'a> Compiler<'c, 'a> {
+    fn new(ctx: &'c CostCtx<'a>, budget: u64) -> Compiler<'c, 'a> {
+        Compiler {
+            ctx,
+            preds: Vec::new(),
+            m: Machine {
+                env: Vec::new(),
+                budget,
+            },
+            scope: HashMap::new(),
+            work: 0,
+            gave_up: false,
+        }
+    }
+
+    fn spend(&mut self, k: usize) -> Result<()> {
+        self.work = self.work.saturating_add(k as u64 + 1);
+        if self.work > SYMBOLIC_WORK_LIMIT {
+            self.gave_up = true;
+            return Err(Error::eval("the symbolic cost grew too large"));
+        }
+        Ok(())
+    }
+
     fn bind(&mut self, name: Symbol) -> Result<u32> {
         let slot = u32::try_from(self.m.env.len()).map_err(|_| internal("too many binders"))?;
         self.m.env.push(0);
@@ -1128,8 +1202,12 @@ impl<'c, 'a> Compiler<'c, 'a> {
                     .relations
                     .get(r)
                     .ok_or_else(|| Error::input(format!("relation {r} is not given")))?;
-                let lins = args.iter().map(|a| self.lin(a)).collect::<Result<Vec<_>>>()?;
-                let mut slots: Vec<u32> = lins.iter().flat_map(|l| l.t.iter().map(|x| x.0)).collect();
+                let lins = args
+                    .iter()
+                    .map(|a| self.lin(a))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut slots: Vec<u32> =
+                    lins.iter().flat_map(|l| l.t.iter().map(|x| x.0)).collect();
                 slots.sort_unstable();
                 slots.dedup();
                 let closed = slots.is_empty();
@@ -1174,11 +1252,16 @@ impl<'c, 'a> Compiler<'c, 'a> {
         // ∃(C ∧ (A ∨ B)) = ∃(C ∧ A) ∨ ∃(C ∧ B)
         let mut flat = Vec::new();
         flat_ids(&self.preds, conj, &mut flat);
-        let ors = flat.iter().filter(|&&id| cmp_or(&self.preds, id).is_some()).count();
+        let ors = flat
+            .iter()
+            .filter(|&&id| cmp_or(&self.preds, id).is_some())
+            .count();
         if ors <= 2 {
             if let Some(p) = split_point(&self.preds, &flat) {
                 let or_id = flat.remove(p);
-                let disjuncts = cmp_or(&self.preds, or_id).map(<[u32]>::to_vec).unwrap_or_default();
+                let disjuncts = cmp_or(&self.preds, or_id)
+                    .map(<[u32]>::to_vec)
+                    .unwrap_or_default();
                 let mut branches = Vec::new();
                 for d in disjuncts {
                     let mut g = flat.clone();
@@ -1315,7 +1398,7 @@ impl<'c, 'a> Compiler<'c, 'a> {
     }
 
     /// Σ over `chain` of `[extra] · r`.
-    fn lift(&self, r: Sym, chain: &[(u32, i64)], extra: &[u32]) -> Result<Sym> {
+    fn lift(&mut self, r: Sym, chain: &[(u32, i64)], extra: &[u32]) -> Result<Sym> {
         let mut out = Sym::default();
         if chain.iter().any(|c| c.1 == 0) {
             return Ok(out);
@@ -1326,6 +1409,7 @@ impl<'c, 'a> Compiler<'c, 'a> {
             guard: Vec::new(),
         });
         for mut t in konst.into_iter().chain(r.terms) {
+            self.spend(t.guard.len() + extra.len() + chain.len())?;
             t.guard.extend_from_slice(extra);
             for &(s, n) in chain {
                 if self.guard_mentions(&t.guard, s) {
@@ -1408,6 +1492,7 @@ impl<'c, 'a> Compiler<'c, 'a> {
                     })?;
                 }
                 for mut t in r.terms {
+                    self.spend(g.len())?;
                     t.guard.extend_from_slice(&g);
                     out.terms.push(t);
                 }
@@ -1478,6 +1563,7 @@ impl<'c, 'a> Compiler<'c, 'a> {
         let mut work = s.terms;
         let mut terms = Vec::with_capacity(work.len());
         while let Some(mut t) = work.pop() {
+            self.spend(t.guard.len() + t.loops.len())?;
             let mut flat = Vec::with_capacity(t.guard.len());
             flat_ids(&self.preds, &t.guard, &mut flat);
             let at = if work.len() + terms.len() < MAX_EXPANDED_TERMS {
@@ -1545,6 +1631,334 @@ impl<'c, 'a> Compiler<'c, 'a> {
     }
 }
 
+// ---------------------------------------------------------------------------
+// direct evaluation (the fallback for programs too big to keep symbolically)
+
+/// A cost as a tree evaluated at an environment, like the reference's
+/// closures; predicates and plans are compiled once.
+enum Ir {
+    /// A constant cost.
+    K(i128),
+    /// A constant plus the parts.
+    Seq(i128, Vec<Ir>),
+    /// 1 where every conjunct holds (the addition of a `+`).
+    Ind(Vec<u32>),
+    /// The body where every conjunct holds, else 0.
+    Guard(Vec<u32>, Box<Ir>),
+    Gen {
+        slot: u32,
+        n: i64,
+        body: Box<Ir>,
+        /// The body's cost may depend on the slot.
+        dep: bool,
+    },
+    Chain {
+        loops: Vec<(u32, i64)>,
+        conj: Vec<u32>,
+        /// Counts the tuples when the body does not depend on them.
+        plan: Box<Plan>,
+        body: Box<Ir>,
+        dep: bool,
+    },
+}
+
+/// Free slots of an [`Ir`], or `Many` (depends on anything) past a few.
+#[derive(Clone)]
+enum Deps {
+    Few(Vec<u32>),
+    Many,
+}
+
+impl Deps {
+    const CAP: usize = 16;
+
+    fn none() -> Deps {
+        Deps::Few(Vec::new())
+    }
+
+    fn union(self, o: Deps) -> Deps {
+        match (self, o) {
+            (Deps::Few(mut a), Deps::Few(b)) => {
+                union_into(&mut a, &b);
+                if a.len() > Deps::CAP {
+                    Deps::Many
+                } else {
+                    Deps::Few(a)
+                }
+            }
+            _ => Deps::Many,
+        }
+    }
+
+    fn mentions(&self, s: u32) -> bool {
+        match self {
+            Deps::Few(v) => v.binary_search(&s).is_ok(),
+            Deps::Many => true,
+        }
+    }
+
+    fn without(self, slots: &[u32]) -> Deps {
+        match self {
+            Deps::Few(mut v) => {
+                v.retain(|s| !slots.contains(s));
+                Deps::Few(v)
+            }
+            Deps::Many => Deps::Many,
+        }
+    }
+}
+
+fn seq(k: i128, parts: Vec<Ir>) -> Result<Ir> {
+    let mut k = k;
+    let mut rest = Vec::new();
+    for p in parts {
+        match p {
+            Ir::K(c) => k = k.checked_add(c).ok_or_else(too_large)?,
+            p => rest.push(p),
+        }
+    }
+    Ok(if rest.is_empty() {
+        Ir::K(k)
+    } else {
+        Ir::Seq(k, rest)
+    })
+}
+
+impl Compiler<'_, '_> {
+    fn guard_deps(&self, g: &[u32]) -> Deps {
+        Deps::Few(Vec::new()).union(Deps::Few(self.slots_of(g)))
+    }
+
+    /// The same rules as [`Compiler::expr`], as a tree.
+    fn ir(&mut self, e: &Expr) -> Result<(Ir, Deps)> {
+        Ok(match e {
+            Expr::Var(_) | Expr::Const(_) => (Ir::K(0), Deps::none()),
+            Expr::Add(a, b) => {
+                let (ia, da) = self.ir(a)?;
+                let (ib, db) = self.ir(b)?;
+                let mut g = Vec::new();
+                let mut ok = true;
+                if let Expr::Iverson(p, _) = &**a {
+                    ok &= self.conj(p, &mut g)?;
+                }
+                if let Expr::Iverson(p, _) = &**b {
+                    ok &= self.conj(p, &mut g)?;
+                }
+                let deps = da.union(db).union(self.guard_deps(&g));
+                let extra = match (ok, g.is_empty()) {
+                    (false, _) => Ir::K(0),
+                    (true, true) => Ir::K(1),
+                    (true, false) => Ir::Ind(g),
+                };
+                (seq(0, vec![ia, ib, extra])?, deps)
+            }
+            Expr::Mul(a, b) => {
+                let (ia, da) = self.ir(a)?;
+                let (ib, db) = self.ir(b)?;
+                (seq(1, vec![ia, ib])?, da.union(db))
+            }
+            Expr::Call(_, a) => {
+                let (ia, da) = self.ir(a)?;
+                (seq(1, vec![ia])?, da)
+            }
+            Expr::Pair(a, b) | Expr::Let(_, a, b) => {
+                let (ia, da) = self.ir(a)?;
+                let (ib, db) = self.ir(b)?;
+                (seq(0, vec![ia, ib])?, da.union(db))
+            }
+            Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => self.ir(a)?,
+            Expr::Gen(i, d, body) => {
+                let n = self.dim(d)?;
+                let slot = self.bind(*i)?;
+                let r = self.ir(body);
+                self.unbind(*i);
+                let (body, db) = r?;
+                if let Ir::K(c) = body {
+                    let k = c.checked_mul(n as i128).ok_or_else(too_large)?;
+                    return Ok((Ir::K(k), db.without(&[slot])));
+                }
+                let dep = db.mentions(slot);
+                (
+                    Ir::Gen {
+                        slot,
+                        n,
+                        body: Box::new(body),
+                        dep,
+                    },
+                    db.without(&[slot]),
+                )
+            }
+            Expr::Iverson(p, body) => {
+                let (ib, db) = self.ir(body)?;
+                if matches!(ib, Ir::K(0)) {
+                    return Ok((ib, db));
+                }
+                let mut g = Vec::new();
+                if !self.conj(p, &mut g)? {
+                    return Ok((Ir::K(0), Deps::none()));
+                }
+                if g.is_empty() {
+                    return Ok((ib, db));
+                }
+                let deps = db.union(self.guard_deps(&g));
+                (Ir::Guard(g, Box::new(ib)), deps)
+            }
+            Expr::Sum(..) => {
+                let mut loops: Vec<(u32, i64)> = Vec::new();
+                let mut names: Vec<Symbol> = Vec::new();
+                let mut node = e;
+                let mut res: Result<()> = Ok(());
+                while let Expr::Sum(i, d, b) = node {
+                    match self.dim(d).and_then(|n| Ok((n, self.bind(*i)?))) {
+                        Ok((n, s)) => {
+                            loops.push((s, n));
+                            names.push(*i);
+                        }
+                        Err(err) => {
+                            res = Err(err);
+                            break;
+                        }
+                    }
+                    node = b;
+                }
+                let parts = res.and_then(|()| {
+                    let (p, inner) = match node {
+                        Expr::Iverson(p, e) => (Some(p), &**e),
+                        _ => (None, node),
+                    };
+                    let r = self.ir(inner)?;
+                    let mut g = Vec::new();
+                    let ok = match p {
+                        Some(p) => self.conj(p, &mut g)?,
+                        None => true,
+                    };
+                    Ok((ok, g, r))
+                });
+                for i in names.iter().rev() {
+                    self.unbind(*i);
+                }
+                let (ok, conj, (body, db)) = parts?;
+                if !ok {
+                    return Ok((Ir::K(0), Deps::none()));
+                }
+                let slots: Vec<u32> = loops.iter().map(|l| l.0).collect();
+                let dep = slots.iter().any(|&s| db.mentions(s));
+                let deps = db.union(self.guard_deps(&conj)).without(&slots);
+                let plan = build_plan(&self.preds, &loops, &conj)?;
+                (
+                    Ir::Chain {
+                        loops,
+                        conj,
+                        plan: Box::new(plan),
+                        body: Box::new(body),
+                        dep,
+                    },
+                    deps,
+                )
+            }
+        })
+    }
+
+    fn all_hold(&mut self, g: &[u32]) -> Result<bool> {
+        for &id in g {
+            if !eval_pred(&self.preds, &mut self.m, id)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The cost of `ir` at the current slot values.
+    fn run(&mut self, ir: &Ir) -> Result<i128> {
+        let add = |a: i128, b: i128| a.checked_add(b).ok_or_else(too_large);
+        match ir {
+            Ir::K(c) => Ok(*c),
+            Ir::Seq(k, parts) => {
+                let mut t = *k;
+                for p in parts {
+                    t = add(t, self.run(p)?)?;
+                }
+                Ok(t)
+            }
+            Ir::Ind(g) => Ok(i128::from(self.all_hold(g)?)),
+            Ir::Guard(g, b) => {
+                if self.all_hold(g)? {
+                    self.run(b)
+                } else {
+                    Ok(0)
+                }
+            }
+            Ir::Gen { slot, n, body, dep } => {
+                if !*dep {
+                    if *n == 0 {
+                        return Ok(0);
+                    }
+                    return self
+                        .run(body)?
+                        .checked_mul(*n as i128)
+                        .ok_or_else(too_large);
+                }
+                let mut t = 0;
+                for v in 0..*n {
+                    self.m.take()?;
+                    self.m.env[*slot as usize] = v;
+                    t = add(t, self.run(body)?)?;
+                }
+                Ok(t)
+            }
+            Ir::Chain {
+                loops,
+                conj,
+                plan,
+                body,
+                dep,
+            } => {
+                let (total, any) = if *dep {
+                    let mut acc = (0, false);
+                    self.chain_tuples(loops, conj, body, &mut acc)?;
+                    acc
+                } else {
+                    let n = count(&self.preds, &mut self.m, plan, false)?;
+                    if n == 0 {
+                        return Ok(0);
+                    }
+                    let n = i128::try_from(n).map_err(|_| too_large())?;
+                    let each = add(1, self.run(body)?)?;
+                    (each.checked_mul(n).ok_or_else(too_large)?, true)
+                };
+                Ok(total - i128::from(any))
+            }
+        }
+    }
+
+    /// Σ over the tuples of `loops` where `conj` holds of (1 + body).
+    fn chain_tuples(
+        &mut self,
+        loops: &[(u32, i64)],
+        conj: &[u32],
+        body: &Ir,
+        acc: &mut (i128, bool),
+    ) -> Result<()> {
+        let Some((&(slot, n), rest)) = loops.split_first() else {
+            if self.all_hold(conj)? {
+                let c = self.run(body)?;
+                acc.0 = c
+                    .checked_add(1)
+                    .and_then(|c| c.checked_add(acc.0))
+                    .ok_or_else(too_large)?;
+                acc.1 = true;
+            }
+            return Ok(());
+        };
+        for v in 0..n {
+            self.m.take()?;
+            self.m.env[slot as usize] = v;
+            self.chain_tuples(rest, conj, body, acc)?;
+        }
+        Ok(())
+    }
+}
+
 /// Decide comparisons without slots; `false` if one fails.
 fn fold_closed(cmps: &mut Vec<(CmpOp, Lin)>) -> bool {
     let mut ok = true;
@@ -1593,7 +2007,11 @@ mod tests {
         let t = std::time::Instant::now();
         let r = c(e, sz);
         let text = crate::front::print::expr_to_string(e);
-        eprintln!("{:>10.3} ms  {}", t.elapsed().as_secs_f64() * 1e3, &text[..text.len().min(90)]);
+        eprintln!(
+            "{:>10.3} ms  {}",
+            t.elapsed().as_secs_f64() * 1e3,
+            &text[..text.len().min(90)]
+        );
         r
     }
     fn x() -> Expr {
@@ -1700,7 +2118,14 @@ mod tests {
             }
         }
 
-        fn tuples(&mut self, chain: &[(Symbol, i64)], p: &Pred, inner: &Expr, total: &mut i128, any: &mut bool) {
+        fn tuples(
+            &mut self,
+            chain: &[(Symbol, i64)],
+            p: &Pred,
+            inner: &Expr,
+            total: &mut i128,
+            any: &mut bool,
+        ) {
             match chain.split_first() {
                 None => {
                     if self.pred(p) {
@@ -1782,7 +2207,11 @@ mod tests {
 
         fn pred(&mut self, scope: &mut Vec<Symbol>, depth: usize) -> Pred {
             const OPS: [CmpOp; 5] = [CmpOp::Lt, CmpOp::Le, CmpOp::Eq, CmpOp::Gt, CmpOp::Ge];
-            let pick = if depth == 0 { self.rng.below(3) } else { self.rng.below(10) };
+            let pick = if depth == 0 {
+                self.rng.below(3)
+            } else {
+                self.rng.below(10)
+            };
             match pick {
                 0 | 1 | 3 => {
                     let op = OPS[self.rng.below(5)];
@@ -1821,7 +2250,12 @@ mod tests {
             }
         }
 
-        fn iverson(&mut self, scope: &mut Vec<Symbol>, reals: &mut Vec<Symbol>, depth: usize) -> Expr {
+        fn iverson(
+            &mut self,
+            scope: &mut Vec<Symbol>,
+            reals: &mut Vec<Symbol>,
+            depth: usize,
+        ) -> Expr {
             let p = self.pred(scope, 2);
             iverson(p, self.expr(scope, reals, depth - 1))
         }
@@ -1845,7 +2279,10 @@ mod tests {
                     };
                     add(a, b)
                 }
-                3 => mul(self.expr(scope, reals, depth - 1), self.expr(scope, reals, depth - 1)),
+                3 => mul(
+                    self.expr(scope, reals, depth - 1),
+                    self.expr(scope, reals, depth - 1),
+                ),
                 4 => call(Func::Exp, self.expr(scope, reals, depth - 1)),
                 5 => {
                     let i = self.name(scope);
@@ -1872,7 +2309,10 @@ mod tests {
                     for _ in 0..depth_chain {
                         scope.pop();
                     }
-                    binders.into_iter().rev().fold(body, |b, (i, d)| sum(i, d, b))
+                    binders
+                        .into_iter()
+                        .rev()
+                        .fold(body, |b, (i, d)| sum(i, d, b))
                 }
                 9 | 10 => self.iverson(scope, reals, depth),
                 11 => {
@@ -1884,7 +2324,10 @@ mod tests {
                     reals.pop();
                     let_(t, a, b)
                 }
-                _ => fst(pair(self.expr(scope, reals, depth - 1), self.expr(scope, reals, depth - 1))),
+                _ => fst(pair(
+                    self.expr(scope, reals, depth - 1),
+                    self.expr(scope, reals, depth - 1),
+                )),
             }
         }
     }
@@ -1903,7 +2346,13 @@ mod tests {
             fresh: 0,
         };
         let mut nonzero = 0;
-        for case in 0..3000 {
+        // ATL_COST_CASES=N and ATL_COST_SEED=S run a longer search.
+        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        let cases = env("ATL_COST_CASES").unwrap_or(3000) as usize;
+        if let Some(seed) = env("ATL_COST_SEED") {
+            g.rng = Rng(seed | 1);
+        }
+        for case in 0..cases {
             let mut scope = vec![s("u")];
             let mut reals = vec![s("x")];
             let e = g.expr(&mut scope, &mut reals, 1 + case % 5);
@@ -1915,6 +2364,9 @@ mod tests {
                 let bindings = [(s("u"), u)];
                 let ctx = CostCtx::new(&sz, &rels).with_bindings(&bindings);
                 let fast = cost_expr(&e, &ctx).unwrap_or_else(|err| panic!("{err} on {e:?}"));
+                let direct = cost_direct(&e, &ctx, ENUMERATION_BUDGET)
+                    .unwrap_or_else(|err| panic!("{err} on {e:?}"));
+                assert_eq!(fast, direct, "{}", crate::front::print::expr_to_string(&e));
                 let mut b = Brute {
                     sizes: &sz,
                     rels: &rels,
@@ -1930,7 +2382,10 @@ mod tests {
                 nonzero += usize::from(slow > 0);
             }
         }
-        assert!(nonzero > 3000, "the generator produces mostly trivial terms");
+        assert!(
+            nonzero > 3000,
+            "the generator produces mostly trivial terms"
+        );
     }
 
     #[test]
@@ -1938,10 +2393,26 @@ mod tests {
         // Hand-picked predicates on sum and gen chains, against brute force.
         let preds = [
             cmp(CmpOp::Le, v("j").scale(2).unwrap(), v("i")),
-            cmp(CmpOp::Eq, v("j").scale(2).unwrap(), v("i").add_constant(1).unwrap()),
-            cmp(CmpOp::Eq, v("j").scale(-1).unwrap(), v("i").scale(-1).unwrap()),
-            cmp(CmpOp::Gt, v("j").scale(3).unwrap(), v("i").scale(-2).unwrap().add(&v("n")).unwrap()),
-            cmp(CmpOp::Lt, v("j").scale(-3).unwrap(), v("i").add_constant(-4).unwrap()),
+            cmp(
+                CmpOp::Eq,
+                v("j").scale(2).unwrap(),
+                v("i").add_constant(1).unwrap(),
+            ),
+            cmp(
+                CmpOp::Eq,
+                v("j").scale(-1).unwrap(),
+                v("i").scale(-1).unwrap(),
+            ),
+            cmp(
+                CmpOp::Gt,
+                v("j").scale(3).unwrap(),
+                v("i").scale(-2).unwrap().add(&v("n")).unwrap(),
+            ),
+            cmp(
+                CmpOp::Lt,
+                v("j").scale(-3).unwrap(),
+                v("i").add_constant(-4).unwrap(),
+            ),
             cmp(CmpOp::Ge, v("i").add(&v("j")).unwrap(), v("n")),
             Pred::And(vec![
                 cmp(CmpOp::Eq, v("i"), v("j").add_constant(1).unwrap()),
@@ -1950,20 +2421,87 @@ mod tests {
             Pred::And(vec![
                 cmp(CmpOp::Le, v("i"), v("j")),
                 cmp(CmpOp::Le, v("j"), v("k")),
-                cmp(CmpOp::Lt, v("k").scale(2).unwrap(), v("n").add(&v("i")).unwrap()),
+                cmp(
+                    CmpOp::Lt,
+                    v("k").scale(2).unwrap(),
+                    v("n").add(&v("i")).unwrap(),
+                ),
             ]),
-            Pred::Exists(s("q"), v("n"), Box::new(cmp(CmpOp::Eq, v("q").scale(2).unwrap(), v("i").add(&v("j")).unwrap()))),
+            Pred::Exists(
+                s("q"),
+                v("n"),
+                Box::new(cmp(
+                    CmpOp::Eq,
+                    v("q").scale(2).unwrap(),
+                    v("i").add(&v("j")).unwrap(),
+                )),
+            ),
         ];
         let rels = no_rels();
         for p in &preds {
             let body = mul(xi("i"), xi("j"));
             let forms = [
-                sum(s("i"), v("n"), sum(s("j"), v("n"), sum(s("k"), v("n"), iverson(p.clone(), body.clone())))),
-                gen(s("i"), v("n"), sum(s("j"), v("n"), sum(s("k"), v("n"), iverson(p.clone(), body.clone())))),
-                gen(s("i"), v("n"), gen(s("j"), v("n"), sum(s("k"), v("n"), iverson(p.clone(), body.clone())))),
-                gen(s("i"), v("n"), gen(s("j"), v("n"), gen(s("k"), v("n"), iverson(p.clone(), body.clone())))),
-                gen(s("i"), v("n"), gen(s("j"), v("n"), gen(s("k"), v("n"), add(iverson(p.clone(), xi("i")), iverson(p.clone(), body.clone()))))),
-                gen(s("k"), v("n"), gen(s("i"), v("n"), sum(s("j"), v("n"), add(iverson(p.clone(), xi("i")), xi("j"))))),
+                sum(
+                    s("i"),
+                    v("n"),
+                    sum(
+                        s("j"),
+                        v("n"),
+                        sum(s("k"), v("n"), iverson(p.clone(), body.clone())),
+                    ),
+                ),
+                gen(
+                    s("i"),
+                    v("n"),
+                    sum(
+                        s("j"),
+                        v("n"),
+                        sum(s("k"), v("n"), iverson(p.clone(), body.clone())),
+                    ),
+                ),
+                gen(
+                    s("i"),
+                    v("n"),
+                    gen(
+                        s("j"),
+                        v("n"),
+                        sum(s("k"), v("n"), iverson(p.clone(), body.clone())),
+                    ),
+                ),
+                gen(
+                    s("i"),
+                    v("n"),
+                    gen(
+                        s("j"),
+                        v("n"),
+                        gen(s("k"), v("n"), iverson(p.clone(), body.clone())),
+                    ),
+                ),
+                gen(
+                    s("i"),
+                    v("n"),
+                    gen(
+                        s("j"),
+                        v("n"),
+                        gen(
+                            s("k"),
+                            v("n"),
+                            add(
+                                iverson(p.clone(), xi("i")),
+                                iverson(p.clone(), body.clone()),
+                            ),
+                        ),
+                    ),
+                ),
+                gen(
+                    s("k"),
+                    v("n"),
+                    gen(
+                        s("i"),
+                        v("n"),
+                        sum(s("j"), v("n"), add(iverson(p.clone(), xi("i")), xi("j"))),
+                    ),
+                ),
             ];
             for e in &forms {
                 for n in 0..7 {
@@ -1985,7 +2523,11 @@ mod tests {
         let a = gen(
             s("i"),
             v("n"),
-            gen(s("j"), v("n"), iverson(cmp(CmpOp::Eq, v("i"), v("j")), xi("i"))),
+            gen(
+                s("j"),
+                v("n"),
+                iverson(cmp(CmpOp::Eq, v("i"), v("j")), xi("i")),
+            ),
         );
         let tr = sum(s("k"), v("n"), get(get(var(s("A")), v("k")), v("k")));
         let_(s("A"), a, tr)
@@ -2006,7 +2548,10 @@ mod tests {
             s("i"),
             v("n"),
             iverson(
-                Pred::Or(vec![cmp(CmpOp::Lt, v("i"), k(1)), cmp(CmpOp::Gt, v("i"), k(1))]),
+                Pred::Or(vec![
+                    cmp(CmpOp::Lt, v("i"), k(1)),
+                    cmp(CmpOp::Gt, v("i"), k(1)),
+                ]),
                 xi("i"),
             ),
         );
@@ -2051,7 +2596,10 @@ mod tests {
         assert_eq!(c(&add(x(), iverson(Pred::False, x())), &sz).unwrap(), 0);
         assert_eq!(c(&add(x(), x()), &sz).unwrap(), 1);
         // an iverson under a let is not a bracket of the addition
-        assert_eq!(c(&add(let_(s("y"), x(), iverson(Pred::False, x())), x()), &sz).unwrap(), 1);
+        assert_eq!(
+            c(&add(let_(s("y"), x(), iverson(Pred::False, x())), x()), &sz).unwrap(),
+            1
+        );
     }
 
     #[test]
@@ -2060,7 +2608,10 @@ mod tests {
         assert_eq!(c(&x(), &sz).unwrap(), 0);
         assert_eq!(c(&num(2.0), &sz).unwrap(), 0);
         assert_eq!(c(&call(Func::Tanh, mul(x(), x())), &sz).unwrap(), 2);
-        assert_eq!(c(&fst(pair(mul(x(), x()), call(Func::Exp, x()))), &sz).unwrap(), 2);
+        assert_eq!(
+            c(&fst(pair(mul(x(), x()), call(Func::Exp, x()))), &sz).unwrap(),
+            2
+        );
         // gen sums its body: 3 * 4 multiplications
         let g = gen(s("i"), v("n"), gen(s("j"), v("m"), mul(xi("i"), xi("j"))));
         assert_eq!(c(&g, &sz).unwrap(), 12);
@@ -2076,12 +2627,24 @@ mod tests {
         let ch = sum(s("i"), v("n"), sum(s("j"), v("m"), mul(xi("i"), xi("j"))));
         assert_eq!(c(&ch, &sz).unwrap(), 23);
         // an iverson between two sums ends the chain: 3 * (4 - 1 + 4) + 2
-        let br = sum(s("i"), v("n"), iverson(Pred::True, sum(s("j"), v("m"), mul(xi("i"), xi("j")))));
+        let br = sum(
+            s("i"),
+            v("n"),
+            iverson(Pred::True, sum(s("j"), v("m"), mul(xi("i"), xi("j")))),
+        );
         assert_eq!(c(&br, &sz).unwrap(), 3 * 7 + 3 - 1);
         // exactly one tuple: no addition
-        let one = sum(s("i"), v("n"), iverson(cmp(CmpOp::Eq, v("i"), k(2)), mul(xi("i"), x())));
+        let one = sum(
+            s("i"),
+            v("n"),
+            iverson(cmp(CmpOp::Eq, v("i"), k(2)), mul(xi("i"), x())),
+        );
         assert_eq!(c(&one, &sz).unwrap(), 1);
-        let none = sum(s("i"), v("n"), iverson(cmp(CmpOp::Eq, v("i"), k(3)), mul(xi("i"), x())));
+        let none = sum(
+            s("i"),
+            v("n"),
+            iverson(cmp(CmpOp::Eq, v("i"), k(3)), mul(xi("i"), x())),
+        );
         assert_eq!(c(&none, &sz).unwrap(), 0);
     }
 
@@ -2090,7 +2653,11 @@ mod tests {
         let sz = sizes(&[("n", 5)]);
         let rels = no_rels();
         // free i from the context
-        let e = sum(s("j"), v("n"), iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("j"), x())));
+        let e = sum(
+            s("j"),
+            v("n"),
+            iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("j"), x())),
+        );
         for (i, want) in [(-1, 0), (0, 1), (2, 5), (4, 9), (9, 9)] {
             let b = [(s("i"), i)];
             let ctx = CostCtx::new(&sz, &rels).with_bindings(&b);
@@ -2098,12 +2665,19 @@ mod tests {
         }
         // later bindings shadow earlier ones; index variables shadow sizes
         let b = [(s("i"), 0), (s("i"), 2)];
-        assert_eq!(cost_expr(&e, &CostCtx::new(&sz, &rels).with_bindings(&b)).unwrap(), 5);
+        assert_eq!(
+            cost_expr(&e, &CostCtx::new(&sz, &rels).with_bindings(&b)).unwrap(),
+            5
+        );
         let b = [(s("n"), 2)];
         let ctx = CostCtx::new(&sz, &rels).with_bindings(&b);
         assert_eq!(cost_expr(&sum(s("j"), v("n"), x()), &ctx).unwrap(), 1);
         // a binder shadows the context and an outer binder
-        let inner = gen(s("i"), k(2), iverson(cmp(CmpOp::Eq, v("i"), k(1)), mul(x(), x())));
+        let inner = gen(
+            s("i"),
+            k(2),
+            iverson(cmp(CmpOp::Eq, v("i"), k(1)), mul(x(), x())),
+        );
         let b = [(s("i"), 1)];
         let ctx = CostCtx::new(&sz, &rels).with_bindings(&b);
         assert_eq!(cost_expr(&inner, &ctx).unwrap(), 1);
@@ -2134,7 +2708,11 @@ mod tests {
         assert_eq!(c(&iverson(ex.clone(), x()), &sz).unwrap(), 0);
         assert!(c(&iverson(ex, mul(x(), x())), &sz).is_err());
         // a relation without a value
-        let r = sum(s("i"), v("n"), iverson(Pred::Rel(s("S"), vec![v("i")]), xi("i")));
+        let r = sum(
+            s("i"),
+            v("n"),
+            iverson(Pred::Rel(s("S"), vec![v("i")]), xi("i")),
+        );
         let err = c(&r, &sz).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Input);
         assert!(err.msg.contains('S'), "{}", err.msg);
@@ -2143,10 +2721,17 @@ mod tests {
         assert_eq!(err.kind, ErrorKind::Input);
         // overflow is an error, never a wrap
         let big = sizes(&[("n", i64::MAX)]);
-        let deep = gen(s("a"), v("n"), gen(s("b"), v("n"), gen(s("c"), v("n"), mul(x(), x()))));
+        let deep = gen(
+            s("a"),
+            v("n"),
+            gen(s("b"), v("n"), gen(s("c"), v("n"), mul(x(), x()))),
+        );
         assert_eq!(c(&deep, &big).unwrap_err().kind, ErrorKind::Eval);
         let two = gen(s("a"), v("n"), gen(s("b"), v("n"), mul(x(), x())));
-        assert_eq!(c(&two, &big).unwrap(), (i64::MAX as u128) * (i64::MAX as u128));
+        assert_eq!(
+            c(&two, &big).unwrap(),
+            (i64::MAX as u128) * (i64::MAX as u128)
+        );
         let huge = Affine {
             constant: i64::MAX,
             terms: vec![(s("n"), i64::MAX)],
@@ -2164,7 +2749,11 @@ mod tests {
         let hard = sum(
             s("i"),
             v("n"),
-            sum(s("j"), v("n"), iverson(Pred::Rel(s("S"), vec![v("i"), v("j")]), x())),
+            sum(
+                s("j"),
+                v("n"),
+                iverson(Pred::Rel(s("S"), vec![v("i"), v("j")]), x()),
+            ),
         );
         // (the relation's dimensions bound the enumeration)
         let sz = sizes(&[("n", 1 << 40)]);
@@ -2173,7 +2762,11 @@ mod tests {
             Pred::Rel(s("S"), vec![v("i"), v("j")]),
             cmp(CmpOp::Lt, v("i").add(&v("j")).unwrap(), k(0)),
         ]);
-        let hard = gen(s("i"), v("n"), gen(s("j"), v("n"), iverson(or, mul(x(), x()))));
+        let hard = gen(
+            s("i"),
+            v("n"),
+            gen(s("j"), v("n"), iverson(or, mul(x(), x()))),
+        );
         let err = cost_expr(&hard, &CostCtx::new(&sz, &rels)).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Eval);
         assert!(err.msg.contains("too large to cost"), "{}", err.msg);
@@ -2187,11 +2780,17 @@ mod tests {
         let ex = Pred::Exists(
             s("q"),
             v("n"),
-            Box::new(Pred::Or(vec![Pred::Rel(s("S"), vec![v("q"), v("q")]), cmp(CmpOp::Ge, v("q"), k(0))])),
+            Box::new(Pred::Or(vec![
+                Pred::Rel(s("S"), vec![v("q"), v("q")]),
+                cmp(CmpOp::Ge, v("q"), k(0)),
+            ])),
         );
         let sz = sizes(&[("n", 1 << 40)]);
         let ctx = CostCtx::new(&sz, &rels);
-        assert_eq!(cost_expr_budget(&iverson(ex, mul(x(), x())), &ctx, 10).unwrap(), 1);
+        assert_eq!(
+            cost_expr_budget(&iverson(ex, mul(x(), x())), &ctx, 10).unwrap(),
+            1
+        );
     }
 
     #[test]
@@ -2225,7 +2824,15 @@ mod tests {
     fn matmul() -> Expr {
         let a = |i: &str, j: &str| get(get(var(s("A")), v(i)), v(j));
         let b = |i: &str, j: &str| get(get(var(s("B")), v(i)), v(j));
-        gen(s("i"), v("n"), gen(s("j"), v("n"), sum(s("k"), v("n"), mul(a("i", "k"), b("k", "j")))))
+        gen(
+            s("i"),
+            v("n"),
+            gen(
+                s("j"),
+                v("n"),
+                sum(s("k"), v("n"), mul(a("i", "k"), b("k", "j"))),
+            ),
+        )
     }
 
     #[test]
@@ -2236,7 +2843,11 @@ mod tests {
         let prefix = gen(
             s("i"),
             v("n"),
-            sum(s("j"), v("n"), iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("j"), num(2.0)))),
+            sum(
+                s("j"),
+                v("n"),
+                iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("j"), num(2.0))),
+            ),
         );
         assert_eq!(tc(&prefix, &sz).unwrap(), n * n);
         assert_eq!(tc(&matmul(), &sz).unwrap(), n * n * (2 * n - 1));
@@ -2252,7 +2863,11 @@ mod tests {
         let diag = gen(
             s("i"),
             v("n"),
-            gen(s("j"), v("n"), iverson(cmp(CmpOp::Eq, v("i"), v("j")), mul(xi("i"), x()))),
+            gen(
+                s("j"),
+                v("n"),
+                iverson(cmp(CmpOp::Eq, v("i"), v("j")), mul(xi("i"), x())),
+            ),
         );
         assert_eq!(tc(&diag, &sz).unwrap(), n);
         let band = Pred::And(vec![
@@ -2269,7 +2884,11 @@ mod tests {
         let tri = sum(
             s("i"),
             v("n"),
-            sum(s("j"), v("n"), iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("i"), xi("j")))),
+            sum(
+                s("j"),
+                v("n"),
+                iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("i"), xi("j"))),
+            ),
         );
         let pairs = n * (n + 1) / 2;
         assert_eq!(tc(&tri, &sz).unwrap(), 2 * pairs - 1);
@@ -2280,21 +2899,38 @@ mod tests {
             sum(
                 s("j"),
                 v("n"),
-                iverson(cmp(CmpOp::Eq, v("j").scale(2).unwrap(), v("i")), mul(xi("j"), x())),
+                iverson(
+                    cmp(CmpOp::Eq, v("j").scale(2).unwrap(), v("i")),
+                    mul(xi("j"), x()),
+                ),
             ),
         );
         assert_eq!(tc(&strided, &sz).unwrap(), 2 * (n / 2) - 1);
         // disjunctions of comparisons are counted by inclusion–exclusion
-        let off = Pred::Or(vec![cmp(CmpOp::Lt, v("i"), v("j")), cmp(CmpOp::Gt, v("i"), v("j"))]);
-        let offdiag = gen(s("i"), v("n"), gen(s("j"), v("n"), iverson(off.clone(), mul(x(), x()))));
+        let off = Pred::Or(vec![
+            cmp(CmpOp::Lt, v("i"), v("j")),
+            cmp(CmpOp::Gt, v("i"), v("j")),
+        ]);
+        let offdiag = gen(
+            s("i"),
+            v("n"),
+            gen(s("j"), v("n"), iverson(off.clone(), mul(x(), x()))),
+        );
         assert_eq!(tc(&offdiag, &sz).unwrap(), n * n - n);
-        let offsum = sum(s("i"), v("n"), sum(s("j"), v("n"), iverson(off, mul(x(), x()))));
+        let offsum = sum(
+            s("i"),
+            v("n"),
+            sum(s("j"), v("n"), iverson(off, mul(x(), x()))),
+        );
         assert_eq!(tc(&offsum, &sz).unwrap(), 2 * (n * n - n) - 1);
         let skip = sum(
             s("i"),
             v("n"),
             iverson(
-                Pred::Or(vec![cmp(CmpOp::Lt, v("i"), k(1)), cmp(CmpOp::Gt, v("i"), k(1))]),
+                Pred::Or(vec![
+                    cmp(CmpOp::Lt, v("i"), k(1)),
+                    cmp(CmpOp::Gt, v("i"), k(1)),
+                ]),
                 xi("i"),
             ),
         );
@@ -2310,53 +2946,66 @@ mod tests {
                     s("k"),
                     v("n"),
                     iverson(
-                        Pred::And(vec![cmp(CmpOp::Le, v("k"), v("i")), cmp(CmpOp::Le, v("k"), v("j"))]),
+                        Pred::And(vec![
+                            cmp(CmpOp::Le, v("k"), v("i")),
+                            cmp(CmpOp::Le, v("k"), v("j")),
+                        ]),
                         x(),
                     ),
                 ),
             ),
         );
         // Σ_{i,j<300} (min(i,j)+1 - 1)
-        let want: u128 = (0..300u128).map(|i| (0..300u128).map(|j| i.min(j)).sum::<u128>()).sum();
+        let want: u128 = (0..300u128)
+            .map(|i| (0..300u128).map(|j| i.min(j)).sum::<u128>())
+            .sum();
         assert_eq!(tc(&tri3, &sz).unwrap(), want);
     }
 
     #[test]
-    fn zz_probe_deep() {
+    fn deep_programs() {
         crate::with_big_stack(|| {
             let sz = sizes(&[("n", 10)]);
             let d = 100_000;
             let mut e = x();
-            for _ in 0..d { e = add(x(), e); }
-            let t = std::time::Instant::now();
-            eprintln!("adds {:?} {:?}", c(&e, &sz), t.elapsed());
-            let mut e = mul(x(), x());
-            for k in 0..d { e = gen(s(&format!("g{k}")), v("n"), e); }
-            let t = std::time::Instant::now();
-            eprintln!("gens {:?} {:?}", c(&e, &sz).map_err(|e| e.msg), t.elapsed());
-            for d in [1000, 10_000] {
-                let mut e = mul(x(), x());
-                for q in 0..d { e = iverson(cmp(CmpOp::Lt, v("i"), k(q as i64 + 1)), mul(x(), e)); }
-                let e = gen(s("i"), v("n"), e);
-                let t = std::time::Instant::now();
-                eprintln!("ivs {d} {:?} {:?}", c(&e, &sz), t.elapsed());
+            for _ in 0..d {
+                e = add(x(), e);
             }
+            assert_eq!(c(&e, &sz).unwrap(), d as u128);
+            let mut e = mul(x(), x());
+            for q in 0..d {
+                e = let_(s("y"), mul(x(), x()), gen(s(&format!("g{q}")), k(1), e));
+            }
+            assert_eq!(c(&e, &sz).unwrap(), d as u128 + 1);
+            // 10^d overflows: an error, not a wrap
+            let mut e = mul(x(), x());
+            for q in 0..1000 {
+                e = gen(s(&format!("g{q}")), v("n"), e);
+            }
+            assert_eq!(c(&e, &sz).unwrap_err().kind, ErrorKind::Eval);
+            // nested brackets on the loop variable: Σ_i (d - i) + [i = 0];
+            // the deep one is evaluated directly
+            for d in [1000i64, 20_000] {
+                let mut e = mul(x(), x());
+                for q in 0..d {
+                    e = iverson(cmp(CmpOp::Lt, v("i"), k(q + 1)), mul(x(), e));
+                }
+                let e = gen(s("i"), v("n"), e);
+                assert_eq!(c(&e, &sz).unwrap(), (10 * d - 44) as u128);
+            }
+            // nested single-element sums under open predicates
+            let d = 20_000;
             let mut e = xi("i");
-            for q in 0..d { e = sum(s(&format!("q{q}")), k(1), iverson(cmp(CmpOp::Le, v(&format!("q{q}")), v("n")), mul(x(), e))); }
+            for q in 0..d {
+                let name = format!("q{q}");
+                e = sum(
+                    s(&name),
+                    k(1),
+                    iverson(cmp(CmpOp::Le, v(&name), v("i")), mul(x(), e)),
+                );
+            }
             let e = gen(s("i"), v("n"), e);
-            let t = std::time::Instant::now();
-            eprintln!("sums {:?} {:?}", c(&e, &sz), t.elapsed());
-            // small terms, many times
-            let small = gen(s("i"), v("n"), sum(s("j"), v("n"), iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("j"), xi("i")))));
-            let t = std::time::Instant::now();
-            let mut acc = 0;
-            for _ in 0..100_000 { acc += c(&small, &sz).unwrap(); }
-            eprintln!("small x100000 {acc} {:?}", t.elapsed());
-            let small = add(mul(x(), x()), call(Func::Exp, x()));
-            let t = std::time::Instant::now();
-            let mut acc = 0;
-            for _ in 0..100_000 { acc += c(&small, &sz).unwrap(); }
-            eprintln!("tiny x100000 {acc} {:?}", t.elapsed());
+            assert_eq!(c(&e, &sz).unwrap(), 10 * d as u128);
         });
     }
 
@@ -2402,8 +3051,16 @@ mod tests {
         let sz = sizes(&[("n", 7)]);
         assert_eq!(cost(&prog, &sz, &no_rels()).unwrap(), 7);
         assert_eq!(io_cost(&prog, &sz, &no_rels()).unwrap(), 7 + 7 + 1 + 7);
-        assert_eq!(cost(&prog, &sizes(&[]), &no_rels()).unwrap_err().kind, ErrorKind::Input);
-        assert_eq!(cost(&prog, &sizes(&[("n", -1)]), &no_rels()).unwrap_err().kind, ErrorKind::Input);
+        assert_eq!(
+            cost(&prog, &sizes(&[]), &no_rels()).unwrap_err().kind,
+            ErrorKind::Input
+        );
+        assert_eq!(
+            cost(&prog, &sizes(&[("n", -1)]), &no_rels())
+                .unwrap_err()
+                .kind,
+            ErrorKind::Input
+        );
     }
 
     // -- against the Python reference (needs python3 and the conformance kit) --
@@ -2431,7 +3088,9 @@ print(json.dumps(out))
                 None => serde_json::Value::Bool(bits[0]),
                 Some((&d, rest)) => {
                     let stride: usize = rest.iter().product();
-                    serde_json::Value::Array((0..d).map(|k| go(rest, &bits[k * stride..])).collect())
+                    serde_json::Value::Array(
+                        (0..d).map(|k| go(rest, &bits[k * stride..])).collect(),
+                    )
                 }
             }
         }
@@ -2456,10 +3115,16 @@ print(json.dumps(out))
         let json: Vec<serde_json::Value> = cases
             .iter()
             .map(|c| {
-                let sizes: serde_json::Map<String, serde_json::Value> =
-                    c.sizes.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
-                let inputs: serde_json::Map<String, serde_json::Value> =
-                    c.rels.iter().map(|(k, r)| (k.to_string(), relation_json(r))).collect();
+                let sizes: serde_json::Map<String, serde_json::Value> = c
+                    .sizes
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), (*v).into()))
+                    .collect();
+                let inputs: serde_json::Map<String, serde_json::Value> = c
+                    .rels
+                    .iter()
+                    .map(|(k, r)| (k.to_string(), relation_json(r)))
+                    .collect();
                 serde_json::json!({"text": c.text, "sizes": sizes, "inputs": inputs})
             })
             .collect();
@@ -2471,7 +3136,11 @@ print(json.dumps(out))
             .arg(tmp.join("cases.json"))
             .output()
             .ok()?;
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::remove_dir_all(&tmp).ok();
         serde_json::from_slice(&out.stdout).ok()
     }
@@ -2484,13 +3153,21 @@ print(json.dumps(out))
         assert_eq!(refs.len(), cases.len());
         let mut checked = 0;
         for (c, r) in cases.iter().zip(refs) {
-            match (&c.ours, r.as_u64().map(u128::from).or_else(|| r.as_str().and_then(|s| s.parse().ok()))) {
+            match (
+                &c.ours,
+                r.as_u64()
+                    .map(u128::from)
+                    .or_else(|| r.as_str().and_then(|s| s.parse().ok())),
+            ) {
                 (Ok(a), Some(b)) => {
                     assert_eq!(*a, b, "{} at {:?}", c.text, c.sizes);
                     checked += 1;
                 }
                 (Err(e), None) => assert!(r.is_string(), "{e} vs {r} on {}", c.text),
-                (ours, _) => panic!("ours {ours:?}, reference {r} on {} at {:?}", c.text, c.sizes),
+                (ours, _) => panic!(
+                    "ours {ours:?}, reference {r} on {} at {:?}",
+                    c.text, c.sizes
+                ),
             }
         }
         eprintln!("{checked} costs equal to the reference's");
@@ -2503,8 +3180,12 @@ print(json.dumps(out))
             rng: Rng(0x2545_f491_4f6c_dd1d),
             fresh: 0,
         };
+        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        if let Some(seed) = env("ATL_COST_SEED") {
+            g.rng = Rng(seed | 1);
+        }
         let mut cases = vec![];
-        for case in 0..1500 {
+        for case in 0..env("ATL_COST_CASES").unwrap_or(1500) as usize {
             let mut scope = vec![s("u")];
             let mut reals = vec![s("x")];
             let e = g.expr(&mut scope, &mut reals, 1 + case % 5);
@@ -2521,13 +3202,19 @@ print(json.dumps(out))
             ]);
             let ours = cost_expr(&e, &CostCtx::new(&sz, &rels)).map_err(|e| e.to_string());
             // the parsed (renamed) program costs the same
-            let prog = crate::front::parse_program(text.as_bytes()).unwrap_or_else(|e| panic!("{e}: {text}"));
+            let prog = crate::front::parse_program(text.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}: {text}"));
             assert_eq!(
                 cost(&prog, &sz, &rels).map_err(|e| e.to_string()),
                 ours,
                 "{text}"
             );
-            cases.push(RefCase { text, sizes: sz, rels, ours });
+            cases.push(RefCase {
+                text,
+                sizes: sz,
+                rels,
+                ours,
+            });
         }
         compare_with_reference(&cases);
     }
@@ -2549,7 +3236,8 @@ print(json.dumps(out))
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            let prog = crate::front::parse_program(text.as_bytes()).unwrap_or_else(|e| panic!("{e}: {path:?}"));
+            let prog = crate::front::parse_program(text.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}: {path:?}"));
             for line in text.lines().filter_map(|l| l.strip_prefix("; sizes:")) {
                 for set in line.split('|') {
                     let sz: Sizes = set
@@ -2570,7 +3258,12 @@ print(json.dumps(out))
                         }
                     }
                     let ours = cost(&prog, &sz, &rels).map_err(|e| e.to_string());
-                    cases.push(RefCase { text: text.clone(), sizes: sz, rels, ours });
+                    cases.push(RefCase {
+                        text: text.clone(),
+                        sizes: sz,
+                        rels,
+                        ours,
+                    });
                 }
             }
         }

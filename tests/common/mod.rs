@@ -10,7 +10,7 @@
 //! * [`values`]: random inputs for a program and value comparison
 //!   (with [`Value::Zero`] read as the zero of the other side's shape);
 //! * [`rulecheck`]: the rule validator used by `tests/rule_validation.rs`.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod progen;
 pub mod rng;

@@ -8,8 +8,18 @@ use atl_egg::semantics::value::{random_relation, random_value, Inputs, Sizes};
 /// Random inputs for `prog`: every size uniform in `[min_size, max_size]`,
 /// every real-valued input uniform in `[-1, 1]`, every relation bit true with
 /// probability `density`.
-pub fn random_inputs(prog: &Program, rng: &mut Rng, min_size: i64, max_size: i64, density: f64) -> Inputs {
-    let sizes: Sizes = prog.sizes.iter().map(|s| (*s, rng.range(min_size, max_size))).collect();
+pub fn random_inputs(
+    prog: &Program,
+    rng: &mut Rng,
+    min_size: i64,
+    max_size: i64,
+    density: f64,
+) -> Inputs {
+    let sizes: Sizes = prog
+        .sizes
+        .iter()
+        .map(|s| (*s, rng.range(min_size, max_size)))
+        .collect();
     inputs_at(prog, rng, sizes, density)
 }
 
@@ -23,7 +33,8 @@ pub fn inputs_at(prog: &Program, rng: &mut Rng, sizes: Sizes, density: f64) -> I
                 inputs.values.insert(p.name, v);
             }
             ParamKind::Relation(dims) => {
-                let r = random_relation(dims, &inputs.sizes, density, &mut || rng.unit()).expect("random relation");
+                let r = random_relation(dims, &inputs.sizes, density, &mut || rng.unit())
+                    .expect("random relation");
                 inputs.relations.insert(p.name, r);
             }
             ParamKind::Size => {}
@@ -78,7 +89,10 @@ fn reals_agree(x: f64, y: f64, eps: f64) -> bool {
 
 fn go(a: &Value, b: &Value, eps: f64, path: &mut String) -> Result<(), String> {
     let here = |path: &String, what: String| {
-        Err(format!("at {}: {what}", if path.is_empty() { "the root" } else { path }))
+        Err(format!(
+            "at {}: {what}",
+            if path.is_empty() { "the root" } else { path }
+        ))
     };
     match (a, b) {
         (Value::Zero, Value::Zero) => Ok(()),
@@ -123,7 +137,11 @@ fn go(a: &Value, b: &Value, eps: f64, path: &mut String) -> Result<(), String> {
     }
 }
 
-fn sub(path: &mut String, seg: &str, f: impl FnOnce(&mut String) -> Result<(), String>) -> Result<(), String> {
+fn sub(
+    path: &mut String,
+    seg: &str,
+    f: impl FnOnce(&mut String) -> Result<(), String>,
+) -> Result<(), String> {
     let len = path.len();
     path.push_str(seg);
     let r = f(path);
@@ -137,14 +155,21 @@ pub fn show_value(v: &Value) -> String {
         Value::Real(x) => format!("{x:?}"),
         Value::Zero => "0".into(),
         Value::Pair(a, b) => format!("({}, {})", show_value(a), show_value(b)),
-        Value::Tensor(xs) => format!("[{}]", xs.iter().map(show_value).collect::<Vec<_>>().join(", ")),
+        Value::Tensor(xs) => format!(
+            "[{}]",
+            xs.iter().map(show_value).collect::<Vec<_>>().join(", ")
+        ),
     }
 }
 
 /// The sizes and inputs as text, for failure messages.
 pub fn show_inputs(inputs: &Inputs) -> String {
     let mut out = String::new();
-    let sizes: Vec<String> = inputs.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let sizes: Vec<String> = inputs
+        .sizes
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     out.push_str(&format!("sizes: {}\n", sizes.join(",")));
     let mut names: Vec<_> = inputs.values.keys().collect();
     names.sort_by_key(|s| s.as_str());
