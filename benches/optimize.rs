@@ -1,20 +1,197 @@
-//! criterion benchmarks (filled in with the optimizer).
-use criterion::{criterion_group, criterion_main, Criterion};
+//! Criterion benchmarks of the optimizer and the gradient pipeline.
+//!
+//! Groups:
+//! * `parse/corpus`: reading and elaborating every corpus file;
+//! * `optimize/<program>`: `egraph::optimize` on every corpus program;
+//! * `optimize_gradient/<program>`: `derive::optimize_gradient` (the
+//!   gradient, then the optimizer) on every corpus program returning `R`,
+//!   with respect to its `; wrt:` metadata (all real inputs without one);
+//! * `let_chain/optimize/<k>` and `let_chain/optimize_gradient/<k>`:
+//!   synthetic chains of `k` lets ([`let_chain`]) for k = 8, 16, 32, 64.
+//!
+//! The optimizer runs with the default node and iteration limits and a
+//! 600 s time limit (as the snapshot tests do), so every iteration does the
+//! same work whatever the machine's load. Samples are few (10, about 2.5 s
+//! of measurement each) so the whole run stays within minutes on a small
+//! machine; criterion switches to flat sampling for the slow programs.
+//! A program the optimizer rejects (an error) is timed all the same (its
+//! error path); the snapshot tests are where errors are reported.
+//! Filter as usual: `cargo bench --bench optimize -- let_chain`.
 
-fn parse_corpus(c: &mut Criterion) {
-    let mut files: Vec<_> = std::fs::read_dir("corpus")
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
+use atl_egg::derive::optimize_gradient;
+use atl_egg::egraph::{optimize, Options};
+use atl_egg::front::ast::{Program, Type};
+use atl_egg::front::parse_program;
+use criterion::{criterion_group, BenchmarkId, Criterion};
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Duration;
+
+struct Case {
+    name: String,
+    text: Vec<u8>,
+    prog: Program,
+    wrt: Vec<String>,
+}
+
+fn options() -> Options {
+    Options {
+        time_limit: Duration::from_secs(600),
+        ..Options::default()
+    }
+}
+
+fn corpus() -> Vec<Case> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {dir}: {e}"))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "atl"))
+        .collect();
     files.sort();
-    c.bench_function("parse corpus", |b| {
+    let mut out = vec![];
+    for f in files {
+        let name = f.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let prog = match parse_program(&text) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("skipping {name}: {e}");
+                continue;
+            }
+        };
+        let wrt = String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|l| {
+                let l = l.trim_start().strip_prefix(';')?.trim_start();
+                let w = l.strip_prefix("wrt")?.trim_start().strip_prefix(':')?;
+                Some(w.split(',').map(|x| x.trim().to_string()).collect())
+            })
+            .unwrap_or_default();
+        out.push(Case {
+            name,
+            text,
+            prog,
+            wrt,
+        });
+    }
+    out
+}
+
+/// A synthetic function of `k` lets over `x : [n]R`, each referencing the
+/// previous vector and an earlier one (`a(j/2)`), cycling through a product,
+/// a scaled sum, a dot product (a scalar let) and a black box scaled by that
+/// scalar; the result adds the last vector's sum and the last scalar.
+fn let_chain(k: usize) -> String {
+    let mut vecs: Vec<String> = vec!["x".into()]; // vector names so far
+    let mut last_scalar: Option<String> = None;
+    let mut text = String::from("(fn let_chain ((x (tensor n R)))\n");
+    for j in 1..=k {
+        let v = vecs.last().unwrap().clone();
+        let u = vecs[vecs.len() / 2].clone();
+        let name = format!("a{j}");
+        let e = match (j % 4, &last_scalar) {
+            (1, _) if j == 1 => "(gen i n (* (get x i) 2.0))".to_string(),
+            (0, _) => format!("(gen i n (* (get {v} i) (get {u} i)))"),
+            (1, _) => format!("(gen i n (+ (get {v} i) (* 0.5 (get {u} i))))"),
+            (2, _) => format!("(sum i n (* (get {v} i) (get x i)))"),
+            (_, Some(s)) => format!("(gen i n (+ (* {s} (get {v} i)) (tanh (get {u} i))))"),
+            (_, None) => format!("(gen i n (tanh (get {v} i)))"),
+        };
+        writeln!(text, "  (let {name} {e}").unwrap();
+        if j % 4 == 2 {
+            last_scalar = Some(name);
+        } else {
+            vecs.push(name);
+        }
+    }
+    let v = vecs.last().unwrap();
+    let tail = match &last_scalar {
+        Some(s) => format!("(+ (sum i n (get {v} i)) {s})"),
+        None => format!("(sum i n (get {v} i))"),
+    };
+    text.push_str(&format!("  {tail}{})\n", ")".repeat(k)));
+    text
+}
+
+fn group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_millis(2500));
+    g
+}
+
+fn bench_parse(c: &mut Criterion) {
+    let cases = corpus();
+    let mut g = group(c, "parse");
+    g.bench_function("corpus", |b| {
         b.iter(|| {
-            for f in &files {
-                let text = std::fs::read(f).unwrap();
-                let _ = atl_egg::front::parse_program(&text);
+            for case in &cases {
+                black_box(parse_program(black_box(&case.text)).ok());
             }
         })
     });
+    g.finish();
 }
 
-criterion_group!(benches, parse_corpus);
-criterion_main!(benches);
+fn bench_optimize(c: &mut Criterion) {
+    let opts = options();
+    let mut g = group(c, "optimize");
+    for case in corpus() {
+        g.bench_function(&case.name, |b| {
+            b.iter(|| optimize(black_box(&case.prog), &opts).is_ok())
+        });
+    }
+    g.finish();
+}
+
+fn bench_gradient(c: &mut Criterion) {
+    let opts = options();
+    let mut g = group(c, "optimize_gradient");
+    for case in corpus().into_iter().filter(|c| c.prog.ret == Type::Real) {
+        let wrt: Vec<&str> = case.wrt.iter().map(String::as_str).collect();
+        g.bench_function(&case.name, |b| {
+            b.iter(|| optimize_gradient(black_box(&case.prog), &wrt, &opts).is_ok())
+        });
+    }
+    g.finish();
+}
+
+fn bench_let_chain(c: &mut Criterion) {
+    let opts = options();
+    let mut g = group(c, "let_chain");
+    for k in [8, 16, 32, 64] {
+        let text = let_chain(k);
+        let prog = parse_program(text.as_bytes())
+            .unwrap_or_else(|e| panic!("let_chain({k}) does not elaborate: {e}\n{text}"));
+        g.bench_with_input(BenchmarkId::new("optimize", k), &prog, |b, p| {
+            b.iter(|| optimize(black_box(p), &opts).is_ok())
+        });
+        g.bench_with_input(BenchmarkId::new("optimize_gradient", k), &prog, |b, p| {
+            b.iter(|| optimize_gradient(black_box(p), &["x"], &opts).is_ok())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_parse,
+    bench_optimize,
+    bench_gradient,
+    bench_let_chain
+);
+
+/// `criterion_main!`, but on a thread with a large stack, as the binary
+/// runs every pass (deep programs recurse deeply).
+fn main() {
+    atl_egg::with_big_stack(|| {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    });
+}

@@ -12,6 +12,7 @@
 //! * [`derive`]: forward and adjoint derivatives;
 //! * the `atl-egg` binary (`src/main.rs`) drives all of it.
 
+pub mod corpus;
 pub mod derive;
 pub mod egraph;
 pub mod error;

@@ -8,7 +8,10 @@
 //!
 //! Failures print the generator's seed and depth and both program texts;
 //! `common::generate(seed, &GenConfig { max_depth: depth, ..Default::default() })`
-//! reproduces a case.
+//! reproduces a case (add it to `OPTIMIZE_REGRESSIONS` to replay it on every
+//! run). Proptest draws fresh cases on every run; `PROPTEST_RNG_SEED=<n>`
+//! fixes them. Release builds run the case counts below in a few seconds;
+//! debug builds run a quarter of them.
 
 mod common;
 
@@ -27,7 +30,14 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use std::time::Duration;
 
+/// Case counts are for release builds (`cargo test --release`, a few
+/// seconds); debug builds run a quarter of them.
 fn config(cases: u32, shrink: u32) -> Config {
+    let cases = if cfg!(debug_assertions) {
+        cases / 4
+    } else {
+        cases
+    };
     Config {
         cases,
         max_shrink_iters: shrink,
@@ -179,6 +189,46 @@ fn optimize_regressions() {
             panic!("{e}");
         }
     }
+}
+
+/// Minimal programs on which `optimize` once raised the cost at some size
+/// (ATL.md: "no higher, at every size"): factoring a constant out of a sum
+/// costs a multiplication even when the sum is empty (n = 0), and a bracket
+/// that holds only at n = 4 hides an inlining from the costs at the sampled
+/// sizes.
+#[test]
+fn optimize_never_raises_cost_at_any_small_size() {
+    let programs = [
+        "(fn f ((x (tensor n R))) (sum i n (* 2 (get x i))))",
+        "(fn f ((x (tensor n R)))
+           (iverson (== n 4) (let s (sum i n (get x i)) (gen j n (* s (get x j))))))",
+    ];
+    let mut problems = vec![];
+    for text in programs {
+        let prog = parse("program", text);
+        let opts = Options {
+            node_limit: 5_000,
+            iter_limit: 30,
+            time_limit: Duration::from_secs(2),
+            sizes: None,
+        };
+        let opt = optimize(&prog, &opts).unwrap().program;
+        for n in 0..=6 {
+            let sizes = prog.sizes.iter().map(|s| (*s, n)).collect();
+            let relations = Default::default();
+            let before = cost(&prog, &sizes, &relations).unwrap();
+            let after = cost(&opt, &sizes, &relations).unwrap();
+            if after > before {
+                problems.push(format!(
+                    "n={n}: cost {before} -> {after}\n{}\n--- optimized:\n{}",
+                    text,
+                    program_to_string(&opt)
+                ));
+                break;
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 
 /// The generator really produces every form and every kind of sugar (checked

@@ -505,7 +505,7 @@ fn rebuild(
 /// the output, the cotangents of the `wrt` inputs (one as itself, several
 /// as right-nested pairs).
 pub fn vjp_body(prog: &Program, wrt: &[Symbol], seed: Expr, seed_ty: &Type) -> Result<Expr> {
-    let mut fresh = Fresh::default();
+    let mut fresh = Fresh::above(&prog.body);
     let (mut binds, result) = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let y = fresh.name("y");
     binds.push((y, result));

@@ -41,12 +41,13 @@ fn differentiation_rules() -> Vec<egg::Rewrite<Atl, AtlAnalysis>> {
 /// `D[body]` for the inputs `wrt` with tangent names `tangents`, as a
 /// `D`-free core expression.
 pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)]) -> Result<Expr> {
-    let mut fresh = Fresh::default();
+    let mut fresh = Fresh::above(body);
     let body = anf(body, &mut fresh);
     let mut extents = HashMap::new();
     collect_extents(&body, &mut extents);
     let mut analysis = AtlAnalysis {
         extents,
+        fresh: crate::front::subst::max_fresh_suffix(&body),
         ..Default::default()
     };
     let differentiated: HashMap<Symbol, Symbol> = tangents.iter().copied().collect();
@@ -69,19 +70,16 @@ pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)])
         .run(&differentiation_rules());
     let egraph = &runner.egraph;
     let samples = extraction_samples(prog, None);
-    let extractor = Extractor::new(
-        egraph,
-        WorkCost::new(egraph, &samples),
-    );
+    let extractor = Extractor::new(egraph, WorkCost::new(egraph, &samples));
     let best = extractor.find_best_cost(egraph.find(root));
-    match &*best.term {
-        Term::Expr(e)
+    match best.term() {
+        Some(Term::Expr(e))
             if best
                 .key
                 .iter()
                 .all(|k| *k < crate::egraph::extract::UNUSABLE) =>
         {
-            Ok(e.clone())
+            Ok(e)
         }
         _ => Err(Error::transform(format!(
             "differentiation did not finish ({:?}); the program may be too large",
@@ -134,9 +132,11 @@ pub fn resolve_wrt(prog: &Program, wrt: &[Symbol]) -> Result<Vec<Symbol>> {
     for w in wrt {
         match prog.param(*w).map(|p| &p.kind) {
             Some(ParamKind::Real(_)) => {}
-            Some(_) => return Err(Error::input(format!(
+            Some(_) => {
+                return Err(Error::input(format!(
                 "--wrt {w}: not a real-valued input (sizes and relations cannot be differentiated)"
-            ))),
+            )))
+            }
             None => {
                 return Err(Error::input(format!(
                     "--wrt {w}: the function has no input named {w}"

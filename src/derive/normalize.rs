@@ -25,6 +25,13 @@ pub struct Fresh {
 }
 
 impl Fresh {
+    /// Fresh names that do not clash with the `~` names already in `e`.
+    pub fn above(e: &Expr) -> Fresh {
+        Fresh {
+            n: crate::front::subst::max_fresh_suffix(e),
+        }
+    }
+
     pub fn name(&mut self, base: &str) -> Symbol {
         self.n += 1;
         let stem = base.split('~').next().unwrap_or("v");

@@ -46,12 +46,86 @@ pub enum Term {
     Name(Symbol),
 }
 
+/// The term a cost stands for, as a persistent tree over e-nodes: making a
+/// parent shares its children (no copying), and a 128-bit structural hash
+/// identifies the term for the cost memo without building it.
+#[derive(Debug)]
+pub struct PTree {
+    pub node: Atl,
+    /// One per `node.children()`, in order.
+    pub kids: Vec<Rc<PTree>>,
+    pub hash: u128,
+}
+
+impl PTree {
+    fn new(node: &Atl, kids: Vec<Rc<PTree>>) -> PTree {
+        use std::hash::{Hash, Hasher};
+        let op = node.clone().map_children(|_| Id::from(0usize));
+        let half = |salt: u64| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            salt.hash(&mut h);
+            op.hash(&mut h);
+            for k in &kids {
+                k.hash.hash(&mut h);
+            }
+            h.finish()
+        };
+        let hash = ((half(0x9e37_79b9) as u128) << 64) | half(0x85eb_ca6b) as u128;
+        PTree {
+            node: node.clone(),
+            kids,
+            hash,
+        }
+    }
+
+    /// The term itself (None when children have the wrong sorts).
+    pub fn term(&self) -> Option<Term> {
+        let kids = self
+            .kids
+            .iter()
+            .map(|k| k.term().map(Rc::new))
+            .collect::<Option<Vec<_>>>()?;
+        let ch = self.node.children();
+        build_term(&self.node, &|id| {
+            let pos = ch
+                .iter()
+                .position(|c| *c == id)
+                .expect("a child of the node");
+            kids[pos].clone()
+        })
+    }
+}
+
 /// A cost: exact work costs at each sample, then the term size.
 #[derive(Clone, Debug)]
 pub struct CostVal {
     pub key: Vec<u128>,
     pub size: usize,
-    pub term: Rc<Term>,
+    pub tree: Rc<PTree>,
+}
+
+impl CostVal {
+    pub fn term(&self) -> Option<Term> {
+        self.tree.term()
+    }
+}
+
+/// Is this node an expression (as opposed to a predicate, index or name)?
+fn is_expression(n: &Atl) -> bool {
+    !matches!(
+        n,
+        Atl::Sym(_)
+            | Atl::Aff(_)
+            | Atl::True
+            | Atl::False
+            | Atl::And(_)
+            | Atl::Or(_)
+            | Atl::Lt(_)
+            | Atl::Le(_)
+            | Atl::Eq(_)
+            | Atl::Exists(_)
+            | Atl::Rel(_)
+    )
 }
 
 impl PartialEq for CostVal {
@@ -66,6 +140,9 @@ impl PartialOrd for CostVal {
     }
 }
 
+/// Terms larger than this (in nodes) are not considered by extraction.
+pub const MAX_TERM_SIZE: usize = 3_000;
+
 /// A cost so large that any real term beats it.
 pub const UNUSABLE: u128 = u128::MAX / 4;
 
@@ -74,7 +151,10 @@ pub struct WorkCost<'a> {
     pub samples: &'a [Sample],
     /// Costs of terms already seen: egg's extractor re-costs every node on
     /// every pass, and most terms do not change between passes.
-    pub memo: HashMap<Expr, Vec<u128>>,
+    pub memo: HashMap<u128, Vec<u128>>,
+    /// After this instant only dense upper bounds are computed (no
+    /// counting), so extraction of a large e-graph stays bounded in time.
+    pub exact_until: Option<std::time::Instant>,
 }
 
 impl<'a> WorkCost<'a> {
@@ -83,7 +163,13 @@ impl<'a> WorkCost<'a> {
             egraph,
             samples,
             memo: HashMap::new(),
+            exact_until: None,
         }
+    }
+
+    pub fn with_deadline(mut self, t: std::time::Instant) -> WorkCost<'a> {
+        self.exact_until = Some(t);
+        self
     }
 }
 
@@ -152,7 +238,7 @@ pub fn build_term(n: &Atl, kid: &dyn Fn(Id) -> Rc<Term>) -> Option<Term> {
 }
 
 /// How many loop values one extraction-time costing may enumerate.
-pub const EXTRACTION_BUDGET: u64 = 20_000;
+pub const EXTRACTION_BUDGET: u64 = 2_000;
 
 /// Replace every predicate by `true`: the dense upper bound of a cost.
 fn dense(e: &Expr) -> Expr {
@@ -176,11 +262,16 @@ fn dense(e: &Expr) -> Expr {
 /// The cost extraction compares: exact when counting stays within
 /// [`EXTRACTION_BUDGET`], else the dense upper bound (every predicate
 /// true), which needs no enumeration.
-pub fn estimate_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> u128 {
+pub fn estimate_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample, exact: bool) -> u128 {
     let (wrapped, bindings) = close(e, extents, s);
     let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
-    cost_expr_budget(&wrapped, &ctx, EXTRACTION_BUDGET)
-        .or_else(|_| cost_expr_budget(&dense(&wrapped), &ctx, EXTRACTION_BUDGET))
+    let exact = if exact {
+        cost_expr_budget(&wrapped, &ctx, EXTRACTION_BUDGET).ok()
+    } else {
+        None
+    };
+    exact
+        .or_else(|| cost_expr_budget(&dense(&wrapped), &ctx, EXTRACTION_BUDGET).ok())
         .unwrap_or(UNUSABLE)
 }
 
@@ -222,38 +313,52 @@ impl CostFunction<Atl> for WorkCost<'_> {
     where
         C: FnMut(Id) -> CostVal,
     {
-        let kids: HashMap<Id, CostVal> = enode.children().iter().map(|c| (*c, costs(*c))).collect();
-        let size = 1 + kids.values().map(|c| c.size).sum::<usize>();
-        let unusable = || CostVal {
+        let kids: Vec<CostVal> = enode.children().iter().map(|c| costs(*c)).collect();
+        let size = 1 + kids.iter().map(|c| c.size).sum::<usize>();
+        let tree = Rc::new(PTree::new(
+            enode,
+            kids.iter().map(|k| k.tree.clone()).collect(),
+        ));
+        let unusable = |tree| CostVal {
             key: vec![UNUSABLE; self.samples.len()],
             size,
-            term: Rc::new(Term::Name(Symbol::from("?"))),
+            tree,
         };
-        if kids.values().any(|c| c.key.first() == Some(&UNUSABLE)) {
-            return unusable();
+        // Terms are trees: in an e-graph with sharing their size can grow
+        // exponentially with depth. Programs share through `let`, so a tree
+        // this large is never the cheap choice; do not build it.
+        if size > MAX_TERM_SIZE
+            || matches!(enode, Atl::D(_))
+            || kids.iter().any(|c| c.key.first() == Some(&UNUSABLE))
+        {
+            return unusable(tree);
         }
-        let Some(term) = build_term(enode, &|id| kids[&id].term.clone()) else {
-            return unusable();
-        };
-        let key = match &term {
-            Term::Expr(e) => match self.memo.get(e) {
-                Some(k) => k.clone(),
-                None => {
-                    let k: Vec<u128> = self
-                        .samples
-                        .iter()
-                        .map(|s| estimate_at(e, &self.egraph.analysis.extents, s))
-                        .collect();
-                    self.memo.insert(e.clone(), k.clone());
-                    k
-                }
-            },
-            _ => vec![0; self.samples.len()],
-        };
-        CostVal {
-            key,
-            size,
-            term: Rc::new(term),
+        if !is_expression(enode) {
+            return CostVal {
+                key: vec![0; self.samples.len()],
+                size,
+                tree,
+            };
         }
+        let key = match self.memo.get(&tree.hash) {
+            Some(k) => k.clone(),
+            None => {
+                let k = match tree.term() {
+                    Some(Term::Expr(e)) => {
+                        let exact = self
+                            .exact_until
+                            .is_none_or(|t| std::time::Instant::now() < t);
+                        self.samples
+                            .iter()
+                            .map(|s| estimate_at(&e, &self.egraph.analysis.extents, s, exact))
+                            .collect()
+                    }
+                    _ => vec![UNUSABLE; self.samples.len()],
+                };
+                self.memo.insert(tree.hash, k.clone());
+                k
+            }
+        };
+        CostVal { key, size, tree }
     }
 }

@@ -16,7 +16,7 @@
 //! limit stopped it.
 
 use super::analysis::{AtlAnalysis, AtlGraph};
-use super::extract::{cost_at, Sample, WorkCost};
+use super::extract::{cost_at, Sample, WorkCost, UNUSABLE};
 use super::language::to_rec;
 use super::rules::rewrites;
 use crate::error::Result;
@@ -151,17 +151,54 @@ pub fn extraction_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
         .collect()
 }
 
-/// The samples the guard checks: the extraction samples and, for programs
-/// with relations, sparse and empty relations too.
+/// The samples the guard checks: the extraction samples, every uniform size
+/// from 0 to 8, a few mixed assignments, and, for programs with relations,
+/// sparse and empty relations too. (A sample, not a proof: see the notes on
+/// `optimize`.)
 fn guard_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
-    let mut out = extraction_samples(prog, user);
-    if prog
+    let mut sizes: Vec<Sizes> = extraction_samples(prog, user)
+        .into_iter()
+        .map(|s| s.sizes)
+        .collect();
+    sizes.extend((0..=8).map(|v| uniform_sizes(prog, v)));
+    // every assignment of small values when there are few sizes (empty and
+    // one-element ranges are where factoring and hoisting stop paying)
+    let k = prog.sizes.len();
+    if (2..=3).contains(&k) {
+        let vals = [0i64, 1, 2, 3, 5];
+        for code in 0..vals.len().pow(k as u32) {
+            let mut c = code;
+            let mut s = Sizes::default();
+            for name in &prog.sizes {
+                s.insert(*name, vals[c % vals.len()]);
+                c /= vals.len();
+            }
+            sizes.push(s);
+        }
+    } else if k > 3 {
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..40 {
+            let mut s = Sizes::default();
+            for name in &prog.sizes {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                s.insert(*name, ((state >> 33) % 6) as i64);
+            }
+            sizes.push(s);
+        }
+    }
+    let has_relations = prog
         .params
         .iter()
-        .any(|p| matches!(p.kind, ParamKind::Relation(_)))
-    {
-        let base: Vec<Sizes> = out.iter().map(|s| s.sizes.clone()).collect();
-        for s in base {
+        .any(|p| matches!(p.kind, ParamKind::Relation(_)));
+    let mut out = vec![];
+    for s in sizes {
+        out.push(Sample {
+            relations: all_true_relations(prog, &s, |_| true),
+            sizes: s.clone(),
+        });
+        if has_relations {
             // a fixed pseudo-random pattern of density about 0.3, and none
             out.push(Sample {
                 relations: all_true_relations(prog, &s, |k| (k * 2654435761) % 10 < 3),
@@ -235,6 +272,7 @@ fn run_phase(
     }
     let analysis = AtlAnalysis {
         extents: extents.clone(),
+        fresh: crate::front::subst::max_fresh_suffix(body),
         ..Default::default()
     };
     let mut egraph = AtlGraph::new(analysis);
@@ -256,10 +294,15 @@ fn run_phase(
     let egraph = &runner.egraph;
     let root = egraph.find(root);
     let extract_started = Instant::now();
-    let extractor = Extractor::new(egraph, WorkCost::new(egraph, samples));
+    // counting stops at the phase's share of the time; dense bounds after
+    let exact_until = Instant::now() + left / 2 + Duration::from_millis(200);
+    let extractor = Extractor::new(
+        egraph,
+        WorkCost::new(egraph, samples).with_deadline(exact_until),
+    );
     let best = extractor.find_best_cost(root);
-    let out = match &*best.term {
-        super::extract::Term::Expr(e) => e.clone(),
+    let out = match best.term() {
+        Some(super::extract::Term::Expr(e)) if best.key.iter().all(|k| *k < UNUSABLE) => e,
         _ => body.clone(),
     };
     let stats = PhaseStats {

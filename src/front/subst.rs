@@ -77,6 +77,57 @@ fn expr_free(e: &Expr, out: &mut BTreeSet<Symbol>) {
     }
 }
 
+/// The largest `N` of the names `stem~N` in an expression (binders
+/// included): passes that make fresh `~` names start above it, so names made
+/// by an earlier pass (say, the gradient that `hvp` differentiates) never
+/// clash with new ones.
+pub fn max_fresh_suffix(e: &Expr) -> u64 {
+    fn name(s: Symbol, m: &mut u64) {
+        if let Some((_, n)) = s.as_str().rsplit_once('~') {
+            if let Ok(k) = n.parse::<u64>() {
+                *m = (*m).max(k);
+            }
+        }
+    }
+    fn pred(p: &Pred, m: &mut u64) {
+        match p {
+            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred(q, m)),
+            Pred::Exists(i, _, q) => {
+                name(*i, m);
+                pred(q, m);
+            }
+            _ => {}
+        }
+    }
+    fn go(e: &Expr, m: &mut u64) {
+        match e {
+            Expr::Var(x) => name(*x, m),
+            Expr::Const(_) => {}
+            Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
+                go(a, m);
+                go(b, m);
+            }
+            Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => go(a, m),
+            Expr::Gen(i, _, b) | Expr::Sum(i, _, b) => {
+                name(*i, m);
+                go(b, m);
+            }
+            Expr::Iverson(p, a) => {
+                pred(p, m);
+                go(a, m);
+            }
+            Expr::Let(x, a, b) => {
+                name(*x, m);
+                go(a, m);
+                go(b, m);
+            }
+        }
+    }
+    let mut m = 0;
+    go(e, &mut m);
+    m
+}
+
 /// What to replace: an index variable by an affine form, or a real variable
 /// by an expression.
 #[derive(Clone, Debug)]

@@ -371,7 +371,7 @@ impl<'a> G<'a> {
     // -- dimensions, types, indices, predicates --------------------------------
 
     fn a_size(&mut self) -> &'static str {
-        *self.rng.pick(&self.sizes)
+        self.sizes[self.rng.below(self.sizes.len())]
     }
 
     fn dim(&mut self) -> Affine {

@@ -1,0 +1,144 @@
+//! Corpus files: an ATL program with metadata comment lines, as in
+//! `corpus/` and the conformance suite:
+//!
+//! ```text
+//! ; sizes: n=3,m=2 | n=8,m=5      size sets, separated by |
+//! ; wrt: x,w                      inputs to differentiate (optional)
+//! ; seed: 17                      seed for random inputs (optional)
+//! ```
+//!
+//! Tests, benchmarks and reports share this reader and the deterministic
+//! input generator below.
+
+use crate::error::{Error, Result};
+use crate::front::ast::{ParamKind, Program};
+use crate::front::parse_program;
+use crate::semantics::value::{random_relation, random_value, Inputs, Sizes};
+use egg::Symbol;
+
+/// A corpus program with its metadata.
+#[derive(Clone, Debug)]
+pub struct CorpusProgram {
+    pub name: String,
+    pub text: String,
+    pub program: Program,
+    pub size_sets: Vec<Sizes>,
+    pub wrt: Vec<Symbol>,
+    pub seed: u64,
+}
+
+fn meta<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let l = l.trim_start().strip_prefix(';')?.trim();
+        l.strip_prefix(key)?.trim().strip_prefix(':').map(str::trim)
+    })
+}
+
+/// Parse `n=3,m=2` (empty: no sizes).
+pub fn parse_size_set(s: &str) -> Result<Sizes> {
+    let mut out = Sizes::default();
+    for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let (k, v) = item
+            .split_once('=')
+            .ok_or_else(|| Error::input(format!("bad size item '{item}'")))?;
+        let v: i64 = v
+            .trim()
+            .parse()
+            .map_err(|_| Error::input(format!("bad size value in '{item}'")))?;
+        out.insert(Symbol::from(k.trim()), v);
+    }
+    Ok(out)
+}
+
+impl CorpusProgram {
+    pub fn parse(name: &str, text: &str) -> Result<CorpusProgram> {
+        let program = parse_program(text.as_bytes())?;
+        let size_sets = match meta(text, "sizes") {
+            Some(s) => s.split('|').map(parse_size_set).collect::<Result<_>>()?,
+            None => vec![Sizes::default()],
+        };
+        let wrt = meta(text, "wrt")
+            .map(|w| w.split(',').map(|x| Symbol::from(x.trim())).collect())
+            .unwrap_or_default();
+        let seed = meta(text, "seed").and_then(|s| s.parse().ok()).unwrap_or(1);
+        Ok(CorpusProgram {
+            name: name.to_string(),
+            text: text.to_string(),
+            program,
+            size_sets,
+            wrt,
+            seed,
+        })
+    }
+
+    /// Every `.atl` file of a directory, sorted by name.
+    pub fn load_dir(dir: &std::path::Path) -> Result<Vec<CorpusProgram>> {
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| Error::input(format!("cannot read {}: {e}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "atl"))
+            .collect();
+        paths.sort();
+        paths
+            .iter()
+            .map(|p| {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| Error::input(format!("cannot read {}: {e}", p.display())))?;
+                let name = p
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .to_string();
+                CorpusProgram::parse(&name, &text)
+            })
+            .collect()
+    }
+
+    /// The inputs to differentiate: the metadata's, else every real input.
+    pub fn wrt_or_all(&self) -> Vec<Symbol> {
+        if self.wrt.is_empty() {
+            self.program.real_params().map(|(n, _)| n).collect()
+        } else {
+            self.wrt.clone()
+        }
+    }
+}
+
+/// A small deterministic generator (64-bit LCG, high bits), so tests and
+/// reports do not depend on a random-number crate's versions.
+#[derive(Clone, Debug)]
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0
+    }
+    /// Uniform in [-1, 1].
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+}
+
+/// Random inputs for a program at given sizes: reals uniform in [-1, 1],
+/// relations of density 0.3.
+pub fn random_inputs(prog: &Program, sizes: &Sizes, rng: &mut Lcg) -> Result<Inputs> {
+    let mut inputs = Inputs::new(sizes.clone());
+    for p in &prog.params {
+        match &p.kind {
+            ParamKind::Real(t) => {
+                let v = random_value(t, sizes, &mut || rng.unit())?;
+                inputs.values.insert(p.name, v);
+            }
+            ParamKind::Relation(dims) => {
+                let r = random_relation(dims, sizes, 0.3, &mut || rng.unit())?;
+                inputs.relations.insert(p.name, r);
+            }
+            ParamKind::Size => {}
+        }
+    }
+    Ok(inputs)
+}

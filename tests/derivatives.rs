@@ -1,0 +1,395 @@
+//! Derivatives checked against exact forward-mode values (dual numbers), on
+//! every corpus program:
+//! * `grad`: `<grad f(x), v> = jvp(x, v)` along random directions;
+//! * `jvp`: the program's output equals the dual-number tangent;
+//! * `vjp`: `<vjp(x, w), v> = <w, jvp(x, v)>`;
+//! * `hvp`: equals the dual-number derivative of the gradient program along
+//!   `v` (exact), and a central finite difference of gradients (loosely);
+//! * every entry of the black-box derivative table equals the evaluator's
+//!   derivative of that black box, and every forward rule is exercised.
+
+use atl_egg::corpus::{random_inputs, CorpusProgram, Lcg};
+use atl_egg::derive;
+use atl_egg::egraph::Options;
+use atl_egg::front::ast::{ParamKind, Program, Type};
+use atl_egg::semantics::dual::jvp as dual_jvp;
+use atl_egg::semantics::eval::evaluate;
+use atl_egg::semantics::value::{inner_product, random_value, Inputs, Sizes, Value};
+use egg::Symbol;
+use std::collections::HashMap;
+use std::path::Path;
+
+fn corpus() -> Vec<CorpusProgram> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    CorpusProgram::load_dir(&dir).expect("corpus loads")
+}
+
+fn opts() -> Options {
+    Options {
+        time_limit: std::time::Duration::from_secs(60),
+        ..Default::default()
+    }
+}
+
+fn type_of(p: &Program, x: Symbol) -> Type {
+    match &p.param(x).unwrap().kind {
+        ParamKind::Real(t) => t.clone(),
+        _ => unreachable!(),
+    }
+}
+
+fn unnest(v: &Value, n: usize) -> Vec<Value> {
+    let mut out = vec![];
+    let mut cur = v.clone();
+    for _ in 1..n {
+        match cur {
+            Value::Pair(a, b) => {
+                out.push((*a).clone());
+                cur = (*b).clone();
+            }
+            Value::Zero => {
+                out.push(Value::Zero);
+            }
+            other => panic!("expected a pair, got {other:?}"),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+fn close(a: f64, b: f64, scale: f64, rtol: f64) -> bool {
+    (a - b).abs() <= rtol * scale.max(a.abs()).max(b.abs()) + 1e-12 || (a.is_nan() && b.is_nan())
+}
+
+/// The smallest two size sets of a program (derivative checks stay fast).
+fn small_sets(c: &CorpusProgram) -> Vec<Sizes> {
+    c.size_sets.iter().take(2).cloned().collect()
+}
+
+fn directions(p: &Program, wrt: &[Symbol], sizes: &Sizes, rng: &mut Lcg) -> HashMap<Symbol, Value> {
+    wrt.iter()
+        .map(|w| {
+            (
+                *w,
+                random_value(&type_of(p, *w), sizes, &mut || rng.unit()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn with_extra(inputs: &Inputs, extra: &[(Symbol, Value)]) -> Inputs {
+    let mut i = inputs.clone();
+    for (k, v) in extra {
+        i.values.insert(*k, v.clone());
+    }
+    i
+}
+
+#[test]
+fn gradients_match_forward_mode() {
+    let mut failures = vec![];
+    for c in corpus() {
+        if c.program.ret != Type::Real {
+            continue;
+        }
+        let wrt = c.wrt_or_all();
+        let g =
+            derive::grad(&c.program, &wrt, &opts()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let mut rng = Lcg(c.seed);
+        for sizes in small_sets(&c) {
+            let inputs = random_inputs(&c.program, &sizes, &mut rng).unwrap();
+            let gv = evaluate(&g.program, &inputs).unwrap();
+            let gs = unnest(&gv, wrt.len());
+            for _ in 0..2 {
+                let v = directions(&c.program, &wrt, &sizes, &mut rng);
+                let lhs: f64 = gs
+                    .iter()
+                    .zip(&wrt)
+                    .map(|(gi, w)| inner_product(gi, &v[w]))
+                    .sum();
+                let (_, t) = dual_jvp(&c.program, &inputs, &v).unwrap();
+                let rhs = match t {
+                    Value::Real(x) => x,
+                    Value::Zero => 0.0,
+                    other => panic!("{other:?}"),
+                };
+                if !close(lhs, rhs, 1.0, 1e-8) {
+                    failures.push(format!("{}: <grad, v> = {lhs} but jvp = {rhs}", c.name));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+fn flat(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Real(x) => vec![*x],
+        Value::Zero => vec![],
+        Value::Pair(a, b) => {
+            let mut o = flat(a);
+            o.extend(flat(b));
+            o
+        }
+        Value::Tensor(xs) => xs.iter().flat_map(flat).collect(),
+    }
+}
+
+/// Compare values that may hold lazy zeros: through inner products with
+/// themselves and each other (equal iff the difference has norm 0).
+fn same_value(a: &Value, b: &Value, rtol: f64) -> bool {
+    let aa = inner_product(a, a);
+    let bb = inner_product(b, b);
+    let ab = inner_product(a, b);
+    let d2 = aa + bb - 2.0 * ab;
+    d2 <= rtol * rtol * aa.max(bb).max(1e-300) * 4.0 + 1e-20
+        || (flat(a).is_empty() && flat(b).iter().all(|x| *x == 0.0))
+        || (flat(b).is_empty() && flat(a).iter().all(|x| *x == 0.0))
+}
+
+#[test]
+fn jvps_match_forward_mode() {
+    let mut failures = vec![];
+    for c in corpus() {
+        let wrt = c.wrt_or_all();
+        let j =
+            derive::jvp(&c.program, &wrt, &opts()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let tangent_names: Vec<Symbol> = j.program.params[c.program.params.len()..]
+            .iter()
+            .map(|p| p.name)
+            .collect();
+        let mut rng = Lcg(c.seed + 1);
+        for sizes in small_sets(&c) {
+            let inputs = random_inputs(&c.program, &sizes, &mut rng).unwrap();
+            let v = directions(&c.program, &wrt, &sizes, &mut rng);
+            let extra: Vec<(Symbol, Value)> = tangent_names
+                .iter()
+                .zip(&wrt)
+                .map(|(t, w)| (*t, v[w].clone()))
+                .collect();
+            let got = evaluate(&j.program, &with_extra(&inputs, &extra)).unwrap();
+            let (_, want) = dual_jvp(&c.program, &inputs, &v).unwrap();
+            if !same_value(&got, &want, 1e-8) {
+                failures.push(format!("{} at {sizes:?}: jvp {got:?} != {want:?}", c.name));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn vjps_satisfy_the_adjoint_identity() {
+    let mut failures = vec![];
+    for c in corpus() {
+        let wrt = c.wrt_or_all();
+        let j =
+            derive::vjp(&c.program, &wrt, &opts()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let ct = j.program.params.last().unwrap().name;
+        let mut rng = Lcg(c.seed + 2);
+        for sizes in small_sets(&c) {
+            let inputs = random_inputs(&c.program, &sizes, &mut rng).unwrap();
+            let w = random_value(&c.program.ret, &sizes, &mut || rng.unit()).unwrap();
+            let v = directions(&c.program, &wrt, &sizes, &mut rng);
+            let g = evaluate(&j.program, &with_extra(&inputs, &[(ct, w.clone())])).unwrap();
+            let gs = unnest(&g, wrt.len());
+            let lhs: f64 = gs
+                .iter()
+                .zip(&wrt)
+                .map(|(gi, x)| inner_product(gi, &v[x]))
+                .sum();
+            let (_, t) = dual_jvp(&c.program, &inputs, &v).unwrap();
+            let rhs = inner_product(&w, &t);
+            if !close(lhs, rhs, 1.0, 1e-8) {
+                failures.push(format!("{}: <vjp, v> = {lhs}, <w, jvp> = {rhs}", c.name));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+fn uses_kinks(p: &Program) -> bool {
+    let t = atl_egg::front::print::program_to_string(p);
+    t.contains("(relu") || t.contains("(step")
+}
+
+#[test]
+fn hvps_match_dual_numbers_and_finite_differences() {
+    let mut failures = vec![];
+    for c in corpus() {
+        if c.program.ret != Type::Real {
+            continue;
+        }
+        let wrt = c.wrt_or_all();
+        let g = derive::grad(&c.program, &wrt, &opts()).unwrap().program;
+        let h =
+            derive::hvp(&c.program, &wrt, &opts()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let dirs: Vec<Symbol> = h.program.params[c.program.params.len()..]
+            .iter()
+            .map(|p| p.name)
+            .collect();
+        let mut rng = Lcg(c.seed + 3);
+        let sizes = c.size_sets[0].clone();
+        let inputs = random_inputs(&c.program, &sizes, &mut rng).unwrap();
+        let v = directions(&c.program, &wrt, &sizes, &mut rng);
+        let extra: Vec<(Symbol, Value)> = dirs
+            .iter()
+            .zip(&wrt)
+            .map(|(d, w)| (*d, v[w].clone()))
+            .collect();
+        let got = evaluate(&h.program, &with_extra(&inputs, &extra)).unwrap();
+        // exact: forward mode through the gradient program
+        let (_, want) = dual_jvp(&g, &inputs, &v).unwrap();
+        if !same_value(&got, &want, 1e-8) {
+            failures.push(format!("{}: hvp {got:?} != dual {want:?}", c.name));
+        }
+        // loose: central differences of gradients (smooth programs only)
+        if !uses_kinks(&c.program) {
+            let h_step = 1e-5;
+            let shifted = |s: f64| {
+                let mut i = inputs.clone();
+                for w in &wrt {
+                    let x = flat(&i.values[w]);
+                    let d = flat(&v[w]);
+                    let moved: Vec<f64> = x.iter().zip(&d).map(|(a, b)| a + s * b).collect();
+                    i.values
+                        .insert(*w, rebuild(&i.values[w], &mut moved.into_iter()));
+                }
+                flat(&evaluate(&g, &i).unwrap())
+            };
+            let (plus, minus) = (shifted(h_step), shifted(-h_step));
+            let fd: Vec<f64> = plus
+                .iter()
+                .zip(&minus)
+                .map(|(a, b)| (a - b) / (2.0 * h_step))
+                .collect();
+            let got_flat = flat(&got);
+            if got_flat.len() == fd.len() {
+                let scale = fd
+                    .iter()
+                    .chain(&got_flat)
+                    .fold(1.0f64, |m, x| m.max(x.abs()));
+                if got_flat
+                    .iter()
+                    .zip(&fd)
+                    .any(|(a, b)| (a - b).abs() > 1e-4 * scale)
+                {
+                    failures.push(format!("{}: hvp differs from finite differences", c.name));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Replace the reals of a value (same shape) from an iterator.
+fn rebuild(v: &Value, xs: &mut impl Iterator<Item = f64>) -> Value {
+    match v {
+        Value::Real(_) => Value::Real(xs.next().unwrap()),
+        Value::Zero => Value::Zero,
+        Value::Pair(a, b) => Value::Pair(
+            std::rc::Rc::new(rebuild(a, xs)),
+            std::rc::Rc::new(rebuild(b, xs)),
+        ),
+        Value::Tensor(ts) => Value::Tensor(std::rc::Rc::new(
+            ts.iter().map(|t| rebuild(t, xs)).collect(),
+        )),
+    }
+}
+
+#[test]
+fn blackbox_table_matches_the_evaluator() {
+    use atl_egg::front::ast::Func;
+    use atl_egg::semantics::blackbox;
+    let table = atl_egg::egraph::rules::derivative_table();
+    let mut seen = vec![];
+    for (name, _, _) in &table {
+        seen.push(name.clone());
+        let f = Func::unary(name)
+            .or_else(|| Func::with_exponent(name, 2.5))
+            .unwrap();
+        let src = match f.exponent() {
+            Some(_) => format!("(fn f ((x R)) ({name} x 2.5))"),
+            None => format!("(fn f ((x R)) ({name} x))"),
+        };
+        let prog = atl_egg::front::parse_program(src.as_bytes()).unwrap();
+        let j = derive::jvp(&prog, &[], &opts()).unwrap();
+        for x in [0.3, 0.7, 1.3, 2.1] {
+            let mut inputs = Inputs::new(Sizes::default());
+            inputs.values.insert(Symbol::from("x"), Value::Real(x));
+            inputs
+                .values
+                .insert(j.program.params[1].name, Value::Real(1.0));
+            let got = flat(&evaluate(&j.program, &inputs).unwrap())
+                .first()
+                .copied()
+                .unwrap_or(0.0);
+            let want = blackbox::derivative(f, x, blackbox::apply(f, x));
+            assert!(
+                close(got, want, 1.0, 1e-9),
+                "{name} at {x}: {got} vs {want}"
+            );
+        }
+    }
+    for f in [
+        "exp", "log", "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step", "pow",
+        "dtanh", "dsigmoid", "dsqrt", "drecip", "dcos", "dpow",
+    ] {
+        assert!(seen.iter().any(|s| s == f), "no derivative entry for {f}");
+    }
+}
+
+/// Every forward rule has a program here whose derivative uses it, checked
+/// against dual numbers.
+#[test]
+fn forward_rules_are_each_exercised() {
+    let programs = [
+        ("d-var", "(fn f ((x R) (y R)) (* x y))"),
+        ("d-const", "(fn f ((x R)) (+ x 3.0))"),
+        ("d-add", "(fn f ((x R)) (+ x x))"),
+        ("d-mul", "(fn f ((x R)) (* x x))"),
+        ("d-pair", "(fn f ((x R)) (pair x (* x x)))"),
+        ("d-proj", "(fn f ((p (pair R R))) (* (fst p) (snd p)))"),
+        (
+            "d-gen",
+            "(fn f ((x (tensor n R))) (gen i n (* (get x i) (get x i))))",
+        ),
+        (
+            "d-sum",
+            "(fn f ((x (tensor n R))) (sum i n (* (get x i) (get x i))))",
+        ),
+        ("d-get", "(fn f ((x (tensor n R))) (get x 1))"),
+        (
+            "d-iverson",
+            "(fn f ((x (tensor n R))) (sum i n (iverson (< i 2) (exp (get x i)))))",
+        ),
+        ("d-let", "(fn f ((x R)) (let y (sin x) (* y y)))"),
+    ];
+    let specs = atl_egg::egraph::rules::all_specs();
+    for s in specs.iter().filter(|s| s.file == "forward.rules") {
+        assert!(
+            programs.iter().any(|(n, _)| s.name.starts_with(n)),
+            "forward rule {} has no exercising program",
+            s.name
+        );
+    }
+    let mut rng = Lcg(99);
+    for (rule, src) in programs {
+        let prog = atl_egg::front::parse_program(src.as_bytes()).unwrap();
+        let wrt: Vec<Symbol> = prog.real_params().map(|(n, _)| n).collect();
+        let j = derive::jvp(&prog, &wrt, &opts()).unwrap();
+        let sizes: Sizes = prog.sizes.iter().map(|s| (*s, 4)).collect();
+        let inputs = random_inputs(&prog, &sizes, &mut rng).unwrap();
+        let v = directions(&prog, &wrt, &sizes, &mut rng);
+        let extra: Vec<(Symbol, Value)> = j.program.params[prog.params.len()..]
+            .iter()
+            .zip(&wrt)
+            .map(|(t, w)| (t.name, v[w].clone()))
+            .collect();
+        let got = evaluate(&j.program, &with_extra(&inputs, &extra)).unwrap();
+        let (_, want) = dual_jvp(&prog, &inputs, &v).unwrap();
+        assert!(
+            same_value(&got, &want, 1e-10),
+            "{rule}: {got:?} vs {want:?}"
+        );
+    }
+}

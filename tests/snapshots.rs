@@ -1,0 +1,315 @@
+//! Snapshot tests over the corpus (`corpus/*.atl`), stored with insta under
+//! the top-level `snapshots/` directory, one snapshot per program per kind:
+//!
+//! * `front__<name>`: the elaborated core program (`program_to_string`) and
+//!   its work cost and input/output cost at each size set of the metadata;
+//! * `optimize__<name>`: the optimized program, its cost before/after at
+//!   each size set, and per phase the e-graph's nodes, classes, iterations
+//!   and stop reason (never times: they vary from run to run);
+//! * `grad__<name>` (functions returning `R` only): the optimized gradient
+//!   with respect to the metadata's `wrt` (all real inputs without one), the
+//!   per-phase statistics, and at each size set `io_cost(f)`,
+//!   `io_cost(grad)` and their ratio (3 decimals), `f` being the program as
+//!   written (the paper's theorem bounds the ratio by 4).
+//!
+//! Metadata comments of a corpus file (anywhere in the file):
+//! `; sizes: n=3 | n=8 | n=24` (size sets separated by `|`; a program without
+//! sizes gets one empty size set), `; wrt: x,w`, `; seed: N`.
+//!
+//! Determinism: egg's `deterministic` feature is on, and the optimizer runs
+//! with a 600 s time limit so that only the (default) node and iteration
+//! limits stop it; results do not depend on the machine's speed. The
+//! optimizer gets no user sizes (`Options::sizes = None`, as `atl-egg
+//! optimize FILE`), so one optimized program serves every size set.
+//!
+//! Relations: a relation parameter gets a fixed pseudo-random value per size
+//! set, `random_relation` with density 0.3 fed by a 64-bit LCG (Knuth's MMIX
+//! constants, top 53 bits mapped to `[-1, 1]`) seeded with the file's
+//! `; seed:` (0 without one) plus the size set's position; the relations of
+//! one size set are drawn in parameter order from the same stream.
+//!
+//! Every program of a kind is checked before the test fails; the failure
+//! message lists all of them. Update with
+//! `INSTA_UPDATE=always cargo test --release --test snapshots`.
+
+use atl_egg::derive::optimize_gradient;
+use atl_egg::egraph::{optimize, Options, Stats};
+use atl_egg::front::ast::{ParamKind, Program, Type};
+use atl_egg::front::parse_program;
+use atl_egg::front::print::program_to_string;
+use atl_egg::semantics::cost::{cost, io_cost};
+use atl_egg::semantics::value::{parse_sizes_flag, random_relation, Relation, Sizes};
+use egg::Symbol;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One corpus file.
+struct Case {
+    name: String,
+    prog: Program,
+    size_sets: Vec<Sizes>,
+    wrt: Vec<String>,
+    seed: u64,
+}
+
+fn corpus_files() -> Vec<PathBuf> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {dir}: {e}"))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "atl"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no corpus files in {dir}");
+    files
+}
+
+fn metadata<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let l = l.trim_start().strip_prefix(';')?.trim_start();
+        l.strip_prefix(key)?
+            .trim_start()
+            .strip_prefix(':')
+            .map(str::trim)
+    })
+}
+
+fn load(path: &PathBuf) -> Result<Case, String> {
+    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+    let prog =
+        parse_program(text.as_bytes()).map_err(|e| format!("{name}: does not elaborate: {e}"))?;
+    let size_sets = match metadata(&text, "sizes") {
+        Some(s) => s
+            .split('|')
+            .map(|set| {
+                parse_sizes_flag(set.trim()).map_err(|e| format!("{name}: bad sizes {set:?}: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        None => vec![Sizes::default()],
+    };
+    let wrt = metadata(&text, "wrt")
+        .map(|w| w.split(',').map(|x| x.trim().to_string()).collect())
+        .unwrap_or_default();
+    let seed = match metadata(&text, "seed") {
+        Some(s) => s
+            .parse()
+            .map_err(|e| format!("{name}: bad seed {s:?}: {e}"))?,
+        None => 0,
+    };
+    Ok(Case {
+        name,
+        prog,
+        size_sets,
+        wrt,
+        seed,
+    })
+}
+
+fn cases() -> (Vec<Case>, Vec<String>) {
+    let mut ok = vec![];
+    let mut failures = vec![];
+    for f in corpus_files() {
+        match load(&f) {
+            Ok(c) => ok.push(c),
+            Err(e) => failures.push(e),
+        }
+    }
+    (ok, failures)
+}
+
+/// A 64-bit LCG (MMIX); yields reals uniform in `[-1, 1]`.
+struct Lcg(u64);
+
+impl Lcg {
+    fn unit(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+}
+
+/// The fixed relations of `case` at its `k`-th size set.
+fn relations(case: &Case, k: usize) -> Result<HashMap<Symbol, Relation>, String> {
+    let sizes = &case.size_sets[k];
+    let mut rng = Lcg(case.seed.wrapping_add(k as u64));
+    let mut out = HashMap::new();
+    for p in &case.prog.params {
+        if let ParamKind::Relation(dims) = &p.kind {
+            let r = random_relation(dims, sizes, 0.3, &mut || rng.unit())
+                .map_err(|e| format!("relation {} at {}: {e}", p.name, label(sizes)))?;
+            out.insert(p.name, r);
+        }
+    }
+    Ok(out)
+}
+
+fn label(sizes: &Sizes) -> String {
+    if sizes.is_empty() {
+        return "(no sizes)".into();
+    }
+    let parts: Vec<String> = sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    parts.join(",")
+}
+
+fn options() -> Options {
+    Options {
+        time_limit: Duration::from_secs(600),
+        sizes: None,
+        ..Options::default()
+    }
+}
+
+fn show_cost(r: atl_egg::Result<u128>) -> String {
+    match r {
+        Ok(c) => c.to_string(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+fn write_stats(out: &mut String, stats: &Stats) {
+    out.push_str("phases:\n");
+    for p in &stats.phases {
+        writeln!(
+            out,
+            "  {}: iterations {}, nodes {}, classes {}, stop: {}",
+            p.phase, p.iterations, p.nodes, p.classes, p.stop_reason
+        )
+        .unwrap();
+    }
+    writeln!(out, "kept input: {}", stats.kept_input).unwrap();
+}
+
+fn front(case: &Case) -> Result<String, String> {
+    let mut out = String::new();
+    writeln!(out, "{}", program_to_string(&case.prog)).unwrap();
+    out.push_str("\ncost at each size set (work cost / io cost):\n");
+    for (k, sizes) in case.size_sets.iter().enumerate() {
+        let rels = relations(case, k)?;
+        writeln!(
+            out,
+            "  {}: {} / {}",
+            label(sizes),
+            show_cost(cost(&case.prog, sizes, &rels)),
+            show_cost(io_cost(&case.prog, sizes, &rels)),
+        )
+        .unwrap();
+    }
+    Ok(out)
+}
+
+fn optimized(case: &Case) -> Result<String, String> {
+    let res = optimize(&case.prog, &options()).map_err(|e| format!("optimize: {e}"))?;
+    let mut out = String::new();
+    writeln!(out, "{}", program_to_string(&res.program)).unwrap();
+    out.push_str("\ncost at each size set (before -> after):\n");
+    for (k, sizes) in case.size_sets.iter().enumerate() {
+        let rels = relations(case, k)?;
+        writeln!(
+            out,
+            "  {}: {} -> {}",
+            label(sizes),
+            show_cost(cost(&case.prog, sizes, &rels)),
+            show_cost(cost(&res.program, sizes, &rels)),
+        )
+        .unwrap();
+    }
+    write_stats(&mut out, &res.stats);
+    Ok(out)
+}
+
+fn gradient(case: &Case) -> Result<String, String> {
+    let wrt: Vec<&str> = case.wrt.iter().map(String::as_str).collect();
+    let res = optimize_gradient(&case.prog, &wrt, &options()).map_err(|e| format!("grad: {e}"))?;
+    let shown: Vec<String> = if wrt.is_empty() {
+        case.prog
+            .real_params()
+            .map(|(n, _)| n.to_string())
+            .collect()
+    } else {
+        case.wrt.clone()
+    };
+    let mut out = String::new();
+    writeln!(out, "wrt: {}\n", shown.join(",")).unwrap();
+    writeln!(out, "{}", program_to_string(&res.program)).unwrap();
+    out.push_str("\nio cost at each size set (f / grad = ratio):\n");
+    for (k, sizes) in case.size_sets.iter().enumerate() {
+        let rels = relations(case, k)?;
+        let f = io_cost(&case.prog, sizes, &rels);
+        let g = io_cost(&res.program, sizes, &rels);
+        let ratio = match (&f, &g) {
+            (Ok(f), Ok(g)) if *f > 0 => format!("{:.3}", *g as f64 / *f as f64),
+            _ => "-".into(),
+        };
+        writeln!(
+            out,
+            "  {}: {} / {} = {}",
+            label(sizes),
+            show_cost(f),
+            show_cost(g),
+            ratio
+        )
+        .unwrap();
+    }
+    write_stats(&mut out, &res.stats);
+    Ok(out)
+}
+
+/// Snapshot `kind` for every case `make` applies to (it returns `None` for
+/// cases the kind skips); fail once at the end listing every failure.
+fn run_kind(kind: &'static str, make: fn(&Case) -> Option<Result<String, String>>) {
+    let failures = atl_egg::with_big_stack(move || {
+        let (cases, mut failures) = cases();
+        for case in &cases {
+            let Some(content) = make(case) else { continue };
+            let content = match content {
+                Ok(c) => c,
+                Err(e) => {
+                    failures.push(format!("{kind}__{}: {e}", case.name));
+                    continue;
+                }
+            };
+            let snap = format!("{kind}__{}", case.name);
+            let input = format!("corpus/{}.atl", case.name);
+            let result = std::panic::catch_unwind(|| {
+                insta::with_settings!({
+                    snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
+                    prepend_module_to_snapshot => false,
+                    omit_expression => true,
+                    input_file => input,
+                }, {
+                    insta::assert_snapshot!(snap.clone(), content);
+                });
+            });
+            if result.is_err() {
+                failures.push(format!("{snap}: snapshot differs (see the diff above)"));
+            }
+        }
+        failures
+    });
+    assert!(
+        failures.is_empty(),
+        "{} {kind} snapshot(s) failed:\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
+}
+
+#[test]
+fn front_snapshots() {
+    run_kind("front", |c| Some(front(c)));
+}
+
+#[test]
+fn optimize_snapshots() {
+    run_kind("optimize", |c| Some(optimized(c)));
+}
+
+#[test]
+fn grad_snapshots() {
+    run_kind("grad", |c| (c.prog.ret == Type::Real).then(|| gradient(c)));
+}
