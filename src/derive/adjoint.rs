@@ -179,7 +179,10 @@ struct Adjoint<'a> {
 }
 
 /// Split an atom into its variable and the accesses/projections on it.
-fn atom_path(e: &Expr) -> Option<(Symbol, Vec<(Step, Option<Affine>)>)> {
+/// Accesses and projections applied to a variable, innermost first.
+type AccessPath = Vec<(Step, Option<Affine>)>;
+
+fn atom_path(e: &Expr) -> Option<(Symbol, AccessPath)> {
     match e {
         Expr::Var(x) => Some((*x, vec![])),
         Expr::Get(a, i) => {
@@ -413,7 +416,7 @@ impl Adjoint<'_> {
                 None => guards.push(Pred::Cmp(CmpOp::Eq, Affine::var(*g), t)),
             }
         }
-        let pred = (!guards.is_empty()).then(|| Pred::And(guards));
+        let pred = (!guards.is_empty()).then_some(Pred::And(guards));
         let mut body = match &pred {
             Some(p) => build::iverson(p.clone(), c.body),
             None => c.body,

@@ -196,7 +196,7 @@ pub fn parse_rules(file: &'static str, text: &str) -> Result<Vec<RuleSpec>, Stri
         } else {
             for (var, val) in instances {
                 let subst = |s: &str| {
-                    s.split_inclusive(|c: char| c == '(' || c == ' ' || c == ')')
+                    s.split_inclusive(['(', ' ', ')'])
                         .map(|tok| {
                             let core = tok.trim_end_matches(['(', ' ', ')']);
                             if core == var {
@@ -488,17 +488,12 @@ fn d_var(c: &mut Ctx) -> Option<Built> {
     // register the extents of the zero's generators, outermost first
     let mut ty = &t;
     let mut k = 0;
-    loop {
-        match ty {
-            crate::front::ast::Type::Tensor(d, e) => {
-                if let Some(name) = made.get(k) {
-                    analysis.extents.insert(*name, d.clone());
-                }
-                k += 1;
-                ty = e;
-            }
-            _ => break,
+    while let crate::front::ast::Type::Tensor(d, e) = ty {
+        if let Some(name) = made.get(k) {
+            analysis.extents.insert(*name, d.clone());
         }
+        k += 1;
+        ty = e;
     }
     Some(Built::Expr(zero))
 }

@@ -246,17 +246,31 @@ pub const PHASES: &[(&str, &[&str])] = &[
     ("simplify", &[]),
 ];
 
-/// One phase of saturation on `body`; returns the extracted body.
-fn run_phase(
-    name: &str,
-    files: &[&str],
-    body: &Expr,
-    extents: &HashMap<Symbol, Affine>,
-    samples: &[Sample],
-    opts: &Options,
+/// What one phase works on.
+struct PhaseInput<'a> {
+    name: &'a str,
+    files: &'a [&'a str],
+    body: &'a Expr,
+    extents: &'a HashMap<Symbol, Affine>,
+    samples: &'a [Sample],
+    opts: &'a Options,
     deadline: Instant,
+    /// This phase gets 1/phases_left of the time left.
     phases_left: u32,
-) -> (Expr, PhaseStats) {
+}
+
+/// One phase of saturation; returns the extracted body.
+fn run_phase(input: PhaseInput) -> (Expr, PhaseStats) {
+    let PhaseInput {
+        name,
+        files,
+        body,
+        extents,
+        samples,
+        opts,
+        deadline,
+        phases_left,
+    } = input;
     let started = Instant::now();
     let mut rules = rewrites(files);
     if name == "normalize" {
@@ -329,7 +343,16 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     let mut phases = vec![];
     for (k, (name, files)) in PHASES.iter().enumerate() {
         let left = (PHASES.len() - k) as u32 * 2;
-        let (next, st) = run_phase(name, files, &body, &extents, &samples, opts, deadline, left);
+        let (next, st) = run_phase(PhaseInput {
+            name,
+            files,
+            body: &body,
+            extents: &extents,
+            samples: &samples,
+            opts,
+            deadline,
+            phases_left: left,
+        });
         collect_extents(&next, &mut extents);
         body = next;
         phases.push(st);
