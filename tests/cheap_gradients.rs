@@ -1,0 +1,112 @@
+//! The cheap-gradient principle, measured with the paper's cost model:
+//! io-cost(derivative) / io-cost(f) (ATL.md's input/output cost) for every
+//! corpus program at its size sets, and for the paper's two pathological
+//! programs from N = 8 to N = 4096. Costs, never times.
+
+use atl_egg::corpus::{random_inputs, CorpusProgram, Lcg};
+use atl_egg::derive;
+use atl_egg::egraph::Options;
+use atl_egg::front::ast::{Program, Type};
+use atl_egg::front::parse_program;
+use atl_egg::semantics::cost::io_cost;
+use atl_egg::semantics::value::Sizes;
+use egg::Symbol;
+use std::path::Path;
+
+fn opts() -> Options {
+    Options {
+        time_limit: std::time::Duration::from_secs(60),
+        ..Default::default()
+    }
+}
+
+fn ratio(f: &Program, d: &Program, sizes: &Sizes, seed: u64) -> f64 {
+    let inputs = random_inputs(f, sizes, &mut Lcg(seed)).unwrap();
+    let cf = io_cost(f, sizes, &inputs.relations).unwrap();
+    let cd = io_cost(d, sizes, &inputs.relations).unwrap();
+    cd as f64 / cf.max(1) as f64
+}
+
+/// The paper bounds the ratio by 4; we aim at 3 and check it does not grow.
+#[test]
+fn gradient_ratios_are_bounded_on_the_corpus() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let mut failures = vec![];
+    println!(
+        "{:<28} {:>8} {:>8} {:>8}",
+        "program", "small", "medium", "large"
+    );
+    for c in CorpusProgram::load_dir(&dir).unwrap() {
+        let wrt = c.wrt_or_all();
+        let d = if c.program.ret == Type::Real {
+            derive::grad(&c.program, &wrt, &opts())
+        } else {
+            derive::vjp(&c.program, &wrt, &opts())
+        }
+        .unwrap()
+        .program;
+        let rs: Vec<f64> = c
+            .size_sets
+            .iter()
+            .map(|s| ratio(&c.program, &d, s, c.seed))
+            .collect();
+        println!(
+            "{:<28} {}",
+            c.name,
+            rs.iter().map(|r| format!("{r:>8.3}")).collect::<String>()
+        );
+        if rs.iter().any(|r| *r > 4.0) {
+            failures.push(format!("{}: ratio above 4: {rs:?}", c.name));
+        }
+        let (first, last) = (rs[0], rs[rs.len() - 1]);
+        if last > first * 1.25 + 0.25 {
+            failures.push(format!("{}: ratio grows with the sizes: {rs:?}", c.name));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+fn flat_ratios(src: &str) -> Vec<(i64, f64)> {
+    let f = parse_program(src.as_bytes()).unwrap();
+    let g = derive::grad(&f, &[], &opts()).unwrap().program;
+    [8i64, 64, 512, 4096]
+        .iter()
+        .map(|&n| {
+            let sizes: Sizes = [(Symbol::from("n"), n)].into_iter().collect();
+            (n, ratio(&f, &g, &sizes, 7))
+        })
+        .collect()
+}
+
+fn assert_flat(name: &str, rs: &[(i64, f64)]) {
+    println!("{name}: {rs:?}");
+    let lo = rs.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+    let hi = rs.iter().map(|r| r.1).fold(0.0, f64::max);
+    assert!(hi <= 4.0, "{name}: ratio above 4: {rs:?}");
+    // flat: within 10% from N = 8 to N = 4096, and never growing
+    assert!(hi <= 1.1 * lo, "{name}: ratio not flat: {rs:?}");
+    assert!(
+        rs.windows(2).all(|w| w[1].1 <= w[0].1 * 1.01),
+        "{name}: ratio grows with N: {rs:?}"
+    );
+}
+
+/// let A = diag(x) in trace(A) + ... + trace(A), k = 4: JAX and PyTorch pay
+/// O(N^2) for the gradient; the ratio must stay flat.
+#[test]
+fn trace_of_diag_gradient_is_flat() {
+    let src = "(fn f ((x (tensor n R)))
+      (let A (gen i n (gen j n (iverson (== i j) (get x i))))
+        (+ (sum i n (get A i i)) (sum i n (get A i i)) (sum i n (get A i i)) (sum i n (get A i i)))))";
+    assert_flat("trace(diag(x)) x4", &flat_ratios(src));
+}
+
+/// dot(A[:,0], A[0,:]) with A = diag(x): O(N) function, O(N^2) gradient in
+/// XLA; the ratio must stay flat.
+#[test]
+fn dot_of_column_and_row_gradient_is_flat() {
+    let src = "(fn f ((x (tensor n R)))
+      (let A (gen i n (gen j n (iverson (== i j) (get x i))))
+        (sum k n (* (get A k 0) (get A 0 k)))))";
+    assert_flat("dot(A[:,0], A[0,:])", &flat_ratios(src));
+}
