@@ -110,6 +110,20 @@ impl CostVal {
     }
 }
 
+/// The tie-breaker after the costs: term size, plus a penalty for shapes
+/// that hide a bracket from its context. The work cost of a bracket depends
+/// on where it stands (directly under a chain of sums, or as an operand of
+/// `+`), so among terms of equal cost in isolation extraction prefers one
+/// bracket over nested ones and brackets outside products.
+fn shape_penalty(n: &Atl, kids: &[CostVal]) -> usize {
+    let is_bracket = |k: &CostVal| matches!(k.tree.node, Atl::Iverson(_));
+    match n {
+        Atl::Iverson(_) => usize::from(kids.get(1).is_some_and(is_bracket)),
+        Atl::Mul(_) => kids.iter().filter(|k| is_bracket(k)).count(),
+        _ => 0,
+    }
+}
+
 /// Is this node an expression (as opposed to a predicate, index or name)?
 fn is_expression(n: &Atl) -> bool {
     !matches!(
@@ -314,7 +328,7 @@ impl CostFunction<Atl> for WorkCost<'_> {
         C: FnMut(Id) -> CostVal,
     {
         let kids: Vec<CostVal> = enode.children().iter().map(|c| costs(*c)).collect();
-        let size = 1 + kids.iter().map(|c| c.size).sum::<usize>();
+        let size = 1 + shape_penalty(enode, &kids) + kids.iter().map(|c| c.size).sum::<usize>();
         let tree = Rc::new(PTree::new(
             enode,
             kids.iter().map(|k| k.tree.clone()).collect(),

@@ -133,15 +133,25 @@ fn uniform_sizes(prog: &Program, v: i64) -> Sizes {
     prog.sizes.iter().map(|s| (*s, v)).collect()
 }
 
+/// Distinct values for distinct sizes, so that no comparison between sizes
+/// holds by coincidence (with `m = n` a band `i < k + m` covers everything).
+fn spread_sizes(prog: &Program, values: &[i64]) -> Sizes {
+    prog.sizes
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (*s, values[k % values.len()] + (k / values.len()) as i64))
+        .collect()
+}
+
 /// The samples extraction compares at: large sizes, the user's, small ones.
 pub fn extraction_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
-    let mut sizes = vec![uniform_sizes(prog, 24)];
+    let mut sizes = vec![spread_sizes(prog, &[24, 13, 31, 17, 28, 11, 20, 15])];
     if let Some(u) = user {
         if prog.sizes.iter().all(|s| u.contains_key(s)) {
             sizes.push(u.clone());
         }
     }
-    sizes.push(uniform_sizes(prog, 5));
+    sizes.push(spread_sizes(prog, &[5, 3, 7, 4, 6, 2, 8, 9]));
     sizes
         .into_iter()
         .map(|s| Sample {
