@@ -8,7 +8,7 @@
 //! being differentiated map to their tangent parameters; every `let` met by
 //! `d-let` adds `x -> dx`; other real inputs differentiate to zeros.
 
-use super::normalize::{anf, Fresh};
+use super::normalize::{anf, lift, unflatten, Fresh};
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
 use crate::egraph::extract::{Term, WorkCost};
 use crate::egraph::language::{to_rec, Atl};
@@ -41,8 +41,11 @@ fn differentiation_rules() -> Vec<egg::Rewrite<Atl, AtlAnalysis>> {
 /// `D[body]` for the inputs `wrt` with tangent names `tangents`, as a
 /// `D`-free core expression.
 pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)]) -> Result<Expr> {
+    // flat form first: with every let at the top, `D` of a definition
+    // contains no let, so no primal computation is repeated inside tangents
     let mut fresh = Fresh::above(body);
-    let body = anf(body, &mut fresh);
+    let flat = lift(&anf(body, &mut fresh), &mut fresh);
+    let body = unflatten(flat);
     let mut extents = HashMap::new();
     collect_extents(&body, &mut extents);
     let mut analysis = AtlAnalysis {
