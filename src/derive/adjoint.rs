@@ -245,8 +245,8 @@ fn instantiate(p: &Pattern<Atl>, arg: &Expr, k: Option<Real>) -> Option<Expr> {
                 _ => return None,
             },
             ENodeOrVar::ENode(n) => {
-                let kid = |id: Id| terms[usize::from(id)].clone();
-                match build_term(n, &kid)? {
+                let mut kid = |id: Id| Some((*terms[usize::from(id)]).clone());
+                match build_term(n, &mut kid)? {
                     Term::Expr(e) => Term::Expr(fold_consts(e)),
                     t => t,
                 }
@@ -374,7 +374,7 @@ impl Adjoint<'_> {
         let r = Replace::Index(v, by.clone());
         let fresh = &mut *self.fresh;
         let mut f = |b: Symbol| fresh.name(b.as_str());
-        let mut s = Substituter { fresh: &mut f };
+        let mut s = Substituter::new(&mut f);
         let overflow = |_| Error::transform("index arithmetic overflow in the adjoint");
         c.body = s.expr(&c.body, &r).map_err(overflow)?;
         c.guards = c

@@ -8,15 +8,15 @@
 //! being differentiated map to their tangent parameters; every `let` met by
 //! `d-let` adds `x -> dx`; other real inputs differentiate to zeros.
 
-use super::normalize::{anf, lift, unflatten, Fresh};
+use super::normalize::{anf, lift, Fresh};
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
-use crate::egraph::extract::{Term, WorkCost};
+use crate::egraph::extract::{extract_all, Term, WorkCost, UNUSABLE};
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rewrites;
 use crate::egraph::runner::{collect_extents, extraction_samples};
 use crate::error::{Error, Result};
-use crate::front::ast::{Expr, Param, ParamKind, Program};
-use egg::{Extractor, Runner, Symbol};
+use crate::front::ast::{build, Expr, Param, ParamKind, Program};
+use egg::{Runner, Symbol};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -40,31 +40,49 @@ fn differentiation_rules() -> Vec<egg::Rewrite<Atl, AtlAnalysis>> {
 
 /// `D[body]` for the inputs `wrt` with tangent names `tangents`, as a
 /// `D`-free core expression.
+///
+/// The body is first flattened (A-normal form, let-lifting); each binding's
+/// definition and the result then go into one e-graph as separate roots
+/// `(D def)`, so the rules push `D` through one definition at a time and the
+/// number of iterations is the depth of a definition, not of the program.
+/// The `let` rule of the figure is applied here, in the assembly: every
+/// binding `x = e` becomes `x = e; dx = D[e]`.
 pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)]) -> Result<Expr> {
-    // flat form first: with every let at the top, `D` of a definition
-    // contains no let, so no primal computation is repeated inside tangents
     let mut fresh = Fresh::above(body);
-    let flat = lift(&anf(body, &mut fresh), &mut fresh);
-    let body = unflatten(flat);
+    let (binds, result) = lift(&anf(body, &mut fresh), &mut fresh);
     let mut extents = HashMap::new();
-    collect_extents(&body, &mut extents);
+    for (_, e) in &binds {
+        collect_extents(e, &mut extents);
+    }
+    collect_extents(&result, &mut extents);
+    let mut sigma: HashMap<Symbol, Symbol> = tangents.iter().copied().collect();
+    let dnames: Vec<Symbol> = binds
+        .iter()
+        .map(|(x, _)| {
+            let dx = fresh.name(&format!("d{x}"));
+            sigma.insert(*x, dx);
+            dx
+        })
+        .collect();
     let mut analysis = AtlAnalysis {
         extents,
-        fresh: crate::front::subst::max_fresh_suffix(&body),
+        fresh: fresh.counter(),
         ..Default::default()
     };
-    let differentiated: HashMap<Symbol, Symbol> = tangents.iter().copied().collect();
     for p in &prog.params {
         if let ParamKind::Real(t) = &p.kind {
-            if !differentiated.contains_key(&p.name) {
+            if !sigma.contains_key(&p.name) {
                 analysis.constants.insert(p.name, t.clone());
             }
         }
     }
-    analysis.tangents = differentiated;
+    analysis.tangents = sigma;
     let mut egraph = AtlGraph::new(analysis);
-    let e = egraph.add_expr(&to_rec(&body));
-    let root = egraph.add(Atl::D(e));
+    let mut roots = vec![];
+    for e in binds.iter().map(|(_, e)| e).chain(std::iter::once(&result)) {
+        let id = egraph.add_expr(&to_rec(e));
+        roots.push(egraph.add(Atl::D(id)));
+    }
     let runner = Runner::default()
         .with_egraph(egraph)
         .with_node_limit(200_000)
@@ -73,22 +91,28 @@ pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)])
         .run(&differentiation_rules());
     let egraph = &runner.egraph;
     let samples = extraction_samples(prog, None);
-    let extractor = Extractor::new(egraph, WorkCost::new(egraph, &samples));
-    let best = extractor.find_best_cost(egraph.find(root));
-    match best.term() {
-        Some(Term::Expr(e))
-            if best
-                .key
-                .iter()
-                .all(|k| *k < crate::egraph::extract::UNUSABLE) =>
-        {
-            Ok(e)
+    // derivatives must be extracted whole: allow large terms here
+    let cost = WorkCost::new(egraph, &samples).with_max_term_size(50_000);
+    let mut best = extract_all(egraph, cost);
+    let mut derived = vec![];
+    for r in roots {
+        let b = best.remove(&egraph.find(r));
+        match b.as_ref().and_then(|b| b.term().map(|t| (t, b))) {
+            Some((Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => derived.push(e),
+            _ => {
+                return Err(Error::transform(format!(
+                    "differentiation did not finish ({:?}); the program may be too large",
+                    runner.stop_reason
+                )))
+            }
         }
-        _ => Err(Error::transform(format!(
-            "differentiation did not finish ({:?}); the program may be too large",
-            runner.stop_reason
-        ))),
     }
+    let dresult = derived.pop().expect("the result's derivative");
+    let mut out = dresult;
+    for (((x, e), dx), de) in binds.into_iter().zip(dnames).zip(derived).rev() {
+        out = build::let_(x, e, build::let_(dx, de, out));
+    }
+    Ok(out)
 }
 
 /// Every name a program uses (parameters, sizes, binders, variables).

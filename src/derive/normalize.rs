@@ -32,6 +32,11 @@ impl Fresh {
         }
     }
 
+    /// The largest suffix handed out so far (later passes start above it).
+    pub fn counter(&self) -> u64 {
+        self.n
+    }
+
     pub fn name(&mut self, base: &str) -> Symbol {
         self.n += 1;
         let stem = base.split('~').next().unwrap_or("v");
@@ -113,7 +118,7 @@ fn subst_all(e: &Expr, reps: &[Replace], fresh: &mut Fresh) -> Expr {
     let mut out = e.clone();
     for r in reps {
         let mut f = |b: Symbol| fresh.name(b.as_str());
-        out = Substituter { fresh: &mut f }
+        out = Substituter::new(&mut f)
             .expr(&out, r)
             .expect("renaming a variable to an access cannot overflow");
     }

@@ -80,18 +80,16 @@ impl PTree {
 
     /// The term itself (None when children have the wrong sorts).
     pub fn term(&self) -> Option<Term> {
-        let kids = self
+        let mut slots = self
             .kids
             .iter()
-            .map(|k| k.term().map(Rc::new))
+            .map(|k| k.term().map(Some))
             .collect::<Option<Vec<_>>>()?;
         let ch = self.node.children();
-        build_term(&self.node, &|id| {
-            let pos = ch
-                .iter()
-                .position(|c| *c == id)
-                .expect("a child of the node");
-            kids[pos].clone()
+        build_term(&self.node, &mut |id| {
+            // the first unused position of this child (a child may repeat)
+            let pos = (0..ch.len()).find(|&k| ch[k] == id && slots[k].is_some())?;
+            slots[pos].take()
         })
     }
 }
@@ -169,6 +167,8 @@ pub struct WorkCost<'a> {
     /// After this instant only dense upper bounds are computed (no
     /// counting), so extraction of a large e-graph stays bounded in time.
     pub exact_until: Option<std::time::Instant>,
+    /// Terms larger than this (in nodes) are not considered.
+    pub max_term_size: usize,
 }
 
 impl<'a> WorkCost<'a> {
@@ -178,7 +178,13 @@ impl<'a> WorkCost<'a> {
             samples,
             memo: HashMap::new(),
             exact_until: None,
+            max_term_size: MAX_TERM_SIZE,
         }
+    }
+
+    pub fn with_max_term_size(mut self, n: usize) -> WorkCost<'a> {
+        self.max_term_size = n;
+        self
     }
 
     pub fn with_deadline(mut self, t: std::time::Instant) -> WorkCost<'a> {
@@ -187,66 +193,80 @@ impl<'a> WorkCost<'a> {
     }
 }
 
-fn expr_of(t: &Term) -> Option<Expr> {
-    match t {
-        Term::Expr(e) => Some(e.clone()),
-        _ => None,
-    }
-}
-
 /// Build the term of a node from the terms of its children.
-pub fn build_term(n: &Atl, kid: &dyn Fn(Id) -> Rc<Term>) -> Option<Term> {
-    let e = |id: &Id| expr_of(&kid(*id));
-    let a = |id: &Id| match &*kid(*id) {
-        Term::Aff(a) => Some(a.clone()),
-        _ => None,
-    };
-    let p = |id: &Id| match &*kid(*id) {
-        Term::Pred(p) => Some(p.clone()),
-        _ => None,
-    };
-    let name = |id: &Id| match &*kid(*id) {
-        Term::Name(s) => Some(*s),
-        _ => None,
-    };
+pub fn build_term(n: &Atl, kid: &mut dyn FnMut(Id) -> Option<Term>) -> Option<Term> {
+    // each child is taken (moved) once: building a term is linear in its size
+    type Kid<'k> = &'k mut dyn FnMut(Id) -> Option<Term>;
+    fn e(kid: Kid, id: &Id) -> Option<Expr> {
+        match kid(*id)? {
+            Term::Expr(x) => Some(x),
+            _ => None,
+        }
+    }
+    fn a(kid: Kid, id: &Id) -> Option<Affine> {
+        match kid(*id)? {
+            Term::Aff(x) => Some(x),
+            _ => None,
+        }
+    }
+    fn p(kid: Kid, id: &Id) -> Option<Pred> {
+        match kid(*id)? {
+            Term::Pred(x) => Some(x),
+            _ => None,
+        }
+    }
+    fn name(kid: Kid, id: &Id) -> Option<Symbol> {
+        match kid(*id)? {
+            Term::Name(x) => Some(x),
+            _ => None,
+        }
+    }
     if let Some((fname, arg, k)) = as_call(n) {
+        let x = e(kid, &arg)?;
         let f = match k {
-            Some(k) => match e(&k)? {
-                Expr::Const(Real(x)) => Func::with_exponent(fname, x)?,
+            Some(k) => match e(kid, &k)? {
+                Expr::Const(Real(v)) => Func::with_exponent(fname, v)?,
                 _ => return None,
             },
             None => Func::unary(fname)?,
         };
-        return Some(Term::Expr(build::call(f, e(&arg)?)));
+        return Some(Term::Expr(build::call(f, x)));
     }
     Some(match n {
         Atl::Sym(s) => Term::Name(*s),
         Atl::Aff(i) => Term::Aff(i.0.clone()),
         Atl::Num(k) => Term::Expr(Expr::Const(k.0)),
-        Atl::Var(x) => Term::Expr(Expr::Var(name(x)?)),
-        Atl::Add([x, y]) => Term::Expr(build::add(e(x)?, e(y)?)),
-        Atl::Mul([x, y]) => Term::Expr(build::mul(e(x)?, e(y)?)),
-        Atl::Pair([x, y]) => Term::Expr(build::pair(e(x)?, e(y)?)),
-        Atl::Fst(x) => Term::Expr(build::fst(e(x)?)),
-        Atl::Snd(x) => Term::Expr(build::snd(e(x)?)),
-        Atl::Gen([i, d, b]) => Term::Expr(build::gen(name(i)?, a(d)?, e(b)?)),
-        Atl::Sum([i, d, b]) => Term::Expr(build::sum(name(i)?, a(d)?, e(b)?)),
-        Atl::Get([x, i]) => Term::Expr(build::get(e(x)?, a(i)?)),
-        Atl::Iverson([q, x]) => Term::Expr(build::iverson(p(q)?, e(x)?)),
-        Atl::Let([x, v, b]) => Term::Expr(build::let_(name(x)?, e(v)?, e(b)?)),
+        Atl::Var(x) => Term::Expr(Expr::Var(name(kid, x)?)),
+        Atl::Add([x, y]) => Term::Expr(build::add(e(kid, x)?, e(kid, y)?)),
+        Atl::Mul([x, y]) => Term::Expr(build::mul(e(kid, x)?, e(kid, y)?)),
+        Atl::Pair([x, y]) => Term::Expr(build::pair(e(kid, x)?, e(kid, y)?)),
+        Atl::Fst(x) => Term::Expr(build::fst(e(kid, x)?)),
+        Atl::Snd(x) => Term::Expr(build::snd(e(kid, x)?)),
+        Atl::Gen([i, d, b]) => Term::Expr(build::gen(name(kid, i)?, a(kid, d)?, e(kid, b)?)),
+        Atl::Sum([i, d, b]) => Term::Expr(build::sum(name(kid, i)?, a(kid, d)?, e(kid, b)?)),
+        Atl::Get([x, i]) => Term::Expr(build::get(e(kid, x)?, a(kid, i)?)),
+        Atl::Iverson([q, x]) => Term::Expr(build::iverson(p(kid, q)?, e(kid, x)?)),
+        Atl::Let([x, v, b]) => Term::Expr(build::let_(name(kid, x)?, e(kid, v)?, e(kid, b)?)),
         Atl::True => Term::Pred(Pred::True),
         Atl::False => Term::Pred(Pred::False),
-        Atl::And([x, y]) => Term::Pred(Pred::And(vec![p(x)?, p(y)?])),
-        Atl::Or([x, y]) => Term::Pred(Pred::Or(vec![p(x)?, p(y)?])),
-        Atl::Lt([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Lt, a(x)?, a(y)?)),
-        Atl::Le([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Le, a(x)?, a(y)?)),
-        Atl::Eq([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Eq, a(x)?, a(y)?)),
-        Atl::Exists([i, d, q]) => Term::Pred(Pred::Exists(name(i)?, a(d)?, Box::new(p(q)?))),
-        Atl::D(_) => return None,
-        Atl::Rel(ids) => Term::Pred(Pred::Rel(
-            name(&ids[0])?,
-            ids[1..].iter().map(a).collect::<Option<Vec<_>>>()?,
+        Atl::And([x, y]) => Term::Pred(Pred::And(vec![p(kid, x)?, p(kid, y)?])),
+        Atl::Or([x, y]) => Term::Pred(Pred::Or(vec![p(kid, x)?, p(kid, y)?])),
+        Atl::Lt([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Lt, a(kid, x)?, a(kid, y)?)),
+        Atl::Le([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Le, a(kid, x)?, a(kid, y)?)),
+        Atl::Eq([x, y]) => Term::Pred(Pred::Cmp(CmpOp::Eq, a(kid, x)?, a(kid, y)?)),
+        Atl::Exists([i, d, q]) => Term::Pred(Pred::Exists(
+            name(kid, i)?,
+            a(kid, d)?,
+            Box::new(p(kid, q)?),
         )),
+        Atl::Rel(ids) => {
+            let r = name(kid, &ids[0])?;
+            let mut idx = vec![];
+            for x in &ids[1..] {
+                idx.push(a(kid, x)?);
+            }
+            Term::Pred(Pred::Rel(r, idx))
+        }
         _ => return None,
     })
 }
@@ -341,7 +361,7 @@ impl CostFunction<Atl> for WorkCost<'_> {
         // Terms are trees: in an e-graph with sharing their size can grow
         // exponentially with depth. Programs share through `let`, so a tree
         // this large is never the cheap choice; do not build it.
-        if size > MAX_TERM_SIZE
+        if size > self.max_term_size
             || matches!(enode, Atl::D(_))
             || kids.iter().any(|c| c.key.first() == Some(&UNUSABLE))
         {
@@ -375,4 +395,62 @@ impl CostFunction<Atl> for WorkCost<'_> {
         };
         CostVal { key, size, tree }
     }
+}
+
+/// Most node evaluations one extraction may make.
+const MAX_EVALUATIONS: usize = 2_000_000;
+
+/// The best term of `root` by `cost`: a worklist from the leaves up, where a
+/// class is costed again only when one of its children improved. (egg's
+/// `Extractor` sweeps every class until nothing changes, which takes as many
+/// sweeps as the e-graph is deep when ids run against the nesting, as they
+/// do for terms made top-down by rewriting: minutes on a 3000-deep chain.)
+pub fn extract_best(egraph: &AtlGraph, cost: WorkCost, root: Id) -> Option<CostVal> {
+    extract_all(egraph, cost).remove(&egraph.find(root))
+}
+
+/// The best term of every class (see [`extract_best`]).
+pub fn extract_all(egraph: &AtlGraph, mut cost: WorkCost) -> HashMap<Id, CostVal> {
+    use std::collections::{HashSet, VecDeque};
+    let mut best: HashMap<Id, CostVal> = HashMap::new();
+    let mut queue: VecDeque<Id> = VecDeque::new();
+    let mut queued: HashSet<Id> = HashSet::new();
+    for class in egraph.classes() {
+        if class.nodes.iter().any(|n| n.is_leaf()) && queued.insert(class.id) {
+            queue.push_back(class.id);
+        }
+    }
+    let mut evaluations = 0usize;
+    while let Some(c) = queue.pop_front() {
+        queued.remove(&c);
+        let class = &egraph[c];
+        let mut cand: Option<CostVal> = None;
+        for n in &class.nodes {
+            if !n
+                .children()
+                .iter()
+                .all(|k| best.contains_key(&egraph.find(*k)))
+            {
+                continue;
+            }
+            evaluations += 1;
+            let v = cost.cost(n, |k| best[&egraph.find(k)].clone());
+            if cand.as_ref().is_none_or(|b| v < *b) {
+                cand = Some(v);
+            }
+        }
+        let Some(v) = cand else { continue };
+        if best.get(&c).is_none_or(|old| v < *old) {
+            best.insert(c, v);
+            if evaluations < MAX_EVALUATIONS {
+                for p in class.parents() {
+                    let p = egraph.find(p);
+                    if queued.insert(p) {
+                        queue.push_back(p);
+                    }
+                }
+            }
+        }
+    }
+    best
 }

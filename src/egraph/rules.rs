@@ -333,12 +333,12 @@ impl Ctx<'_> {
     fn subst(&mut self, e: &Expr, r: Replace) -> Option<Expr> {
         let analysis: &mut AtlAnalysis = &mut self.egraph.analysis;
         let mut fresh = |b: Symbol| analysis.fresh_name(b);
-        Substituter { fresh: &mut fresh }.expr(e, &r).ok()
+        Substituter::new(&mut fresh).expr(e, &r).ok()
     }
     fn subst_pred(&mut self, p: &Pred, r: Replace) -> Option<Pred> {
         let analysis: &mut AtlAnalysis = &mut self.egraph.analysis;
         let mut fresh = |b: Symbol| analysis.fresh_name(b);
-        Substituter { fresh: &mut fresh }.pred(p, &r).ok()
+        Substituter::new(&mut fresh).pred(p, &r).ok()
     }
 }
 

@@ -16,7 +16,7 @@
 //! limit stopped it.
 
 use super::analysis::{AtlAnalysis, AtlGraph};
-use super::extract::{cost_at, Sample, WorkCost, UNUSABLE};
+use super::extract::{cost_at, extract_best, Sample, WorkCost, UNUSABLE};
 use super::language::to_rec;
 use super::rules::rewrites;
 use crate::error::Result;
@@ -24,7 +24,7 @@ use crate::front::affine::Affine;
 use crate::front::ast::{Expr, ParamKind, Pred, Program};
 use crate::front::{parse_program, print};
 use crate::semantics::value::{Relation, Sizes};
-use egg::{BackoffScheduler, Extractor, Runner, StopReason, Symbol};
+use egg::{BackoffScheduler, Runner, StopReason, Symbol};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -320,13 +320,13 @@ fn run_phase(input: PhaseInput) -> (Expr, PhaseStats) {
     let extract_started = Instant::now();
     // counting stops at the phase's share of the time; dense bounds after
     let exact_until = Instant::now() + left / 2 + Duration::from_millis(200);
-    let extractor = Extractor::new(
+    let best = extract_best(
         egraph,
         WorkCost::new(egraph, samples).with_deadline(exact_until),
+        root,
     );
-    let best = extractor.find_best_cost(root);
-    let out = match best.term() {
-        Some(super::extract::Term::Expr(e)) if best.key.iter().all(|k| *k < UNUSABLE) => e,
+    let out = match best.as_ref().and_then(|b| b.term().map(|t| (t, b))) {
+        Some((super::extract::Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => e,
         _ => body.clone(),
     };
     let stats = PhaseStats {

@@ -159,9 +159,29 @@ pub struct Substituter<'f> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubstOverflow;
 
-impl Substituter<'_> {
-    fn aff(&self, a: &Affine, r: &Replace) -> Result<Affine, SubstOverflow> {
-        match r {
+/// A replacement with the free names of its replacement term, computed once
+/// (not at every binder it passes).
+struct Rep<'r> {
+    r: &'r Replace,
+    avoid: BTreeSet<Symbol>,
+}
+
+impl<'r> Rep<'r> {
+    fn new(r: &'r Replace) -> Rep<'r> {
+        Rep {
+            r,
+            avoid: r.avoid(),
+        }
+    }
+}
+
+impl<'f> Substituter<'f> {
+    pub fn new(fresh: &'f mut dyn FnMut(Symbol) -> Symbol) -> Substituter<'f> {
+        Substituter { fresh }
+    }
+
+    fn aff(&self, a: &Affine, r: &Rep) -> Result<Affine, SubstOverflow> {
+        match r.r {
             Replace::Index(i, by) => a.substitute(*i, by).map_err(|_| SubstOverflow),
             Replace::Var(..) => Ok(a.clone()),
         }
@@ -169,16 +189,11 @@ impl Substituter<'_> {
 
     /// Prepare to enter binder `b`: `None` if `b` shadows the target (stop),
     /// else the (possibly renamed) binder and a renaming to apply first.
-    fn enter(
-        &mut self,
-        b: Symbol,
-        r: &Replace,
-        is_index: bool,
-    ) -> Option<(Symbol, Option<Replace>)> {
-        if b == r.target() {
+    fn enter(&mut self, b: Symbol, r: &Rep, is_index: bool) -> Option<(Symbol, Option<Replace>)> {
+        if b == r.r.target() {
             return None;
         }
-        if r.avoid().contains(&b) {
+        if r.avoid.contains(&b) {
             let nb = (self.fresh)(b);
             let ren = if is_index {
                 Replace::Index(b, Affine::var(nb))
@@ -192,17 +207,25 @@ impl Substituter<'_> {
     }
 
     pub fn pred(&mut self, p: &Pred, r: &Replace) -> Result<Pred, SubstOverflow> {
+        self.pred_r(p, &Rep::new(r))
+    }
+
+    pub fn expr(&mut self, e: &Expr, r: &Replace) -> Result<Expr, SubstOverflow> {
+        self.expr_r(e, &Rep::new(r))
+    }
+
+    fn pred_r(&mut self, p: &Pred, r: &Rep) -> Result<Pred, SubstOverflow> {
         Ok(match p {
             Pred::True | Pred::False => p.clone(),
             Pred::Cmp(op, a, b) => Pred::Cmp(*op, self.aff(a, r)?, self.aff(b, r)?),
             Pred::And(ps) => Pred::And(
                 ps.iter()
-                    .map(|q| self.pred(q, r))
+                    .map(|q| self.pred_r(q, r))
                     .collect::<Result<_, _>>()?,
             ),
             Pred::Or(ps) => Pred::Or(
                 ps.iter()
-                    .map(|q| self.pred(q, r))
+                    .map(|q| self.pred_r(q, r))
                     .collect::<Result<_, _>>()?,
             ),
             Pred::Exists(i, d, q) => {
@@ -214,7 +237,7 @@ impl Substituter<'_> {
                             Some(ren) => self.pred(q, &ren)?,
                             None => (**q).clone(),
                         };
-                        Pred::Exists(ni, d, Box::new(self.pred(&q, r)?))
+                        Pred::Exists(ni, d, Box::new(self.pred_r(&q, r)?))
                     }
                 }
             }
@@ -227,22 +250,22 @@ impl Substituter<'_> {
         })
     }
 
-    pub fn expr(&mut self, e: &Expr, r: &Replace) -> Result<Expr, SubstOverflow> {
+    fn expr_r(&mut self, e: &Expr, r: &Rep) -> Result<Expr, SubstOverflow> {
         use super::ast::build::*;
         Ok(match e {
-            Expr::Var(x) => match r {
+            Expr::Var(x) => match r.r {
                 Replace::Var(y, by) if x == y => by.clone(),
                 _ => e.clone(),
             },
             Expr::Const(_) => e.clone(),
-            Expr::Add(a, b) => add(self.expr(a, r)?, self.expr(b, r)?),
-            Expr::Mul(a, b) => mul(self.expr(a, r)?, self.expr(b, r)?),
-            Expr::Pair(a, b) => pair(self.expr(a, r)?, self.expr(b, r)?),
-            Expr::Call(f, a) => call(*f, self.expr(a, r)?),
-            Expr::Fst(a) => fst(self.expr(a, r)?),
-            Expr::Snd(a) => snd(self.expr(a, r)?),
-            Expr::Get(a, i) => get(self.expr(a, r)?, self.aff(i, r)?),
-            Expr::Iverson(p, a) => iverson(self.pred(p, r)?, self.expr(a, r)?),
+            Expr::Add(a, b) => add(self.expr_r(a, r)?, self.expr_r(b, r)?),
+            Expr::Mul(a, b) => mul(self.expr_r(a, r)?, self.expr_r(b, r)?),
+            Expr::Pair(a, b) => pair(self.expr_r(a, r)?, self.expr_r(b, r)?),
+            Expr::Call(f, a) => call(*f, self.expr_r(a, r)?),
+            Expr::Fst(a) => fst(self.expr_r(a, r)?),
+            Expr::Snd(a) => snd(self.expr_r(a, r)?),
+            Expr::Get(a, i) => get(self.expr_r(a, r)?, self.aff(i, r)?),
+            Expr::Iverson(p, a) => iverson(self.pred_r(p, r)?, self.expr_r(a, r)?),
             Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
                 let d = self.aff(d, r)?;
                 let (ni, body) = match self.enter(*i, r, true) {
@@ -252,7 +275,7 @@ impl Substituter<'_> {
                             Some(ren) => self.expr(b, &ren)?,
                             None => (**b).clone(),
                         };
-                        (ni, self.expr(&b, r)?)
+                        (ni, self.expr_r(&b, r)?)
                     }
                 };
                 if matches!(e, Expr::Gen(..)) {
@@ -262,7 +285,7 @@ impl Substituter<'_> {
                 }
             }
             Expr::Let(x, a, b) => {
-                let a = self.expr(a, r)?;
+                let a = self.expr_r(a, r)?;
                 match self.enter(*x, r, false) {
                     None => let_(*x, a, (**b).clone()),
                     Some((nx, ren)) => {
@@ -270,7 +293,7 @@ impl Substituter<'_> {
                             Some(ren) => self.expr(b, &ren)?,
                             None => (**b).clone(),
                         };
-                        let_(nx, a, self.expr(&b, r)?)
+                        let_(nx, a, self.expr_r(&b, r)?)
                     }
                 }
             }
@@ -298,7 +321,7 @@ mod tests {
             k += 1;
             Symbol::from(format!("{b}~{k}"))
         };
-        let mut sub = Substituter { fresh: &mut fresh };
+        let mut sub = Substituter::new(&mut fresh);
         let out = sub
             .expr(&e, &Replace::Index(s("i"), Affine::var(s("j"))))
             .unwrap();
@@ -316,7 +339,7 @@ mod tests {
     fn shadowing_stops_substitution() {
         let e = let_(s("x"), num(1.0), var(s("x")));
         let mut fresh = |b: Symbol| b;
-        let mut sub = Substituter { fresh: &mut fresh };
+        let mut sub = Substituter::new(&mut fresh);
         let out = sub.expr(&e, &Replace::Var(s("x"), num(2.0))).unwrap();
         assert_eq!(out, e);
     }
