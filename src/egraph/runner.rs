@@ -267,10 +267,14 @@ struct PhaseInput<'a> {
     deadline: Instant,
     /// This phase gets 1/phases_left of the time left.
     phases_left: u32,
+    /// Other orders of samples to extract by as well (alternative
+    /// candidates for the guard).
+    alternatives: &'a [Vec<Sample>],
 }
 
-/// One phase of saturation; returns the extracted body.
-fn run_phase(input: PhaseInput) -> (Expr, PhaseStats) {
+/// One phase of saturation; returns the extracted body (and one more
+/// candidate per alternative sample order).
+fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
     let PhaseInput {
         name,
         files,
@@ -280,6 +284,7 @@ fn run_phase(input: PhaseInput) -> (Expr, PhaseStats) {
         opts,
         deadline,
         phases_left,
+        alternatives,
     } = input;
     let started = Instant::now();
     let mut rules = rewrites(files);
@@ -320,15 +325,21 @@ fn run_phase(input: PhaseInput) -> (Expr, PhaseStats) {
     let extract_started = Instant::now();
     // counting stops at the phase's share of the time; dense bounds after
     let exact_until = Instant::now() + left / 2 + Duration::from_millis(200);
-    let best = extract_best(
-        egraph,
-        WorkCost::new(egraph, samples).with_deadline(exact_until),
-        root,
-    );
-    let out = match best.as_ref().and_then(|b| b.term().map(|t| (t, b))) {
-        Some((super::extract::Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => e,
-        _ => body.clone(),
-    };
+    let mut out = vec![];
+    for order in std::iter::once(samples).chain(alternatives.iter().map(|v| v.as_slice())) {
+        let best = extract_best(
+            egraph,
+            WorkCost::new(egraph, order).with_deadline(exact_until),
+            root,
+        );
+        let e = match best.as_ref().and_then(|b| b.term().map(|t| (t, b))) {
+            Some((super::extract::Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => e,
+            _ => body.clone(),
+        };
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
     let stats = PhaseStats {
         phase: name.to_string(),
         iterations: runner.iterations.len(),
@@ -349,11 +360,22 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     let mut extents = HashMap::new();
     collect_extents(&prog.body, &mut extents);
     let samples = extraction_samples(prog, opts.sizes.as_ref());
+    // The guard also checks small sizes, where hoisting out of a loop or
+    // factoring out of a sum can cost more (an empty loop costs nothing);
+    // the last phase therefore also extracts smallest-sizes-first.
+    let small_first = small_first_samples(prog, opts.sizes.as_ref());
     let mut body = prog.body.clone();
+    let mut candidates = vec![];
     let mut phases = vec![];
     for (k, (name, files)) in PHASES.iter().enumerate() {
+        let last = k + 1 == PHASES.len();
         let left = (PHASES.len() - k) as u32 * 2;
-        let (next, st) = run_phase(PhaseInput {
+        let alternatives = if last {
+            std::slice::from_ref(&small_first)
+        } else {
+            &[]
+        };
+        let (mut next, st) = run_phase(PhaseInput {
             name,
             files,
             body: &body,
@@ -362,16 +384,24 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
             opts,
             deadline,
             phases_left: left,
+            alternatives,
         });
-        collect_extents(&next, &mut extents);
-        body = next;
+        for e in &next {
+            collect_extents(e, &mut extents);
+        }
+        body = next.remove(0);
+        candidates = next;
         phases.push(st);
     }
-    let candidate = Program {
-        body,
-        ..prog.clone()
-    };
-    let (program, kept_input, cost_before, cost_after) = guard(prog, candidate, opts)?;
+    candidates.insert(0, body);
+    let candidates = candidates
+        .into_iter()
+        .map(|body| Program {
+            body,
+            ..prog.clone()
+        })
+        .collect();
+    let (program, kept_input, cost_before, cost_after) = guard(prog, candidates, opts)?;
     Ok(Optimized {
         program,
         stats: Stats {
@@ -386,11 +416,30 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
 
 type Costs = Vec<(String, u128)>;
 
-/// Keep the candidate only if it reads back as a well-typed program with
-/// the same signature and costs no more than the input at every sample.
+/// The extraction samples ordered smallest first: uniform sizes 0, 1, 2,
+/// then the usual ones from small to large.
+fn small_first_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
+    let mut out: Vec<Sample> = (0..=2)
+        .map(|v| {
+            let s = uniform_sizes(prog, v);
+            Sample {
+                relations: all_true_relations(prog, &s, |_| true),
+                sizes: s,
+            }
+        })
+        .collect();
+    let mut rest = extraction_samples(prog, user);
+    rest.reverse();
+    out.extend(rest);
+    out
+}
+
+/// The first candidate that reads back as a well-typed program with the
+/// same signature and costs no more than the input at every sample; the
+/// input when there is none.
 fn guard(
     prog: &Program,
-    candidate: Program,
+    candidates: Vec<Program>,
     opts: &Options,
 ) -> Result<(Program, bool, Costs, Costs)> {
     let samples = guard_samples(prog, opts.sizes.as_ref());
@@ -400,21 +449,23 @@ fn guard(
         .iter()
         .map(|s| (label(s), cost_at(&prog.body, &extents, s)))
         .collect();
-    let text = print::program_to_string(&candidate);
-    let reread = match parse_program(text.as_bytes()) {
-        Ok(p) if p.ret == prog.ret && p.params == prog.params => p,
-        _ => return Ok((prog.clone(), true, before.clone(), before)),
-    };
-    let mut ext2 = HashMap::new();
-    collect_extents(&reread.body, &mut ext2);
-    let after: Costs = samples
-        .iter()
-        .map(|s| (label(s), cost_at(&reread.body, &ext2, s)))
-        .collect();
-    if after.iter().zip(&before).any(|(a, b)| a.1 > b.1) {
-        return Ok((prog.clone(), true, before.clone(), before));
+    for candidate in candidates {
+        let text = print::program_to_string(&candidate);
+        let reread = match parse_program(text.as_bytes()) {
+            Ok(p) if p.ret == prog.ret && p.params == prog.params => p,
+            _ => continue,
+        };
+        let mut ext2 = HashMap::new();
+        collect_extents(&reread.body, &mut ext2);
+        let after: Costs = samples
+            .iter()
+            .map(|s| (label(s), cost_at(&reread.body, &ext2, s)))
+            .collect();
+        if after.iter().zip(&before).all(|(a, b)| a.1 <= b.1) {
+            return Ok((reread, false, before, after));
+        }
     }
-    Ok((reread, false, before, after))
+    Ok((prog.clone(), true, before.clone(), before))
 }
 
 /// Rule names of every phase (for reports and tests).

@@ -11,68 +11,93 @@ use super::ast::{Expr, Pred};
 use egg::Symbol;
 use std::collections::BTreeSet;
 
-fn aff_names(a: &Affine, out: &mut BTreeSet<Symbol>) {
-    out.extend(a.names());
-}
+/// Names bound around the current position, with multiplicity (shadowing).
+#[derive(Default)]
+struct Bound(std::collections::HashMap<Symbol, u32>);
 
-pub fn pred_free(p: &Pred, out: &mut BTreeSet<Symbol>) {
-    match p {
-        Pred::True | Pred::False => {}
-        Pred::Cmp(_, a, b) => {
-            aff_names(a, out);
-            aff_names(b, out);
+impl Bound {
+    fn push(&mut self, x: Symbol) {
+        *self.0.entry(x).or_default() += 1;
+    }
+    fn pop(&mut self, x: Symbol) {
+        if let Some(k) = self.0.get_mut(&x) {
+            *k -= 1;
+            if *k == 0 {
+                self.0.remove(&x);
+            }
         }
-        Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred_free(q, out)),
-        Pred::Exists(i, d, q) => {
-            let mut inner = BTreeSet::new();
-            pred_free(q, &mut inner);
-            inner.remove(i);
-            out.extend(inner);
-            aff_names(d, out);
+    }
+    fn note(&self, x: Symbol, out: &mut BTreeSet<Symbol>) {
+        if !self.0.contains_key(&x) {
+            out.insert(x);
         }
-        Pred::Rel(_, idx) => idx.iter().for_each(|a| aff_names(a, out)),
     }
 }
 
+fn aff_names(a: &Affine, bound: &Bound, out: &mut BTreeSet<Symbol>) {
+    a.names().for_each(|n| bound.note(n, out));
+}
+
+fn pred_names(p: &Pred, bound: &mut Bound, out: &mut BTreeSet<Symbol>) {
+    match p {
+        Pred::True | Pred::False => {}
+        Pred::Cmp(_, a, b) => {
+            aff_names(a, bound, out);
+            aff_names(b, bound, out);
+        }
+        Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred_names(q, bound, out)),
+        Pred::Exists(i, d, q) => {
+            aff_names(d, bound, out);
+            bound.push(*i);
+            pred_names(q, bound, out);
+            bound.pop(*i);
+        }
+        Pred::Rel(_, idx) => idx.iter().for_each(|a| aff_names(a, bound, out)),
+    }
+}
+
+/// Free names of a predicate (index variables and sizes), added to `out`.
+pub fn pred_free(p: &Pred, out: &mut BTreeSet<Symbol>) {
+    pred_names(p, &mut Bound::default(), out);
+}
+
 /// Free names of an expression: real variables, index variables and sizes.
+/// One traversal with a multiset of the names bound around it: linear in
+/// the size of the expression, however deep its binders nest.
 pub fn free_names(e: &Expr) -> BTreeSet<Symbol> {
     let mut out = BTreeSet::new();
-    expr_free(e, &mut out);
+    expr_names(e, &mut Bound::default(), &mut out);
     out
 }
 
-fn expr_free(e: &Expr, out: &mut BTreeSet<Symbol>) {
+fn expr_names(e: &Expr, bound: &mut Bound, out: &mut BTreeSet<Symbol>) {
     match e {
-        Expr::Var(x) => {
-            out.insert(*x);
-        }
+        Expr::Var(x) => bound.note(*x, out),
         Expr::Const(_) => {}
         Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
-            expr_free(a, out);
-            expr_free(b, out);
+            expr_names(a, bound, out);
+            expr_names(b, bound, out);
         }
-        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) => expr_free(a, out),
+        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) => expr_names(a, bound, out),
         Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
-            let mut inner = BTreeSet::new();
-            expr_free(b, &mut inner);
-            inner.remove(i);
-            out.extend(inner);
-            aff_names(d, out);
+            aff_names(d, bound, out);
+            bound.push(*i);
+            expr_names(b, bound, out);
+            bound.pop(*i);
         }
         Expr::Get(a, i) => {
-            expr_free(a, out);
-            aff_names(i, out);
+            expr_names(a, bound, out);
+            aff_names(i, bound, out);
         }
         Expr::Iverson(p, a) => {
-            pred_free(p, out);
-            expr_free(a, out);
+            pred_names(p, bound, out);
+            expr_names(a, bound, out);
         }
         Expr::Let(x, a, b) => {
-            let mut inner = BTreeSet::new();
-            expr_free(b, &mut inner);
-            inner.remove(x);
-            out.extend(inner);
-            expr_free(a, out);
+            expr_names(a, bound, out);
+            bound.push(*x);
+            expr_names(b, bound, out);
+            bound.pop(*x);
         }
     }
 }
