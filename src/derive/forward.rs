@@ -93,10 +93,10 @@ pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)])
     let samples = extraction_samples(prog, None);
     // derivatives must be extracted whole: allow large terms here
     let cost = WorkCost::new(egraph, &samples).with_max_term_size(50_000);
-    let mut best = extract_all(egraph, cost);
+    let best = extract_all(egraph, cost);
     let mut derived = vec![];
     for r in roots {
-        let b = best.remove(&egraph.find(r));
+        let b = best.get(&egraph.find(r)).cloned();
         match b.as_ref().and_then(|b| b.term().map(|t| (t, b))) {
             Some((Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => derived.push(e),
             _ => {
