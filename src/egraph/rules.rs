@@ -259,6 +259,15 @@ impl Condition<Atl, AtlAnalysis> for Distinct {
     }
 }
 
+/// `is-const(?k)`: the class holds a real constant.
+struct IsConst(Var);
+
+impl Condition<Atl, AtlAnalysis> for IsConst {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        egraph[subst[self.0]].data.num.is_some()
+    }
+}
+
 struct AllOf(Vec<Box<dyn Condition<Atl, AtlAnalysis> + Send + Sync>>);
 
 impl Condition<Atl, AtlAnalysis> for AllOf {
@@ -282,6 +291,10 @@ fn condition(
             let (a, b) = two()?;
             Box::new(NotFree(a, b))
         }
+        "is-const" => match args {
+            [a] => Box::new(IsConst(var(a)?)),
+            _ => return Err(format!("{name} takes 1 argument")),
+        },
         "distinct" => {
             let (a, b) = two()?;
             Box::new(Distinct(a, b))
