@@ -1,6 +1,7 @@
 //! S-expression reader with a line:column position on every node.
 //!
-//! Why not the `symbolic_expressions` crate: its parser keeps no source
+//! Why not the `symbolic_expressions` crate (which egg itself uses to read
+//! patterns): its parser keeps no source
 //! positions, and every syntax and type error of ATL must name its
 //! line:column; it also recurses on nesting depth, while ATL programs nested
 //! 100,000 deep are legal. This reader is iterative (an explicit stack), so
