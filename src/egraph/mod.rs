@@ -26,7 +26,11 @@
 //! binder (let-lifting out of `gen`) keep its name, and the extent of an
 //! index variable can be kept in one global map keyed by name
 //! ([`analysis::AtlAnalysis::extents`]). Fresh names made by appliers carry a
-//! `~` that no source name has.
+//! `~` that no source name has. Before saturation the optimizer renames
+//! index binders canonically, by nesting depth and extent
+//! ([`runner::canonical_binders`]): loops equal up to the names of their
+//! indices then become the same term and share an e-class (a cheap, partial
+//! alpha-equivalence); one name still means one extent.
 //!
 //! # Modules
 //! * [`language`]: the egg language and conversion to and from core syntax;
