@@ -9,7 +9,7 @@
 //!   dual numbers, and the paper's sparsity-aware work cost;
 //! * [`egraph`]: ATL as an egg language, analyses, rules loaded from
 //!   `rules/`, extraction by the work cost, the phased runner;
-//! * [`derive`]: forward and adjoint derivatives;
+//! * [`mod@derive`]: forward and adjoint derivatives;
 //! * the `atl-egg` binary (`src/main.rs`) drives all of it.
 
 pub mod corpus;

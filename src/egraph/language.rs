@@ -1,4 +1,4 @@
-//! ATL as an egg [`Language`], and conversion between core [`Expr`] and
+//! ATL as an egg [`egg::Language`], and conversion between core [`Expr`] and
 //! egg's [`RecExpr`].
 //!
 //! Four sorts share one language: real expressions, predicates, index

@@ -2,9 +2,9 @@
 //! reads back with the same meaning and cost), and in the paper's notation
 //! for people (`pretty`).
 //!
-//! Layout: a form is printed on one line when it fits in [`WIDTH`]
+//! Layout: a form is printed on one line when it fits in `WIDTH`
 //! columns, otherwise its head stays on the line and its parts go one per
-//! line, indented. Indentation stops growing past [`MAX_INDENT`] so that
+//! line, indented. Indentation stops growing past `MAX_INDENT` so that
 //! deeply nested programs print in linear space.
 
 use super::affine::Affine;
