@@ -16,12 +16,58 @@ use crate::front::affine::Affine;
 use crate::front::ast::{Func, Real};
 use crate::semantics::blackbox;
 use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 pub type AtlGraph = EGraph<Atl, AtlAnalysis>;
 
+/// A set of names: a bitset over the names the analysis has interned.
+/// (Free-name sets of long `let` chains hold thousands of names; unions of
+/// ordered sets made e-graphs of deep programs slow.)
+#[derive(Clone, Debug, Default)]
+pub struct NameSet(Vec<u64>);
+
+impl NameSet {
+    pub fn insert(&mut self, k: usize) {
+        let (w, b) = (k / 64, k % 64);
+        if self.0.len() <= w {
+            self.0.resize(w + 1, 0);
+        }
+        self.0[w] |= 1 << b;
+    }
+    pub fn remove(&mut self, k: usize) {
+        if let Some(w) = self.0.get_mut(k / 64) {
+            *w &= !(1u64 << (k % 64));
+        }
+    }
+    pub fn contains(&self, k: usize) -> bool {
+        self.0.get(k / 64).is_some_and(|w| w & (1 << (k % 64)) != 0)
+    }
+    pub fn union_with(&mut self, o: &NameSet) {
+        if self.0.len() < o.0.len() {
+            self.0.resize(o.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            *a |= b;
+        }
+    }
+    pub fn is_subset(&self, o: &NameSet) -> bool {
+        self.0
+            .iter()
+            .enumerate()
+            .all(|(k, w)| w & !o.0.get(k).copied().unwrap_or(0) == 0)
+    }
+}
+
+impl PartialEq for NameSet {
+    fn eq(&self, o: &NameSet) -> bool {
+        self.is_subset(o) && o.is_subset(self)
+    }
+}
+
 #[derive(Default, Clone, Debug)]
 pub struct AtlAnalysis {
+    /// The names free-name sets are over (index = bit).
+    pub names: indexmap::IndexSet<Symbol>,
     /// Index binder name -> its extent `D` (the index ranges over `[0, D)`).
     pub extents: HashMap<Symbol, Affine>,
     /// Counter for fresh names made by appliers.
@@ -35,6 +81,18 @@ pub struct AtlAnalysis {
 }
 
 impl AtlAnalysis {
+    /// The bit of a name (interned on first use).
+    pub fn name_bit(&mut self, s: Symbol) -> usize {
+        self.names.insert_full(s).0
+    }
+
+    /// Is `s` possibly free in the class with data `d`?
+    pub fn is_free(&self, d: &Data, s: Symbol) -> bool {
+        self.names
+            .get_index_of(&s)
+            .is_some_and(|k| d.free.contains(k))
+    }
+
     /// A fresh name derived from `base` (`i` -> `i~7`); `~` never occurs in
     /// source names.
     pub fn fresh_name(&mut self, base: Symbol) -> Symbol {
@@ -46,7 +104,7 @@ impl AtlAnalysis {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Data {
-    pub free: BTreeSet<Symbol>,
+    pub free: NameSet,
     pub size: usize,
     pub num: Option<Real>,
     pub aff: Option<Affine>,
@@ -166,35 +224,46 @@ impl Analysis<Atl> for AtlAnalysis {
     type Data = Data;
 
     fn make(egraph: &mut AtlGraph, n: &Atl, _id: Id) -> Data {
-        let mut free = BTreeSet::new();
+        let mut free = NameSet::default();
         let mut size = 1usize;
         for c in n.children() {
             size = size.saturating_add(egraph[*c].data.size);
         }
+        let binder = |egraph: &mut AtlGraph, id: &Id| match egraph[*id].nodes.first() {
+            Some(Atl::Sym(s)) => {
+                let s = *s;
+                Some(egraph.analysis.name_bit(s))
+            }
+            _ => None,
+        };
         match n {
             Atl::Var(x) => {
-                if let Atl::Sym(s) = &egraph[*x].nodes[0] {
-                    free.insert(*s);
+                if let Some(k) = binder(egraph, x) {
+                    free.insert(k);
                 }
             }
-            Atl::Aff(Idx(a)) => free.extend(a.names()),
+            Atl::Aff(Idx(a)) => {
+                for name in a.names() {
+                    free.insert(egraph.analysis.name_bit(name));
+                }
+            }
             Atl::Gen([i, _, b]) | Atl::Sum([i, _, b]) | Atl::Exists([i, _, b]) => {
-                free.extend(egraph[*b].data.free.iter().copied());
-                if let Some(Atl::Sym(s)) = egraph[*i].nodes.first() {
-                    free.remove(s);
+                free.union_with(&egraph[*b].data.free);
+                if let Some(k) = binder(egraph, i) {
+                    free.remove(k);
                 }
             }
             Atl::Let([x, a, b]) => {
-                free.extend(egraph[*b].data.free.iter().copied());
-                if let Some(Atl::Sym(s)) = egraph[*x].nodes.first() {
-                    free.remove(s);
+                free.union_with(&egraph[*b].data.free);
+                if let Some(k) = binder(egraph, x) {
+                    free.remove(k);
                 }
-                free.extend(egraph[*a].data.free.iter().copied());
+                free.union_with(&egraph[*a].data.free);
             }
             Atl::Sym(_) => {}
             _ => {
                 for c in n.children() {
-                    free.extend(egraph[*c].data.free.iter().copied());
+                    free.union_with(&egraph[*c].data.free);
                 }
             }
         }
@@ -213,10 +282,10 @@ impl Analysis<Atl> for AtlAnalysis {
 
     fn merge(&mut self, a: &mut Data, b: Data) -> DidMerge {
         // union of free names: a changes if b has more, b differs if a has more
-        let mut changed_a = b.free.iter().any(|v| !a.free.contains(v));
-        let mut changed_b = a.free.iter().any(|v| !b.free.contains(v));
+        let mut changed_a = !b.free.is_subset(&a.free);
+        let mut changed_b = !a.free.is_subset(&b.free);
         if changed_a {
-            a.free.extend(b.free.iter().copied());
+            a.free.union_with(&b.free);
         }
         if b.size < a.size {
             a.size = b.size;

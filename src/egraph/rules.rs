@@ -244,7 +244,7 @@ struct NotFree(Var, Var);
 impl Condition<Atl, AtlAnalysis> for NotFree {
     fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
         match name_of(egraph, subst[self.0]) {
-            Some(x) => !egraph[subst[self.1]].data.free.contains(&x),
+            Some(x) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, x),
             None => false,
         }
     }
