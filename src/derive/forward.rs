@@ -47,7 +47,12 @@ fn differentiation_rules() -> Vec<egg::Rewrite<Atl, AtlAnalysis>> {
 /// number of iterations is the depth of a definition, not of the program.
 /// The `let` rule of the figure is applied here, in the assembly: every
 /// binding `x = e` becomes `x = e; dx = D[e]`.
-pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)]) -> Result<Expr> {
+pub fn differentiate(
+    prog: &Program,
+    body: &Expr,
+    tangents: &[(Symbol, Symbol)],
+    time_limit: Duration,
+) -> Result<Expr> {
     let mut fresh = Fresh::above(body);
     let (binds, result) = lift(&anf(body, &mut fresh), &mut fresh);
     let mut extents = HashMap::new();
@@ -87,8 +92,17 @@ pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)])
         .with_egraph(egraph)
         .with_node_limit(200_000)
         .with_iter_limit(1_000)
-        .with_time_limit(Duration::from_secs(20))
+        .with_time_limit(time_limit)
         .run(&differentiation_rules());
+    // After a limit, `D` nodes may remain; check that every root has a
+    // derivative-free term before extracting (which would only fail, slowly)
+    if !roots.iter().all(|r| has_d_free_term(&runner.egraph, *r)) {
+        return Err(Error::transform(format!(
+            "differentiation did not finish ({:?}); the program may be too large \
+             (try a larger --time-limit)",
+            runner.stop_reason
+        )));
+    }
     let egraph = &runner.egraph;
     let samples = extraction_samples(prog, None);
     // derivatives must be extracted whole: allow large terms here
@@ -101,7 +115,8 @@ pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)])
             Some((Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => derived.push(e),
             _ => {
                 return Err(Error::transform(format!(
-                    "differentiation did not finish ({:?}); the program may be too large",
+                    "differentiation did not finish ({:?}); the program may be too large \
+                     (try a larger --time-limit or --node-limit)",
                     runner.stop_reason
                 )))
             }
@@ -113,6 +128,29 @@ pub fn differentiate(prog: &Program, body: &Expr, tangents: &[(Symbol, Symbol)])
         out = build::let_(x, e, build::let_(dx, de, out));
     }
     Ok(out)
+}
+
+/// Does the class of `root` hold a term without `D` nodes? (A worklist from
+/// the leaves up, like extraction but without costs.)
+fn has_d_free_term(egraph: &AtlGraph, root: egg::Id) -> bool {
+    use egg::Language;
+    use std::collections::{HashSet, VecDeque};
+    let mut ok: HashSet<egg::Id> = HashSet::new();
+    let mut queue: VecDeque<egg::Id> = egraph.classes().map(|c| c.id).collect();
+    while let Some(c) = queue.pop_front() {
+        if ok.contains(&c) {
+            continue;
+        }
+        let class = &egraph[c];
+        let free = class.nodes.iter().any(|n| {
+            !matches!(n, Atl::D(_)) && n.children().iter().all(|k| ok.contains(&egraph.find(*k)))
+        });
+        if free {
+            ok.insert(c);
+            queue.extend(class.parents().map(|p| egraph.find(p)));
+        }
+    }
+    ok.contains(&egraph.find(root))
 }
 
 /// Every name a program uses (parameters, sizes, binders, variables).
@@ -180,7 +218,7 @@ pub fn resolve_wrt(prog: &Program, wrt: &[Symbol]) -> Result<Vec<Symbol>> {
 
 /// The Jacobian-vector product: the original parameters, then one tangent
 /// per `wrt` input; returns the output tangent.
-pub fn jvp_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
+pub fn jvp_program(prog: &Program, wrt: &[Symbol], time_limit: Duration) -> Result<Program> {
     let wrt = resolve_wrt(prog, wrt)?;
     let mut taken = names_in(prog);
     let mut params = prog.params.clone();
@@ -197,7 +235,7 @@ pub fn jvp_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
         });
         tangents.push((*w, t));
     }
-    let body = differentiate(prog, &prog.body, &tangents)?;
+    let body = differentiate(prog, &prog.body, &tangents, time_limit)?;
     Ok(Program {
         name: prog.name,
         params,

@@ -59,7 +59,7 @@ fn simplify(p: Program, opts: &Options) -> Result<Derived> {
 /// Jacobian-vector product: the original parameters, then one tangent per
 /// `wrt` input (all real inputs when empty); returns the output tangent.
 pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
-    simplify(forward::jvp_program(prog, wrt)?, opts)
+    simplify(forward::jvp_program(prog, wrt, opts.time_limit)?, opts)
 }
 
 /// The unsimplified vector-Jacobian product program.
@@ -124,5 +124,5 @@ pub fn optimize_gradient(prog: &Program, wrt: &[&str], opts: &Options) -> Result
 pub fn hvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let g = grad(prog, &wrt, opts)?.program;
-    simplify(forward::jvp_program(&g, &wrt)?, opts)
+    simplify(forward::jvp_program(&g, &wrt, opts.time_limit)?, opts)
 }
