@@ -20,6 +20,7 @@
 //! error path); the snapshot tests are where errors are reported.
 //! Filter as usual: `cargo bench --bench optimize -- let_chain`.
 
+use atl_egg::corpus::CorpusProgram;
 use atl_egg::derive::optimize_gradient;
 use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{Program, Type};
@@ -27,7 +28,6 @@ use atl_egg::front::parse_program;
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use std::fmt::Write as _;
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Duration;
 
 struct Case {
@@ -45,40 +45,17 @@ fn options() -> Options {
 }
 
 fn corpus() -> Vec<Case> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {dir}: {e}"))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "atl"))
-        .collect();
-    files.sort();
-    let mut out = vec![];
-    for f in files {
-        let name = f.file_stem().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        let prog = match parse_program(&text) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("skipping {name}: {e}");
-                continue;
-            }
-        };
-        let wrt = String::from_utf8_lossy(&text)
-            .lines()
-            .find_map(|l| {
-                let l = l.trim_start().strip_prefix(';')?.trim_start();
-                let w = l.strip_prefix("wrt")?.trim_start().strip_prefix(':')?;
-                Some(w.split(',').map(|x| x.trim().to_string()).collect())
-            })
-            .unwrap_or_default();
-        out.push(Case {
-            name,
-            text,
-            prog,
-            wrt,
-        });
-    }
-    out
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    CorpusProgram::load_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot load the corpus: {e}"))
+        .into_iter()
+        .map(|c| Case {
+            wrt: c.wrt.iter().map(|w| w.to_string()).collect(),
+            text: c.text.into_bytes(),
+            name: c.name,
+            prog: c.program,
+        })
+        .collect()
 }
 
 /// A synthetic function of `k` lets over `x : [n]R`, each referencing the
