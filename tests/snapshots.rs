@@ -32,17 +32,16 @@
 //! message lists all of them. Update with
 //! `INSTA_UPDATE=always cargo test --release --test snapshots`.
 
+use atl_egg::corpus::CorpusProgram;
 use atl_egg::derive::optimize_gradient;
 use atl_egg::egraph::{optimize, Options, Stats};
 use atl_egg::front::ast::{ParamKind, Program, Type};
-use atl_egg::front::parse_program;
 use atl_egg::front::print::program_to_string;
 use atl_egg::semantics::cost::{cost, io_cost};
-use atl_egg::semantics::value::{parse_sizes_flag, random_relation, Relation, Sizes};
+use atl_egg::semantics::value::{random_relation, Relation, Sizes};
 use egg::Symbol;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// One corpus file.
@@ -54,70 +53,28 @@ struct Case {
     seed: u64,
 }
 
-fn corpus_files() -> Vec<PathBuf> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {dir}: {e}"))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "atl"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no corpus files in {dir}");
-    files
-}
-
-fn metadata<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    text.lines().find_map(|l| {
-        let l = l.trim_start().strip_prefix(';')?.trim_start();
-        l.strip_prefix(key)?
-            .trim_start()
-            .strip_prefix(':')
-            .map(str::trim)
-    })
-}
-
-fn load(path: &PathBuf) -> Result<Case, String> {
-    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
-    let prog =
-        parse_program(text.as_bytes()).map_err(|e| format!("{name}: does not elaborate: {e}"))?;
-    let size_sets = match metadata(&text, "sizes") {
-        Some(s) => s
-            .split('|')
-            .map(|set| {
-                parse_sizes_flag(set.trim()).map_err(|e| format!("{name}: bad sizes {set:?}: {e}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-        None => vec![Sizes::default()],
-    };
-    let wrt = metadata(&text, "wrt")
-        .map(|w| w.split(',').map(|x| x.trim().to_string()).collect())
-        .unwrap_or_default();
-    let seed = match metadata(&text, "seed") {
-        Some(s) => s
-            .parse()
-            .map_err(|e| format!("{name}: bad seed {s:?}: {e}"))?,
-        None => 0,
-    };
-    Ok(Case {
-        name,
-        prog,
-        size_sets,
-        wrt,
-        seed,
-    })
-}
-
 fn cases() -> (Vec<Case>, Vec<String>) {
-    let mut ok = vec![];
-    let mut failures = vec![];
-    for f in corpus_files() {
-        match load(&f) {
-            Ok(c) => ok.push(c),
-            Err(e) => failures.push(e),
-        }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    match CorpusProgram::load_dir(&dir) {
+        Ok(progs) if !progs.is_empty() => (
+            progs
+                .into_iter()
+                .map(|c| Case {
+                    wrt: c.wrt.iter().map(|w| w.to_string()).collect(),
+                    name: c.name,
+                    prog: c.program,
+                    size_sets: c.size_sets,
+                    seed: c.seed,
+                })
+                .collect(),
+            vec![],
+        ),
+        Ok(_) => (
+            vec![],
+            vec![format!("no corpus files in {}", dir.display())],
+        ),
+        Err(e) => (vec![], vec![format!("corpus: {e}")]),
     }
-    (ok, failures)
 }
 
 /// A 64-bit LCG (MMIX); yields reals uniform in `[-1, 1]`.
