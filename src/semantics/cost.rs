@@ -1501,7 +1501,9 @@ impl<'c, 'a> Compiler<'c, 'a> {
         }
     }
 
-    fn sum_chain(&mut self, e: &Expr) -> Result<Sym> {
+    /// Bind the indices of a maximal chain of directly nested sums (see
+    /// [`BoundChain`]).
+    fn bind_chain<'e>(&mut self, e: &'e Expr) -> BoundChain<'e> {
         let mut chain: Vec<(u32, i64)> = Vec::new();
         let mut names: Vec<Symbol> = Vec::new();
         let mut node = e;
@@ -1519,6 +1521,11 @@ impl<'c, 'a> Compiler<'c, 'a> {
             }
             node = b;
         }
+        (chain, names, node, res)
+    }
+
+    fn sum_chain(&mut self, e: &Expr) -> Result<Sym> {
+        let (chain, names, node, res) = self.bind_chain(e);
         let parts = res.and_then(|()| self.chain_parts(node));
         for i in names.iter().rev() {
             self.unbind(*i);
@@ -1669,6 +1676,11 @@ enum Deps {
     Many,
 }
 
+/// A bound sum chain: the loops (slot, extent), the names bound (to
+/// unbind, innermost last), the body under the chain, and whether every
+/// dimension was valid.
+type BoundChain<'e> = (Vec<(u32, i64)>, Vec<Symbol>, &'e Expr, Result<()>);
+
 impl Deps {
     const CAP: usize = 16;
 
@@ -1804,23 +1816,7 @@ impl Compiler<'_, '_> {
                 (Ir::Guard(g, Box::new(ib)), deps)
             }
             Expr::Sum(..) => {
-                let mut loops: Vec<(u32, i64)> = Vec::new();
-                let mut names: Vec<Symbol> = Vec::new();
-                let mut node = e;
-                let mut res: Result<()> = Ok(());
-                while let Expr::Sum(i, d, b) = node {
-                    match self.dim(d).and_then(|n| Ok((n, self.bind(*i)?))) {
-                        Ok((n, s)) => {
-                            loops.push((s, n));
-                            names.push(*i);
-                        }
-                        Err(err) => {
-                            res = Err(err);
-                            break;
-                        }
-                    }
-                    node = b;
-                }
+                let (loops, names, node, res) = self.bind_chain(e);
                 let parts = res.and_then(|()| {
                     let (p, inner) = match node {
                         Expr::Iverson(p, e) => (Some(p), &**e),
