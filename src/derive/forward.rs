@@ -10,13 +10,13 @@
 
 use super::normalize::{anf, lift, Fresh};
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
-use crate::egraph::extract::{extract_all, Term, WorkCost, UNUSABLE};
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rewrites;
-use crate::egraph::runner::{collect_extents, extraction_samples};
+use super::phase::run_and_extract;
+use crate::egraph::runner::collect_extents;
 use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Param, ParamKind, Program};
-use egg::{Runner, Symbol};
+use egg::Symbol;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -81,76 +81,22 @@ pub fn differentiate(
             }
         }
     }
-    analysis.tangents = sigma;
+    for (x, dx) in sigma {
+        analysis.add_tangent(x, dx);
+    }
     let mut egraph = AtlGraph::new(analysis);
     let mut roots = vec![];
     for e in binds.iter().map(|(_, e)| e).chain(std::iter::once(&result)) {
         let id = egraph.add_expr(&to_rec(e));
         roots.push(egraph.add(Atl::D(id)));
     }
-    let runner = Runner::default()
-        .with_egraph(egraph)
-        .with_node_limit(200_000)
-        .with_iter_limit(1_000)
-        .with_time_limit(time_limit)
-        .run(&differentiation_rules());
-    // After a limit, `D` nodes may remain; check that every root has a
-    // derivative-free term before extracting (which would only fail, slowly)
-    if !roots.iter().all(|r| has_d_free_term(&runner.egraph, *r)) {
-        return Err(Error::transform(format!(
-            "differentiation did not finish ({:?}); the program may be too large \
-             (try a larger --time-limit)",
-            runner.stop_reason
-        )));
-    }
-    let egraph = &runner.egraph;
-    let samples = extraction_samples(prog, None);
-    // derivatives must be extracted whole: allow large terms here
-    let cost = WorkCost::new(egraph, &samples).with_max_term_size(50_000);
-    let best = extract_all(egraph, cost);
-    let mut derived = vec![];
-    for r in roots {
-        let b = best.get(&egraph.find(r)).cloned();
-        match b.as_ref().and_then(|b| b.term().map(|t| (t, b))) {
-            Some((Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => derived.push(e),
-            _ => {
-                return Err(Error::transform(format!(
-                    "differentiation did not finish ({:?}); the program may be too large \
-                     (try a larger --time-limit or --node-limit)",
-                    runner.stop_reason
-                )))
-            }
-        }
-    }
+    let mut derived = run_and_extract(prog, egraph, &roots, &differentiation_rules(), time_limit)?;
     let dresult = derived.pop().expect("the result's derivative");
     let mut out = dresult;
     for (((x, e), dx), de) in binds.into_iter().zip(dnames).zip(derived).rev() {
         out = build::let_(x, e, build::let_(dx, de, out));
     }
     Ok(out)
-}
-
-/// Does the class of `root` hold a term without `D` nodes? (A worklist from
-/// the leaves up, like extraction but without costs.)
-fn has_d_free_term(egraph: &AtlGraph, root: egg::Id) -> bool {
-    use egg::Language;
-    use std::collections::{HashSet, VecDeque};
-    let mut ok: HashSet<egg::Id> = HashSet::new();
-    let mut queue: VecDeque<egg::Id> = egraph.classes().map(|c| c.id).collect();
-    while let Some(c) = queue.pop_front() {
-        if ok.contains(&c) {
-            continue;
-        }
-        let class = &egraph[c];
-        let free = class.nodes.iter().any(|n| {
-            !matches!(n, Atl::D(_)) && n.children().iter().all(|k| ok.contains(&egraph.find(*k)))
-        });
-        if free {
-            ok.insert(c);
-            queue.extend(class.parents().map(|p| egraph.find(p)));
-        }
-    }
-    ok.contains(&egraph.find(root))
 }
 
 /// Every name a program uses (parameters, sizes, binders, variables).

@@ -18,11 +18,13 @@
 pub mod adjoint;
 pub mod forward;
 pub mod normalize;
+pub mod phase;
 
 use crate::egraph::{optimize, Options, Stats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Param, ParamKind, Program, Type};
 use egg::Symbol;
+use std::time::Duration;
 
 /// A derivative program and the optimizer's statistics on it.
 #[derive(Clone, Debug)]
@@ -63,11 +65,11 @@ pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
 }
 
 /// The unsimplified vector-Jacobian product program.
-pub fn vjp_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
+pub fn vjp_program(prog: &Program, wrt: &[Symbol], time_limit: Duration) -> Result<Program> {
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let mut taken = forward::names_in(prog);
     let w = forward::unused_name("ct", &mut taken);
-    let body = adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret)?;
+    let body = adjoint::vjp_body(prog, &wrt, Expr::Var(w), time_limit)?;
     let mut params = prog.params.clone();
     params.push(Param {
         name: w,
@@ -85,11 +87,11 @@ pub fn vjp_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
 /// Vector-Jacobian product: the original parameters and one cotangent of
 /// the output's type; returns what `grad` returns.
 pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
-    simplify(vjp_program(prog, wrt)?, opts)
+    simplify(vjp_program(prog, wrt, opts.time_limit)?, opts)
 }
 
 /// The unsimplified gradient program.
-pub fn grad_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
+pub fn grad_program(prog: &Program, wrt: &[Symbol], time_limit: Duration) -> Result<Program> {
     if prog.ret != Type::Real {
         return Err(Error::input(format!(
             "grad needs a function returning R; this one returns {} (use vjp)",
@@ -97,7 +99,7 @@ pub fn grad_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
         )));
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;
-    let body = adjoint::vjp_body(prog, &wrt, crate::front::ast::build::num(1.0), &Type::Real)?;
+    let body = adjoint::vjp_body(prog, &wrt, crate::front::ast::build::num(1.0), time_limit)?;
     Ok(Program {
         name: prog.name,
         params: prog.params.clone(),
@@ -109,7 +111,7 @@ pub fn grad_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
 
 /// The gradient of a function returning `R` with respect to `wrt`.
 pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
-    simplify(grad_program(prog, wrt)?, opts)
+    simplify(grad_program(prog, wrt, opts.time_limit)?, opts)
 }
 
 /// The call the design names: the optimized gradient program.

@@ -50,6 +50,20 @@ impl NameSet {
             *a |= b;
         }
     }
+    pub fn intersects(&self, o: &NameSet) -> bool {
+        self.0.iter().zip(&o.0).any(|(a, b)| a & b != 0)
+    }
+    pub fn difference_with(&mut self, o: &NameSet) {
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            *a &= !b;
+        }
+    }
+    /// The bits set, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().enumerate().flat_map(|(w, bits)| {
+            (0..64).filter(move |b| bits & (1u64 << b) != 0).map(move |b| w * 64 + b)
+        })
+    }
     pub fn is_subset(&self, o: &NameSet) -> bool {
         self.0
             .iter()
@@ -73,8 +87,15 @@ pub struct AtlAnalysis {
     /// Counter for fresh names made by appliers.
     pub fresh: u64,
     /// Differentiation only: the tangent name of each differentiated
-    /// variable (the paper's sigma: x -> dx).
+    /// variable (the paper's sigma: x -> dx); add with [`Self::add_tangent`].
     pub tangents: HashMap<Symbol, Symbol>,
+    /// The bits of the tangent names (values of `tangents`).
+    pub tangent_set: NameSet,
+    /// Differentiation only: the types of variables (inputs, bindings,
+    /// cotangents made by the adjoint rules) and of tangents.
+    pub types: HashMap<Symbol, crate::front::ast::Type>,
+    /// Names made by appliers, by what they name ([`Self::name_for`]).
+    pub named: HashMap<String, Symbol>,
     /// Differentiation only: real inputs that are not differentiated, with
     /// their types (their derivative is the zero of that type).
     pub constants: HashMap<Symbol, crate::front::ast::Type>,
@@ -84,6 +105,37 @@ impl AtlAnalysis {
     /// The bit of a name (interned on first use).
     pub fn name_bit(&mut self, s: Symbol) -> usize {
         self.names.insert_full(s).0
+    }
+
+    /// The fresh name made for `key` the first time it is asked for. Appliers
+    /// that name things use it so that applying them again makes the same
+    /// nodes (an applier with new names each time never saturates).
+    pub fn name_for(&mut self, key: &str, base: &str) -> Symbol {
+        if let Some(s) = self.named.get(key) {
+            return *s;
+        }
+        let s = self.fresh_name(Symbol::from(base));
+        self.named.insert(key.to_string(), s);
+        s
+    }
+
+    /// Extend sigma with `x -> dx`.
+    pub fn add_tangent(&mut self, x: Symbol, dx: Symbol) {
+        self.tangents.insert(x, dx);
+        let k = self.name_bit(dx);
+        self.tangent_set.insert(k);
+    }
+
+    /// Is `s` a tangent name?
+    pub fn tangent_set_has(&self, s: Symbol) -> bool {
+        self.names
+            .get_index_of(&s)
+            .is_some_and(|k| self.tangent_set.contains(k))
+    }
+
+    /// Does the class with data `d` possibly mention a tangent name?
+    pub fn mentions_tangent(&self, d: &Data) -> bool {
+        d.free.intersects(&self.tangent_set)
     }
 
     /// Is `s` possibly free in the class with data `d`?
@@ -101,6 +153,9 @@ impl AtlAnalysis {
         Symbol::from(format!("{stem}~{}", self.fresh))
     }
 }
+
+/// The size given to an extension node (see `make`).
+pub const EXTENSION_SIZE: usize = 1 << 32;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Data {
@@ -225,7 +280,9 @@ impl Analysis<Atl> for AtlAnalysis {
 
     fn make(egraph: &mut AtlGraph, n: &Atl, _id: Id) -> Data {
         let mut free = NameSet::default();
-        let mut size = 1usize;
+        // Extension forms count as huge, so that the smallest term of a class
+        // (what appliers substitute into) is a core term whenever one exists.
+        let mut size = if n.is_extension() { EXTENSION_SIZE } else { 1usize };
         for c in n.children() {
             size = size.saturating_add(egraph[*c].data.size);
         }
@@ -259,6 +316,46 @@ impl Analysis<Atl> for AtlAnalysis {
                     free.remove(k);
                 }
                 free.union_with(&egraph[*a].data.free);
+            }
+            // D[e] mentions the tangents of e's variables
+            Atl::D(e) => {
+                free.union_with(&egraph[*e].data.free);
+                let tangents: Vec<usize> = free
+                    .iter()
+                    .filter_map(|k| {
+                        let x = *egraph.analysis.names.get_index(k)?;
+                        egraph.analysis.tangents.get(&x).copied()
+                    })
+                    .collect::<Vec<Symbol>>()
+                    .into_iter()
+                    .map(|dx| egraph.analysis.name_bit(dx))
+                    .collect();
+                for k in tangents {
+                    free.insert(k);
+                }
+            }
+            // dlet x d s binds the tangent of x in s; drop x s removes it
+            Atl::DLet([x, _, _]) | Atl::Drop([x, _]) => {
+                let (d, s) = match n {
+                    Atl::DLet([_, d, s]) => (Some(*d), *s),
+                    Atl::Drop([_, s]) => (None, *s),
+                    _ => unreachable!(),
+                };
+                free.union_with(&egraph[s].data.free);
+                let dx = name_of(egraph, *x).and_then(|x| egraph.analysis.tangents.get(&x).copied());
+                if let Some(dx) = dx {
+                    let k = egraph.analysis.name_bit(dx);
+                    free.remove(k);
+                }
+                if let Some(d) = d {
+                    free.union_with(&egraph[d].data.free);
+                }
+            }
+            // a coefficient of a linear form mentions no tangent
+            Atl::Coeff([p, s]) => {
+                free.union_with(&egraph[*p].data.free);
+                free.union_with(&egraph[*s].data.free);
+                free.difference_with(&egraph.analysis.tangent_set);
             }
             Atl::Sym(_) => {}
             _ => {

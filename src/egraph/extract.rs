@@ -362,7 +362,7 @@ impl CostFunction<Atl> for WorkCost<'_> {
         // exponentially with depth. Programs share through `let`, so a tree
         // this large is never the cheap choice; do not build it.
         if size > self.max_term_size
-            || matches!(enode, Atl::D(_))
+            || enode.is_extension()
             || kids.iter().any(|c| c.key.first() == Some(&UNUSABLE))
         {
             return unusable(tree);

@@ -61,12 +61,37 @@ define_language! {
         "exists" = Exists([Id; 3]),
         // (rel R a ...)
         "rel" = Rel(Box<[Id]>),
-        // (D e): the forward derivative of e, pushed down by rules/forward.rules
-        // during differentiation; never part of an extracted program
+        // Differentiation only, never part of an extracted program
+        // ([`Atl::is_extension`]):
+        // (D e): the forward derivative of e, pushed down by rules/forward.rules;
         "D" = D(Id),
+        // (dot w e): the inner product <w | e> of two values of one type (the
+        // paper's Figure "Grammar and Semantics for the extension of the
+        // language with inner-products"), rules/adjoint.rules;
+        "dot" = Dot([Id; 2]),
+        // (dlet x d s): the paper's `mlet dx = d in s`, binding the tangent of
+        // the variable x (its name under sigma) in the linear form s;
+        "dlet" = DLet([Id; 3]),
+        // (coeff P s): the coefficient of the tangent entry P (a path
+        // (get (var dx) @g)...) in the linear form s: d s / d P at zero tangents;
+        "coeff" = Coeff([Id; 2]),
+        // (drop x s): s with the tangent of x set to zero.
+        "drop" = Drop([Id; 2]),
         Num(Num),
         Aff(Idx),
         Sym(Symbol),
+    }
+}
+
+impl Atl {
+    /// Is this node one of the differentiation phase's extension forms
+    /// (`D`, `dot`, `dlet`, `coeff`, `drop`), which no extracted program may
+    /// contain?
+    pub fn is_extension(&self) -> bool {
+        matches!(
+            self,
+            Atl::D(_) | Atl::Dot(_) | Atl::DLet(_) | Atl::Coeff(_) | Atl::Drop(_)
+        )
     }
 }
 

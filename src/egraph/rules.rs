@@ -42,6 +42,7 @@ pub const RULE_FILES: &[(&str, &str)] = &[
     ("iverson.rules", include_str!("../../rules/iverson.rules")),
     ("algebra.rules", include_str!("../../rules/algebra.rules")),
     ("forward.rules", include_str!("../../rules/forward.rules")),
+    ("adjoint.rules", include_str!("../../rules/adjoint.rules")),
 ];
 
 /// The black boxes' derivatives, as data: `F: (F ?x) => F'(?x)`.
@@ -268,6 +269,107 @@ impl Condition<Atl, AtlAnalysis> for IsConst {
     }
 }
 
+/// The tangent of the variable named in class `id` (sigma(x)).
+fn tangent_of(egraph: &AtlGraph, id: Id) -> Option<Symbol> {
+    let x = name_of(egraph, id)?;
+    egraph.analysis.tangents.get(&x).copied()
+}
+
+/// `tangent-free(?a)`: no tangent name is free in `?a`.
+struct TangentFree(Var);
+
+impl Condition<Atl, AtlAnalysis> for TangentFree {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        !egraph
+            .analysis
+            .mentions_tangent(&egraph[subst[self.0]].data)
+    }
+}
+
+/// `tangent-not-free(?x, ?e)`: the tangent of the variable `?x` is not free
+/// in `?e` (true when `?x` has no tangent).
+struct TangentNotFree(Var, Var);
+
+impl Condition<Atl, AtlAnalysis> for TangentNotFree {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        match tangent_of(egraph, subst[self.0]) {
+            Some(dx) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, dx),
+            None => name_of(egraph, subst[self.0]).is_some(),
+        }
+    }
+}
+
+/// One step of an access path: an element, or a side of a pair.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PathStep {
+    Get(Affine),
+    Fst,
+    Snd,
+}
+
+/// The access path `(get (fst (var x)) @a)` ... held by a class: its root
+/// variable and its steps, outermost last.
+pub fn path_of(egraph: &AtlGraph, id: Id) -> Option<(Symbol, Vec<PathStep>)> {
+    let mut steps = vec![];
+    let mut id = id;
+    for _ in 0..256 {
+        let node = egraph[id]
+            .nodes
+            .iter()
+            .find(|n| matches!(n, Atl::Var(_) | Atl::Get(_) | Atl::Fst(_) | Atl::Snd(_)))?;
+        match node {
+            Atl::Var(x) => {
+                steps.reverse();
+                return Some((name_of(egraph, *x)?, steps));
+            }
+            Atl::Get([a, i]) => {
+                steps.push(PathStep::Get(egraph[*i].data.aff.clone()?));
+                id = *a;
+            }
+            Atl::Fst(a) => {
+                steps.push(PathStep::Fst);
+                id = *a;
+            }
+            Atl::Snd(a) => {
+                steps.push(PathStep::Snd);
+                id = *a;
+            }
+            _ => unreachable!(),
+        }
+    }
+    None
+}
+
+/// `root-not-free(?P, ?s)`: the variable at the root of the path `?P` is not
+/// free in `?s`.
+struct RootNotFree(Var, Var);
+
+impl Condition<Atl, AtlAnalysis> for RootNotFree {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        match path_of(egraph, subst[self.0]) {
+            Some((r, _)) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, r),
+            None => false,
+        }
+    }
+}
+
+/// `rooted-at(?q, ?x)` / `not-rooted-at(?q, ?x)`: the path `?q` is (is not)
+/// an access to the tangent of `?x`.
+struct RootedAt(Var, Var, bool);
+
+impl Condition<Atl, AtlAnalysis> for RootedAt {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        match (
+            path_of(egraph, subst[self.0]),
+            tangent_of(egraph, subst[self.1]),
+        ) {
+            (Some((r, _)), Some(dx)) => (r == dx) == self.2,
+            (Some(_), None) => !self.2,
+            _ => false,
+        }
+    }
+}
+
 struct AllOf(Vec<Box<dyn Condition<Atl, AtlAnalysis> + Send + Sync>>);
 
 impl Condition<Atl, AtlAnalysis> for AllOf {
@@ -298,6 +400,26 @@ fn condition(
         "distinct" => {
             let (a, b) = two()?;
             Box::new(Distinct(a, b))
+        }
+        "tangent-free" => match args {
+            [a] => Box::new(TangentFree(var(a)?)),
+            _ => return Err(format!("{name} takes 1 argument")),
+        },
+        "tangent-not-free" => {
+            let (a, b) = two()?;
+            Box::new(TangentNotFree(a, b))
+        }
+        "root-not-free" => {
+            let (a, b) = two()?;
+            Box::new(RootNotFree(a, b))
+        }
+        "rooted-at" => {
+            let (a, b) = two()?;
+            Box::new(RootedAt(a, b, true))
+        }
+        "not-rooted-at" => {
+            let (a, b) = two()?;
+            Box::new(RootedAt(a, b, false))
         }
         _ => return Err(format!("unknown condition '{name}'")),
     })
@@ -532,7 +654,7 @@ fn d_let(c: &mut Ctx) -> Option<Built> {
         Some(dx) => *dx,
         None => {
             let dx = c.egraph.analysis.fresh_name(Symbol::from(format!("d{x}")));
-            c.egraph.analysis.tangents.insert(x, dx);
+            c.egraph.analysis.add_tangent(x, dx);
             dx
         }
     };
@@ -542,6 +664,143 @@ fn d_let(c: &mut Ctx) -> Option<Built> {
     let db = g.add(Atl::D(b));
     let inner = g.add(Atl::Let([dxid, da, db]));
     Some(Built::Class(g.add(Atl::Let([xid, a, inner]))))
+}
+
+/// adj-gen `(dot ?w (gen ?i ?n ?e))` => `(sum i n (dot (get w @i) e))`:
+/// the index `i` turns from a name (the binder) into an index expression
+/// (the access `w[i]`), which patterns cannot do.
+fn adj_gen(c: &mut Ctx) -> Option<Built> {
+    let (w, i, n, e) = (c.id(0), c.name(1)?, c.id(2), c.id(3));
+    if c.egraph.analysis.is_free(&c.egraph[w].data, i) {
+        return None;
+    }
+    let g = &mut *c.egraph;
+    let iname = g.add(Atl::Sym(i));
+    let iaff = g.add(Atl::Aff(super::language::Idx(Affine::var(i))));
+    let wi = g.add(Atl::Get([w, iaff]));
+    let dot = g.add(Atl::Dot([wi, e]));
+    Some(Built::Class(g.add(Atl::Sum([iname, n, dot]))))
+}
+
+/// The coefficients of the tangent entry path `path` (of type `t`) in the
+/// linear form `s`, as a value of type `t`: `(coeff path s)` for a real,
+/// `(gen g n ...)` for a tensor, a pair of both sides. The indices are named
+/// after `key` (the variable) and their position, once.
+pub fn coefficients(
+    g: &mut AtlGraph,
+    t: &crate::front::ast::Type,
+    key: &str,
+    path: Id,
+    s: Id,
+) -> Id {
+    use crate::front::ast::Type;
+    match t {
+        Type::Real => g.add(Atl::Coeff([path, s])),
+        Type::Tensor(n, e) => {
+            let key = format!("{key}.");
+            let k = g.analysis.name_for(&key, "g");
+            g.analysis.extents.insert(k, n.clone());
+            let kname = g.add(Atl::Sym(k));
+            let kaff = g.add(Atl::Aff(super::language::Idx(Affine::var(k))));
+            let inner_path = g.add(Atl::Get([path, kaff]));
+            let body = coefficients(g, e, &key, inner_path, s);
+            let nid = g.add(Atl::Aff(super::language::Idx(n.clone())));
+            g.add(Atl::Gen([kname, nid, body]))
+        }
+        Type::Pair(a, b) => {
+            let pa = g.add(Atl::Fst(path));
+            let pb = g.add(Atl::Snd(path));
+            let ca = coefficients(g, a, &format!("{key}0"), pa, s);
+            let cb = coefficients(g, b, &format!("{key}1"), pb, s);
+            g.add(Atl::Pair([ca, cb]))
+        }
+    }
+}
+
+/// adj-rev-let `(dlet ?x ?d ?s)` =>
+/// `(let cx C (+ (dot (var cx) d) (drop x s)))` with `C` the coefficients
+/// of the tangent of `x` in `s`: a fresh name, and a value built by the
+/// type of `x` (a gen per tensor dimension, a pair per pair). Applies once
+/// `s` is a sum of inner products (the paper applies it when no ordinary
+/// binding is left between the differential binding and them).
+fn adj_rev_let(c: &mut Ctx) -> Option<Built> {
+    let (xid, d, s) = (c.id(0), c.id(1), c.id(2));
+    let x = c.name(0)?;
+    if c.egraph[s]
+        .nodes
+        .iter()
+        .any(|n| matches!(n, Atl::Let(_) | Atl::DLet(_)))
+    {
+        return None;
+    }
+    let dx = *c.egraph.analysis.tangents.get(&x)?;
+    let t = c.egraph.analysis.types.get(&x)?.clone();
+    let cx = c.egraph.analysis.name_for(&format!("{x}"), &format!("d{x}"));
+    c.egraph.analysis.types.insert(cx, t.clone());
+    let g = &mut *c.egraph;
+    let dxname = g.add(Atl::Sym(dx));
+    let root = g.add(Atl::Var(dxname));
+    let coeffs = coefficients(g, &t, x.as_str(), root, s);
+    let cxname = g.add(Atl::Sym(cx));
+    let cxvar = g.add(Atl::Var(cxname));
+    let back = g.add(Atl::Dot([cxvar, d]));
+    let rest = g.add(Atl::Drop([xid, s]));
+    let body = g.add(Atl::Add([back, rest]));
+    Some(Built::Class(g.add(Atl::Let([cxname, coeffs, body]))))
+}
+
+/// adj-coeff-dot `(coeff ?P (dot ?w ?q))` for a real entry `P` of a tangent
+/// and an access `q` to a tangent: zero for another tangent or another side
+/// of a pair, else `[P's indices == q's indices] * w[P's remaining steps]`.
+/// Comparing two access paths of any depth is beyond a pattern.
+fn adj_coeff_dot(c: &mut Ctx) -> Option<Built> {
+    let (p, w, q) = (c.id(0), c.id(1), c.id(2));
+    let (pr, ps) = path_of(c.egraph, p)?;
+    let (qr, qs) = path_of(c.egraph, q)?;
+    if !c.egraph.analysis.tangent_set_has(pr) || !c.egraph.analysis.tangent_set_has(qr) {
+        return None;
+    }
+    let g = &mut *c.egraph;
+    let zero = || Some(Built::Expr(build::num(0.0)));
+    if pr != qr || qs.len() > ps.len() {
+        return if pr != qr { zero() } else { None };
+    }
+    let mut eqs = vec![];
+    for (a, b) in ps.iter().zip(&qs) {
+        match (a, b) {
+            (PathStep::Get(i), PathStep::Get(j)) => eqs.push((i.clone(), j.clone())),
+            (PathStep::Fst, PathStep::Fst) | (PathStep::Snd, PathStep::Snd) => {}
+            (PathStep::Fst, PathStep::Snd) | (PathStep::Snd, PathStep::Fst) => return zero(),
+            _ => return None,
+        }
+    }
+    let mut out = w;
+    for step in &ps[qs.len()..] {
+        out = match step {
+            PathStep::Get(i) => {
+                let a = g.add(Atl::Aff(super::language::Idx(i.clone())));
+                g.add(Atl::Get([out, a]))
+            }
+            PathStep::Fst => g.add(Atl::Fst(out)),
+            PathStep::Snd => g.add(Atl::Snd(out)),
+        };
+    }
+    let mut pred: Option<Id> = None;
+    for (i, j) in eqs {
+        let (a, b) = (
+            g.add(Atl::Aff(super::language::Idx(i))),
+            g.add(Atl::Aff(super::language::Idx(j))),
+        );
+        let e = g.add(Atl::Eq([a, b]));
+        pred = Some(match pred {
+            None => e,
+            Some(p) => g.add(Atl::And([p, e])),
+        });
+    }
+    Some(Built::Class(match pred {
+        None => out,
+        Some(p) => g.add(Atl::Iverson([p, out])),
+    }))
 }
 
 /// The registry of Rust appliers, by the name used in `rules/`.
@@ -557,6 +816,9 @@ pub fn applier_fn(name: &str) -> Option<ApplierFn> {
         "d-var" => d_var,
         "d-const" => d_const,
         "d-let" => d_let,
+        "adj-gen" => adj_gen,
+        "adj-rev-let" => adj_rev_let,
+        "adj-coeff-dot" => adj_coeff_dot,
         _ => return None,
     })
 }
@@ -648,7 +910,7 @@ pub fn compile(spec: &RuleSpec) -> Result<Rewrite<Atl, AtlAnalysis>, String> {
 /// Rewrites of the named files (every optimization file when `files` is
 /// empty; the derivative files only when named).
 pub fn rewrites(files: &[&str]) -> Vec<Rewrite<Atl, AtlAnalysis>> {
-    const DERIVATIVE_FILES: [&str; 2] = ["forward.rules", "derivatives.rules"];
+    const DERIVATIVE_FILES: [&str; 3] = ["forward.rules", "derivatives.rules", "adjoint.rules"];
     all_specs()
         .iter()
         .filter(|s| {

@@ -1,0 +1,88 @@
+//! The differentiation phase's e-graph run, shared by the forward and the
+//! adjoint derivative: saturate with the phase's rules under limits, check
+//! that every root has a term free of extension forms (`D`, `dot`, `dlet`,
+//! `coeff`, `drop`), and extract the cheapest such terms by the work cost.
+
+use crate::egraph::analysis::AtlGraph;
+use crate::egraph::extract::{extract_all, Term, WorkCost, UNUSABLE};
+use crate::egraph::language::Atl;
+use crate::egraph::runner::extraction_samples;
+use crate::error::{Error, Result};
+use crate::front::ast::{Expr, Program};
+use egg::{Id, Language, Rewrite, Runner};
+use std::collections::{HashSet, VecDeque};
+use std::time::Duration;
+
+/// Most e-nodes a differentiation e-graph may grow to.
+pub const NODE_LIMIT: usize = 200_000;
+
+/// Saturate `egraph` with `rules` and extract one core expression per root.
+pub fn run_and_extract(
+    prog: &Program,
+    egraph: AtlGraph,
+    roots: &[Id],
+    rules: &[Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>],
+    time_limit: Duration,
+) -> Result<Vec<Expr>> {
+    let runner = Runner::default()
+        .with_egraph(egraph)
+        .with_node_limit(NODE_LIMIT)
+        .with_iter_limit(1_000)
+        .with_time_limit(time_limit)
+        .run(rules);
+    if std::env::var_os("ATL_EGG_DEBUG").is_some() {
+        for (k, it) in runner.iterations.iter().enumerate() {
+            let mut applied: Vec<_> = it.applied.iter().collect();
+            applied.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
+            eprintln!("iter {k}: nodes {} {:?}", it.egraph_nodes, &applied[..applied.len().min(8)]);
+        }
+    }
+    let unfinished = || {
+        Error::transform(format!(
+            "differentiation did not finish ({:?}); the program may be too large \
+             (try a larger --time-limit)",
+            runner.stop_reason
+        ))
+    };
+    // After a limit, extension forms may remain; check that every root has
+    // a term without them before extracting (which would only fail, slowly)
+    if !roots.iter().all(|r| has_core_term(&runner.egraph, *r)) {
+        return Err(unfinished());
+    }
+    let egraph = &runner.egraph;
+    let samples = extraction_samples(prog, None);
+    // derivatives must be extracted whole: allow large terms here
+    let cost = WorkCost::new(egraph, &samples).with_max_term_size(50_000);
+    let best = extract_all(egraph, cost);
+    roots
+        .iter()
+        .map(|r| {
+            let b = best.get(&egraph.find(*r));
+            match b.and_then(|b| b.term().map(|t| (t, b))) {
+                Some((Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => Ok(e),
+                _ => Err(unfinished()),
+            }
+        })
+        .collect()
+}
+
+/// Does the class of `root` hold a term without extension forms? (A
+/// worklist from the leaves up, like extraction but without costs.)
+pub fn has_core_term(egraph: &AtlGraph, root: Id) -> bool {
+    let mut ok: HashSet<Id> = HashSet::new();
+    let mut queue: VecDeque<Id> = egraph.classes().map(|c| c.id).collect();
+    while let Some(c) = queue.pop_front() {
+        if ok.contains(&c) {
+            continue;
+        }
+        let class = &egraph[c];
+        let core = class.nodes.iter().any(|n| {
+            !n.is_extension() && n.children().iter().all(|k| ok.contains(&egraph.find(*k)))
+        });
+        if core {
+            ok.insert(c);
+            queue.extend(class.parents().map(|p| egraph.find(p)));
+        }
+    }
+    ok.contains(&egraph.find(root))
+}
