@@ -57,6 +57,8 @@ pub fn adjoint_rules() -> Vec<Rewrite<Atl, AtlAnalysis>> {
         "iverson-true",
         "iverson-iverson",
         "iverson-out-of-sum",
+        "iverson-distribute",
+        "sum-add",
         "index-elim-sum",
         "and-true-left",
         "and-true-right",
@@ -81,6 +83,15 @@ pub fn adjoint_rules() -> Vec<Rewrite<Atl, AtlAnalysis>> {
 /// type) the cotangent of the output, the cotangents of the `wrt` inputs
 /// (one as itself, several as right-nested pairs).
 pub fn vjp_body(prog: &Program, wrt: &[Symbol], seed: Expr, time_limit: Duration) -> Result<Expr> {
+    let (egraph, root) = adjoint_egraph(prog, wrt, seed)?;
+    let mut out = run_and_extract(prog, egraph, &[root], &adjoint_rules(), time_limit)?;
+    Ok(out.pop().expect("one root"))
+}
+
+/// The differentiation phase's starting e-graph and its root: the
+/// coefficients of the `wrt` inputs' tangents in `(dot seed (D body))`,
+/// with sigma, the types and the extents in the analysis.
+pub fn adjoint_egraph(prog: &Program, wrt: &[Symbol], seed: Expr) -> Result<(AtlGraph, Id)> {
     let mut fresh = Fresh::above(&prog.body);
     let (binds, result) = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let mut types = param_env(prog);
@@ -134,7 +145,6 @@ pub fn vjp_body(prog: &Program, wrt: &[Symbol], seed: Expr, time_limit: Duration
         .rev()
         .reduce(|acc, o| egraph.add(Atl::Pair([o, acc])))
         .expect("at least one input");
-    let mut out = run_and_extract(prog, egraph, &[root], &adjoint_rules(), time_limit)?;
-    Ok(out.pop().expect("one root"))
+    Ok((egraph, root))
 }
 

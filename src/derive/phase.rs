@@ -36,6 +36,11 @@ pub fn run_and_extract(
             applied.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
             eprintln!("iter {k}: nodes {} {:?}", it.egraph_nodes, &applied[..applied.len().min(8)]);
         }
+        let mut cls: Vec<_> = runner.egraph.classes().collect();
+        cls.sort_by_key(|c| std::cmp::Reverse(c.nodes.len()));
+        for c in cls.iter().take(6) {
+            eprintln!("class {} ({} nodes): {:?}", c.id, c.nodes.len(), &c.nodes[..c.nodes.len().min(12)]);
+        }
     }
     let unfinished = || {
         Error::transform(format!(
@@ -46,6 +51,14 @@ pub fn run_and_extract(
     };
     // After a limit, extension forms may remain; check that every root has
     // a term without them before extracting (which would only fail, slowly)
+    if std::env::var_os("ATL_EGG_DEBUG").is_some() {
+        let eg = &runner.egraph;
+        for c in eg.classes() {
+            if !has_core_term(eg, c.id) {
+                eprintln!("stuck {}: {:?}", c.id, c.nodes);
+            }
+        }
+    }
     if !roots.iter().all(|r| has_core_term(&runner.egraph, *r)) {
         return Err(unfinished());
     }

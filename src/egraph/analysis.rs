@@ -368,44 +368,42 @@ impl Analysis<Atl> for AtlAnalysis {
             Atl::Aff(Idx(a)) => Some(a.clone()),
             _ => None,
         };
+        let num = fold_real(egraph, n);
+        let truth = decide_pred(egraph, n);
+        if num.is_some() || truth.is_some() {
+            // a constant mentions nothing (see `merge`)
+            free = NameSet::default();
+        }
         Data {
             free,
             size,
-            num: fold_real(egraph, n),
+            num,
             aff,
-            truth: decide_pred(egraph, n),
+            truth,
         }
     }
 
     fn merge(&mut self, a: &mut Data, b: Data) -> DidMerge {
-        // union of free names: a changes if b has more, b differs if a has more
-        let mut changed_a = !b.free.is_subset(&a.free);
-        let mut changed_b = !a.free.is_subset(&b.free);
-        if changed_a {
-            a.free.union_with(&b.free);
+        let before = a.clone();
+        // union of free names
+        a.free.union_with(&b.free);
+        a.size = a.size.min(b.size);
+        if a.num.is_none() {
+            a.num = b.num;
         }
-        if b.size < a.size {
-            a.size = b.size;
-            changed_a = true;
-        } else if a.size < b.size {
-            changed_b = true;
+        if a.aff.is_none() {
+            a.aff = b.aff.clone();
         }
-        macro_rules! keep_some {
-            ($f:ident) => {
-                match (&a.$f, &b.$f) {
-                    (None, Some(_)) => {
-                        a.$f = b.$f.clone();
-                        changed_a = true;
-                    }
-                    (Some(_), None) => changed_b = true,
-                    _ => {}
-                }
-            };
+        if a.truth.is_none() {
+            a.truth = b.truth;
         }
-        keep_some!(num);
-        keep_some!(aff);
-        keep_some!(truth);
-        DidMerge(changed_a, changed_b)
+        // A class known to be a constant has no free names, whatever was
+        // merged into it: without this, the class of 0 (where every
+        // vanishing term ends up) would collect the names of all of them.
+        if a.num.is_some() || a.truth.is_some() {
+            a.free = NameSet::default();
+        }
+        DidMerge(*a != before, *a != b)
     }
 
     fn modify(egraph: &mut AtlGraph, id: Id) {
@@ -416,6 +414,11 @@ impl Analysis<Atl> for AtlAnalysis {
                 let k = egraph.add(leaf);
                 egraph.union(id, k);
             }
+            // Pruning: a constant is its literal. Other nodes of the class
+            // would only give rules more to match (D of an addition that
+            // folds to 0, say) and extraction nothing better.
+            let id = egraph.find(id);
+            egraph[id].nodes.retain(|n| matches!(n, Atl::Num(_)));
         }
         if let Some(t) = data.truth {
             let leaf = if t { Atl::True } else { Atl::False };

@@ -762,8 +762,8 @@ fn adj_coeff_dot(c: &mut Ctx) -> Option<Built> {
     }
     let g = &mut *c.egraph;
     let zero = || Some(Built::Expr(build::num(0.0)));
-    if pr != qr || qs.len() > ps.len() {
-        return if pr != qr { zero() } else { None };
+    if pr != qr {
+        return zero();
     }
     let mut eqs = vec![];
     for (a, b) in ps.iter().zip(&qs) {
@@ -773,6 +773,10 @@ fn adj_coeff_dot(c: &mut Ctx) -> Option<Built> {
             (PathStep::Fst, PathStep::Snd) | (PathStep::Snd, PathStep::Fst) => return zero(),
             _ => return None,
         }
+    }
+    if qs.len() > ps.len() {
+        // P is not an entry (ill-typed use): leave it
+        return None;
     }
     let mut out = w;
     for step in &ps[qs.len()..] {
