@@ -107,6 +107,7 @@ pub fn adjoint_egraph(prog: &Program, wrt: &[Symbol], seed: Expr) -> Result<(Atl
     let active: Vec<Symbol> = wrt.iter().chain(binds.iter().map(|(x, _)| x)).copied().collect();
     let mut analysis = AtlAnalysis {
         extents,
+        prune_to_variables: true,
         ..Default::default()
     };
     for x in active {

@@ -94,6 +94,11 @@ pub struct AtlAnalysis {
     /// Differentiation only: the types of variables (inputs, bindings,
     /// cotangents made by the adjoint rules) and of tangents.
     pub types: HashMap<Symbol, crate::front::ast::Type>,
+    /// Keep the other nodes of classes known to be constants (tests that
+    /// look for every instance of a rule in an e-graph set this).
+    pub keep_constant_nodes: bool,
+    /// Prune classes holding a variable to that variable (see `modify`).
+    pub prune_to_variables: bool,
     /// Names made by appliers, by what they name ([`Self::name_for`]).
     pub named: HashMap<String, Symbol>,
     /// Differentiation only: real inputs that are not differentiated, with
@@ -417,14 +422,37 @@ impl Analysis<Atl> for AtlAnalysis {
             // Pruning: a constant is its literal. Other nodes of the class
             // would only give rules more to match (D of an addition that
             // folds to 0, say) and extraction nothing better.
-            let id = egraph.find(id);
-            egraph[id].nodes.retain(|n| matches!(n, Atl::Num(_)));
+            if !egraph.analysis.keep_constant_nodes {
+                let id = egraph.find(id);
+                egraph[id].nodes.retain(|n| matches!(n, Atl::Num(_)));
+            }
         }
         if let Some(t) = data.truth {
             let leaf = if t { Atl::True } else { Atl::False };
             if !egraph[id].nodes.contains(&leaf) {
                 let k = egraph.add(leaf);
                 egraph.union(id, k);
+            }
+        }
+        // Pruning to a variable (differentiation only): a class that holds
+        // `(var x)` is x, and its free names are exactly {x}. Terms proved
+        // equal to x (a coefficient that happens to be an input, say)
+        // would otherwise add their own free names to x's class, and from
+        // there to every term using x, until no binder could move past them.
+        if egraph.analysis.prune_to_variables && egraph[id].nodes.len() > 1 {
+            let var = egraph[id].nodes.iter().find_map(|n| match n {
+                Atl::Var(x) => Some((n.clone(), *x)),
+                _ => None,
+            });
+            if let Some((node, x)) = var {
+                let k = name_of(egraph, x).map(|s| egraph.analysis.name_bit(s));
+                let id = egraph.find(id);
+                let class = &mut egraph[id];
+                class.nodes.retain(|n| *n == node);
+                class.data.free = NameSet::default();
+                if let Some(k) = k {
+                    class.data.free.insert(k);
+                }
             }
         }
     }

@@ -1,0 +1,578 @@
+//! Every rule of `rules/adjoint.rules` validated by evaluation, on instances
+//! taken from real derivations.
+//!
+//! The adjoint rules are equalities between real-valued terms of the
+//! extended language (`dot`, `D`, `dlet`, `coeff`, `drop`), and some hold
+//! only on the terms the derivation makes (`adj-rev-let` needs a body that
+//! is linear in the tangent it binds). So instead of generating random
+//! terms, this test runs the adjoint phase on every corpus program, and for
+//! each rule takes matches of its left-hand side from the saturated e-graph:
+//!
+//! 1. the left-hand side is instantiated with a smallest term of each
+//!    matched class;
+//! 2. that term alone goes into a fresh e-graph (same sigma, types and
+//!    extents) where only this rule runs, once;
+//! 3. every node of the root class then gives a term (children by smallest
+//!    term), evaluated against the left-hand side in random environments:
+//!    random inputs, bindings, cotangents and tangents, index variables in
+//!    their ranges. The extension forms are evaluated by their meaning:
+//!    `dot` is the inner product, `D e` the tangent of `e` by the reference
+//!    dual-number evaluator, `dlet x d s` evaluates `s` with the tangent of
+//!    `x` bound to `d`, `drop x s` with it zero, and `coeff P s` evaluates
+//!    `s` with every tangent zero except a one at the entry `P`.
+//!
+//! `cargo test --release --test adjoint_rules -- --nocapture` prints the
+//! table of instances per rule.
+
+use atl_egg::corpus::{random_inputs, CorpusProgram, Lcg};
+use atl_egg::derive::adjoint::{adjoint_egraph, adjoint_rules};
+use atl_egg::egraph::analysis::{AtlAnalysis, AtlGraph};
+use atl_egg::egraph::language::{as_call, Atl, FromRec, Idx, Num};
+use atl_egg::egraph::rules::{parse_rules, Rhs, RULE_FILES};
+use atl_egg::front::ast::{build, Func, Program, Type};
+use atl_egg::semantics::blackbox;
+use atl_egg::semantics::dual::{dual_expr, DualEnv};
+use atl_egg::semantics::eval::{eval_expr, eval_pred, Budget, Env};
+use atl_egg::semantics::value::{inner_product, random_value, Relation, Sizes, Value};
+use egg::{AstSize, ENodeOrVar, Extractor, Id, Language, Pattern, RecExpr, Runner, Symbol};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// Where a term is evaluated.
+struct Ev<'a> {
+    sizes: Sizes,
+    rels: HashMap<Symbol, Relation>,
+    vars: Vec<(Symbol, Value)>,
+    idx: Vec<(Symbol, i64)>,
+    an: &'a AtlAnalysis,
+    budget: Budget,
+}
+
+fn has_extension(rec: &RecExpr<Atl>) -> Vec<bool> {
+    let mut out: Vec<bool> = vec![];
+    for n in rec.as_ref() {
+        let e = n.is_extension() || n.children().iter().any(|c| out[usize::from(*c)]);
+        out.push(e);
+    }
+    out
+}
+
+impl Ev<'_> {
+    fn env(&self) -> Env {
+        let mut e: Env = Env::new(&self.sizes);
+        for (k, r) in &self.rels {
+            e.add_relation(*k, r.clone());
+        }
+        for (x, v) in &self.vars {
+            e.push_var(*x, v.clone());
+        }
+        for (i, k) in &self.idx {
+            e.push_index(*i, *k);
+        }
+        e
+    }
+
+    fn var(&self, x: Symbol) -> Option<Value> {
+        self.vars
+            .iter()
+            .rev()
+            .find(|(y, _)| *y == x)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Every variable with its tangent: sigma's tangent variable's value,
+    /// zero for everything else (constants, cotangents, the seed).
+    fn dual_env(&self) -> DualEnv {
+        let mut e: DualEnv = Env::new(&self.sizes);
+        for (k, r) in &self.rels {
+            e.add_relation(*k, r.clone());
+        }
+        for (x, v) in &self.vars {
+            let t = match self.an.tangents.get(x) {
+                Some(dx) => self.var(*dx).unwrap_or(Value::Zero),
+                None => Value::Zero,
+            };
+            e.push_var(*x, (v.clone(), t));
+        }
+        for (i, k) in &self.idx {
+            e.push_index(*i, *k);
+        }
+        e
+    }
+
+    fn affine(&self, a: &atl_egg::front::affine::Affine) -> Result<i64, String> {
+        self.env().affine(a).map_err(|e| e.to_string())
+    }
+
+    fn eval(&mut self, t: &RecExpr<Atl>, ext: &[bool], id: Id) -> Result<Value, String> {
+        let s = |e: atl_egg::Error| e.to_string();
+        let reader = FromRec {
+            node: |i: Id| &t[i],
+        };
+        if !ext[usize::from(id)] {
+            let e = reader.expr(id).map_err(|e| e.0)?;
+            return eval_expr(&e, &mut self.env(), &mut self.budget).map_err(s);
+        }
+        let node = &t[id];
+        if let Some((name, a, k)) = as_call(node) {
+            let f = match k {
+                Some(k) => match &t[k] {
+                    Atl::Num(Num(k)) => Func::with_exponent(name, k.0),
+                    _ => None,
+                },
+                None => Func::unary(name),
+            }
+            .ok_or("bad black box")?;
+            let x = self.eval(t, ext, a)?.real().map_err(s)?;
+            return Ok(Value::Real(blackbox::apply(f, x)));
+        }
+        let name = |i: Id| reader.name(i).map_err(|e| e.0);
+        let tangent = |x: Symbol| {
+            self.an
+                .tangents
+                .get(&x)
+                .copied()
+                .ok_or(format!("{x} has no tangent"))
+        };
+        Ok(match node {
+            Atl::D(a) => {
+                let e = reader.expr(*a).map_err(|e| e.0)?;
+                dual_expr(&e, &mut self.dual_env(), &mut self.budget)
+                    .map_err(s)?
+                    .1
+            }
+            Atl::Dot([w, e]) => {
+                let w = self.eval(t, ext, *w)?;
+                let e = self.eval(t, ext, *e)?;
+                Value::Real(inner_product(&w, &e))
+            }
+            Atl::DLet([x, _, b]) | Atl::Drop([x, b]) => {
+                let dx = tangent(name(*x)?)?;
+                let v = match node {
+                    Atl::DLet([_, d, _]) => self.eval(t, ext, *d)?,
+                    _ => Value::Zero,
+                };
+                self.vars.push((dx, v));
+                let r = self.eval(t, ext, *b);
+                self.vars.pop();
+                r?
+            }
+            Atl::Coeff([p, b]) => {
+                let (root, steps) = path(t, *p)?;
+                let ty = self.an.types.get(&root).ok_or("no type for a tangent")?;
+                let mut entry = vec![];
+                for st in &steps {
+                    entry.push(match st {
+                        Step::Get(a) => Some(self.affine(a)?),
+                        Step::Fst => None,
+                        Step::Snd => None,
+                    });
+                }
+                let one = one_hot(ty, &steps, &entry, &self.sizes)?;
+                let n = self.vars.len();
+                for dx in self.an.tangents.values() {
+                    self.vars.push((*dx, Value::Zero));
+                }
+                self.vars.push((root, one.unwrap_or(Value::Zero)));
+                let r = self.eval(t, ext, *b);
+                self.vars.truncate(n);
+                r?
+            }
+            Atl::Add([a, b]) => Value::Real(
+                self.eval(t, ext, *a)?.real().map_err(s)? + self.eval(t, ext, *b)?.real().map_err(s)?,
+            ),
+            Atl::Mul([a, b]) => Value::Real(
+                self.eval(t, ext, *a)?.real().map_err(s)? * self.eval(t, ext, *b)?.real().map_err(s)?,
+            ),
+            Atl::Pair([a, b]) => Value::pair(self.eval(t, ext, *a)?, self.eval(t, ext, *b)?),
+            Atl::Fst(a) => self.eval(t, ext, *a)?.fst().map_err(s)?,
+            Atl::Snd(a) => self.eval(t, ext, *a)?.snd().map_err(s)?,
+            Atl::Get([a, i]) => {
+                let v = self.eval(t, ext, *a)?;
+                let k = self.affine(&reader.aff(*i).map_err(|e| e.0)?)?;
+                v.get(k).map_err(s)?
+            }
+            Atl::Gen([i, d, b]) | Atl::Sum([i, d, b]) => {
+                let i = name(*i)?;
+                let d = self.affine(&reader.aff(*d).map_err(|e| e.0)?)?;
+                let mut out = vec![];
+                let mut acc = 0.0;
+                for k in 0..d.max(0) {
+                    self.idx.push((i, k));
+                    let v = self.eval(t, ext, *b);
+                    self.idx.pop();
+                    let v = v?;
+                    if matches!(node, Atl::Sum(_)) {
+                        acc += v.real().map_err(s)?;
+                    } else {
+                        out.push(v);
+                    }
+                }
+                if matches!(node, Atl::Sum(_)) {
+                    Value::Real(acc)
+                } else {
+                    Value::tensor(out)
+                }
+            }
+            Atl::Iverson([p, e]) => {
+                let p = reader.pred(*p).map_err(|e| e.0)?;
+                if eval_pred(&p, &mut self.env(), &mut self.budget).map_err(s)? {
+                    self.eval(t, ext, *e)?
+                } else {
+                    Value::Zero
+                }
+            }
+            Atl::Let([x, a, b]) => {
+                let v = self.eval(t, ext, *a)?;
+                self.vars.push((name(*x)?, v));
+                let r = self.eval(t, ext, *b);
+                self.vars.pop();
+                r?
+            }
+            n => return Err(format!("cannot evaluate {n}")),
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Step {
+    Get(atl_egg::front::affine::Affine),
+    Fst,
+    Snd,
+}
+
+/// The access path at `id`: its root variable and steps, outermost last.
+fn path(t: &RecExpr<Atl>, mut id: Id) -> Result<(Symbol, Vec<Step>), String> {
+    let mut steps = vec![];
+    loop {
+        match &t[id] {
+            Atl::Var(x) => {
+                let Atl::Sym(x) = &t[*x] else {
+                    return Err("bad var".into());
+                };
+                steps.reverse();
+                return Ok((*x, steps));
+            }
+            Atl::Get([a, i]) => {
+                let Atl::Aff(Idx(i)) = &t[*i] else {
+                    return Err("bad index".into());
+                };
+                steps.push(Step::Get(i.clone()));
+                id = *a;
+            }
+            Atl::Fst(a) => {
+                steps.push(Step::Fst);
+                id = *a;
+            }
+            Atl::Snd(a) => {
+                steps.push(Step::Snd);
+                id = *a;
+            }
+            n => return Err(format!("not an access path: {n}")),
+        }
+    }
+}
+
+/// A value of type `ty` that is zero except for a one at the entry the
+/// steps reach (None when an index is out of range: there is no entry).
+fn one_hot(
+    ty: &Type,
+    steps: &[Step],
+    entry: &[Option<i64>],
+    sizes: &Sizes,
+) -> Result<Option<Value>, String> {
+    match (ty, steps.first()) {
+        (Type::Real, None) => Ok(Some(Value::Real(1.0))),
+        (Type::Tensor(d, e), Some(Step::Get(_))) => {
+            let n = d
+                .eval_with(|s| sizes.get(&s).copied())
+                .map_err(|e| e.to_string())?;
+            let k = entry[0].expect("an index");
+            if k < 0 || k >= n {
+                return Ok(None);
+            }
+            let Some(inner) = one_hot(e, &steps[1..], &entry[1..], sizes)? else {
+                return Ok(None);
+            };
+            let mut elems = vec![Value::Zero; n as usize];
+            elems[k as usize] = inner;
+            Ok(Some(Value::tensor(elems)))
+        }
+        (Type::Pair(a, _), Some(Step::Fst)) => Ok(one_hot(a, &steps[1..], &entry[1..], sizes)?
+            .map(|v| Value::pair(v, Value::Zero))),
+        (Type::Pair(_, b), Some(Step::Snd)) => {
+            Ok(one_hot(b, &steps[1..], &entry[1..], sizes)?.map(|v| Value::pair(Value::Zero, v)))
+        }
+        _ => Err(format!("path {steps:?} does not fit the type")),
+    }
+}
+
+/// Append `src` to `dst`, returning the id of its root in `dst`.
+fn append(dst: &mut RecExpr<Atl>, src: &RecExpr<Atl>) -> Id {
+    let base = dst.as_ref().len();
+    for n in src.as_ref() {
+        dst.add(n.clone().map_children(|c| Id::from(usize::from(c) + base)));
+    }
+    Id::from(dst.as_ref().len() - 1)
+}
+
+/// `lhs` with its variables replaced by the given terms.
+fn instantiate(lhs: &Pattern<Atl>, term_of: &mut dyn FnMut(egg::Var) -> RecExpr<Atl>) -> RecExpr<Atl> {
+    let mut out = RecExpr::default();
+    let mut ids: Vec<Id> = vec![];
+    for n in lhs.ast.as_ref() {
+        let id = match n {
+            ENodeOrVar::Var(v) => append(&mut out, &term_of(*v)),
+            ENodeOrVar::ENode(e) => out.add(e.clone().map_children(|c| ids[usize::from(c)])),
+        };
+        ids.push(id);
+    }
+    out
+}
+
+/// A term whose root is `node` and whose children are smallest terms.
+fn term_with_root(ex: &Extractor<AstSize, Atl, AtlAnalysis>, node: &Atl) -> RecExpr<Atl> {
+    let mut out = RecExpr::default();
+    let n = node.clone().map_children(|c| {
+        let (_, t) = ex.find_best(c);
+        append(&mut out, &t)
+    });
+    out.add(n);
+    out
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    instances: usize,
+    fired: usize,
+    comparisons: usize,
+    eval_errors: usize,
+    failures: Vec<String>,
+}
+
+fn finite(a: &Value) -> bool {
+    inner_product(a, a).is_finite()
+}
+
+fn close(a: &Value, b: &Value) -> bool {
+    let (x, y) = (inner_product(a, a), inner_product(b, b));
+    let d = {
+        // |a - b|^2 = a.a - 2 a.b + b.b, fine for the tolerance used
+        let ab = inner_product(a, b);
+        (x - 2.0 * ab + y).abs()
+    };
+    d <= 1e-12 * (1.0 + x.max(y)) || (x.is_nan() && y.is_nan())
+}
+
+/// Random environments for the free names of the derivation: inputs,
+/// bindings, cotangents, tangents (by the analysis' types), the seed, index
+/// variables in their ranges.
+fn environment<'a>(
+    prog: &Program,
+    an: &'a AtlAnalysis,
+    seed: Symbol,
+    rng: &mut Lcg,
+) -> Option<Ev<'a>> {
+    let mut sizes = Sizes::new();
+    for s in &prog.sizes {
+        sizes.insert(*s, 1 + (rng.next_u64() % 4) as i64);
+    }
+    let inputs = random_inputs(prog, &sizes, rng).ok()?;
+    let mut vars: Vec<(Symbol, Value)> = vec![];
+    let mut names: Vec<_> = an.types.iter().collect();
+    names.sort_by_key(|(k, _)| k.as_str());
+    for (x, t) in names {
+        let v = match inputs.values.get(x) {
+            Some(v) => v.clone(),
+            None => random_value(t, &sizes, &mut || rng.unit()).ok()?,
+        };
+        vars.push((*x, v));
+    }
+    vars.push((seed, random_value(&prog.ret, &sizes, &mut || rng.unit()).ok()?));
+    let mut idx = vec![];
+    let mut extents: Vec<_> = an.extents.iter().collect();
+    extents.sort_by_key(|(k, _)| k.as_str());
+    for (i, d) in extents {
+        let n = d.eval_with(|s| sizes.get(&s).copied()).ok()?;
+        idx.push((*i, if n > 0 { (rng.next_u64() % n as u64) as i64 } else { 0 }));
+    }
+    Some(Ev {
+        sizes,
+        rels: inputs.relations,
+        vars,
+        idx,
+        an,
+        budget: Budget::new(50_000_000),
+    })
+}
+
+/// Validate one instance `lhs` of `rule` (see the module docs).
+fn check_instance(
+    prog: &Program,
+    rule: &egg::Rewrite<Atl, AtlAnalysis>,
+    analysis: &AtlAnalysis,
+    lhs: &RecExpr<Atl>,
+    seed: Symbol,
+    rng: &mut Lcg,
+    tally: &mut Tally,
+) -> bool {
+    tally.instances += 1;
+    let mut g = AtlGraph::new(analysis.clone());
+    let root = g.add_expr(lhs);
+    let top = lhs.as_ref().last().expect("a term").clone();
+    g.rebuild();
+    let matches = rule.search(&g);
+    rule.apply(&mut g, &matches);
+    g.rebuild();
+    let root = g.find(root);
+    let ex = Extractor::new(&g, AstSize);
+    let others: Vec<RecExpr<Atl>> = g[root]
+        .nodes
+        .iter()
+        .map(|n| term_with_root(&ex, n))
+        .filter(|t| t != lhs)
+        .collect();
+    if others.is_empty() && g[root].nodes.len() <= 1 {
+        if std::env::var_os("ADJ_DEBUG").is_some() && tally.instances < 3 {
+            eprintln!("{} did not fire on {}", rule.name, lhs);
+        }
+        return false;
+    }
+    let _ = top;
+    tally.fired += 1;
+    let lext = has_extension(lhs);
+    for _ in 0..2 {
+        let Some(mut ev) = environment(prog, &g.analysis, seed, rng) else {
+            continue;
+        };
+        let want = match ev.eval(lhs, &lext, Id::from(lhs.as_ref().len() - 1)) {
+            Ok(v) => v,
+            Err(_) => {
+                tally.eval_errors += 1;
+                continue;
+            }
+        };
+        for t in &others {
+            let ext = has_extension(t);
+            match ev.eval(t, &ext, Id::from(t.as_ref().len() - 1)) {
+                Ok(v) if close(&v, &want) => tally.comparisons += 1,
+                // IEEE: NaN * 0 is NaN where the rules (like ATL's cost
+                // model) take 0 * e = 0; such values are not compared
+                Ok(v) if !finite(&v) || !finite(&want) => tally.eval_errors += 1,
+                Ok(v) => tally.failures.push(format!(
+                    "{}: {} = {:?}\n  but {} = {:?}",
+                    prog.name, lhs, want, t, v
+                )),
+                Err(e) => tally.failures.push(format!("{}: {t}: {e}", prog.name)),
+            }
+        }
+    }
+    true
+}
+
+/// Smallest terms, but without bindings where the class has another form:
+/// the adjoint rules apply to the let-free forms of linear forms (the
+/// let-forms are what adj-swap-let and adj-coeff-let move lets out of).
+struct FewLets;
+
+impl egg::CostFunction<Atl> for FewLets {
+    type Cost = usize;
+    fn cost<C: FnMut(Id) -> usize>(&mut self, n: &Atl, mut costs: C) -> usize {
+        let own = if matches!(n, Atl::Let(_) | Atl::DLet(_)) { 1000 } else { 1 };
+        n.fold(own, |acc, c| acc.saturating_add(costs(c)))
+    }
+}
+
+#[test]
+fn every_adjoint_rule_is_validated_by_evaluation() {
+    let text = RULE_FILES
+        .iter()
+        .find(|(f, _)| *f == "adjoint.rules")
+        .expect("adjoint.rules")
+        .1;
+    let specs = parse_rules("adjoint.rules", text).expect("adjoint.rules parses");
+    let lhs: HashMap<String, Pattern<Atl>> = specs
+        .iter()
+        .map(|s| (s.name.clone(), s.lhs.parse().expect("pattern")))
+        .collect();
+    let rules: Vec<_> = adjoint_rules();
+    let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let seed = Symbol::from("seed~0");
+    let mut rng = Lcg(20261122);
+    let mut cases = vec![];
+    for c in CorpusProgram::load_dir(&dir).expect("corpus") {
+        let all = c.wrt_or_all();
+        // all inputs, and the first alone (the others are then constants)
+        if all.len() > 1 {
+            cases.push((c.program.clone(), vec![all[0]]));
+        }
+        cases.push((c.program, all));
+    }
+    for (prog, wrt) in &cases {
+        let Ok((mut egraph, _)) = adjoint_egraph(prog, wrt, build::var(seed)) else {
+            continue;
+        };
+        // keep what rules rewrite to constants, to find instances of them
+        egraph.analysis.keep_constant_nodes = true;
+        let runner = Runner::default()
+            .with_egraph(egraph)
+            .with_node_limit(15_000)
+            .with_iter_limit(60)
+            .with_time_limit(std::time::Duration::from_secs(1))
+            .run(&rules);
+        let eg = &runner.egraph;
+        let ex = Extractor::new(eg, FewLets);
+        for rule in rules.iter().filter(|r| lhs.contains_key(r.name.as_str())) {
+            let pattern = &lhs[rule.name.as_str()];
+            let tally = tallies.entry(rule.name.to_string()).or_default();
+            let (mut tried, mut fired) = (0, 0);
+            'search: for m in rule.search(eg) {
+                for subst in &m.substs {
+                    if fired >= 3 || tried >= 30 {
+                        break 'search;
+                    }
+                    tried += 1;
+                    let inst = instantiate(pattern, &mut |v| ex.find_best(subst[v]).1);
+                    if inst.as_ref().len() > 400 {
+                        continue;
+                    }
+                    if check_instance(prog, rule, &eg.analysis, &inst, seed, &mut rng, tally) {
+                        fired += 1;
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "{:<24} {:>9} {:>6} {:>11} {:>11} {:>8}",
+        "rule", "instances", "fired", "comparisons", "eval errors", "failures"
+    );
+    for s in &specs {
+        let t = tallies.entry(s.name.clone()).or_default();
+        println!(
+            "{:<24} {:>9} {:>6} {:>11} {:>11} {:>8}",
+            s.name,
+            t.instances,
+            t.fired,
+            t.comparisons,
+            t.eval_errors,
+            t.failures.len()
+        );
+    }
+    let mut bad = vec![];
+    for s in &specs {
+        let t = &tallies[&s.name];
+        for f in t.failures.iter().take(3) {
+            bad.push(format!("{}: {f}", s.name));
+        }
+        if t.comparisons < 3 {
+            bad.push(format!(
+                "{}: only {} comparisons (instances {}, fired {})",
+                s.name, t.comparisons, t.instances, t.fired
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "adjoint rules not validated:\n{}", bad.join("\n"));
+    let _ = Rhs::Pattern(String::new());
+}
