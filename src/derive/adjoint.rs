@@ -104,7 +104,11 @@ pub fn adjoint_egraph(prog: &Program, wrt: &[Symbol], seed: Expr) -> Result<(Atl
         collect_extents(e, &mut extents);
     }
     collect_extents(&result, &mut extents);
-    let active: Vec<Symbol> = wrt.iter().chain(binds.iter().map(|(x, _)| x)).copied().collect();
+    let active: Vec<Symbol> = wrt
+        .iter()
+        .chain(binds.iter().map(|(x, _)| x))
+        .copied()
+        .collect();
     let mut analysis = AtlAnalysis {
         extents,
         prune_to_variables: true,
@@ -148,4 +152,3 @@ pub fn adjoint_egraph(prog: &Program, wrt: &[Symbol], seed: Expr) -> Result<(Atl
         .expect("at least one input");
     Ok((egraph, root))
 }
-

@@ -9,10 +9,10 @@
 //! `d-let` adds `x -> dx`; other real inputs differentiate to zeros.
 
 use super::normalize::{anf, lift, Fresh};
+use super::phase::run_and_extract;
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rewrites;
-use super::phase::run_and_extract;
 use crate::egraph::runner::collect_extents;
 use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Param, ParamKind, Program};

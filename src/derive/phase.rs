@@ -34,12 +34,21 @@ pub fn run_and_extract(
         for (k, it) in runner.iterations.iter().enumerate() {
             let mut applied: Vec<_> = it.applied.iter().collect();
             applied.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
-            eprintln!("iter {k}: nodes {} {:?}", it.egraph_nodes, &applied[..applied.len().min(8)]);
+            eprintln!(
+                "iter {k}: nodes {} {:?}",
+                it.egraph_nodes,
+                &applied[..applied.len().min(8)]
+            );
         }
         let mut cls: Vec<_> = runner.egraph.classes().collect();
         cls.sort_by_key(|c| std::cmp::Reverse(c.nodes.len()));
         for c in cls.iter().take(6) {
-            eprintln!("class {} ({} nodes): {:?}", c.id, c.nodes.len(), &c.nodes[..c.nodes.len().min(12)]);
+            eprintln!(
+                "class {} ({} nodes): {:?}",
+                c.id,
+                c.nodes.len(),
+                &c.nodes[..c.nodes.len().min(12)]
+            );
         }
     }
     let unfinished = || {

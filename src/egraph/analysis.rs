@@ -61,7 +61,9 @@ impl NameSet {
     /// The bits set, in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         self.0.iter().enumerate().flat_map(|(w, bits)| {
-            (0..64).filter(move |b| bits & (1u64 << b) != 0).map(move |b| w * 64 + b)
+            (0..64)
+                .filter(move |b| bits & (1u64 << b) != 0)
+                .map(move |b| w * 64 + b)
         })
     }
     pub fn is_subset(&self, o: &NameSet) -> bool {
@@ -165,6 +167,8 @@ pub const EXTENSION_SIZE: usize = 1 << 32;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Data {
     pub free: NameSet,
+    /// The variable the class holds, if it holds one (`(var x)`).
+    pub var: Option<Symbol>,
     pub size: usize,
     pub num: Option<Real>,
     pub aff: Option<Affine>,
@@ -287,7 +291,11 @@ impl Analysis<Atl> for AtlAnalysis {
         let mut free = NameSet::default();
         // Extension forms count as huge, so that the smallest term of a class
         // (what appliers substitute into) is a core term whenever one exists.
-        let mut size = if n.is_extension() { EXTENSION_SIZE } else { 1usize };
+        let mut size = if n.is_extension() {
+            EXTENSION_SIZE
+        } else {
+            1usize
+        };
         for c in n.children() {
             size = size.saturating_add(egraph[*c].data.size);
         }
@@ -347,7 +355,8 @@ impl Analysis<Atl> for AtlAnalysis {
                     _ => unreachable!(),
                 };
                 free.union_with(&egraph[s].data.free);
-                let dx = name_of(egraph, *x).and_then(|x| egraph.analysis.tangents.get(&x).copied());
+                let dx =
+                    name_of(egraph, *x).and_then(|x| egraph.analysis.tangents.get(&x).copied());
                 if let Some(dx) = dx {
                     let k = egraph.analysis.name_bit(dx);
                     free.remove(k);
@@ -379,8 +388,13 @@ impl Analysis<Atl> for AtlAnalysis {
             // a constant mentions nothing (see `merge`)
             free = NameSet::default();
         }
+        let var = match n {
+            Atl::Var(x) => name_of(egraph, *x),
+            _ => None,
+        };
         Data {
             free,
+            var,
             size,
             num,
             aff,
@@ -399,6 +413,9 @@ impl Analysis<Atl> for AtlAnalysis {
         if a.aff.is_none() {
             a.aff = b.aff.clone();
         }
+        if a.var.is_none() {
+            a.var = b.var;
+        }
         if a.truth.is_none() {
             a.truth = b.truth;
         }
@@ -415,7 +432,8 @@ impl Analysis<Atl> for AtlAnalysis {
         let data = egraph[id].data.clone();
         if let Some(r) = data.num {
             let leaf = Atl::Num(Num(r));
-            if !egraph[id].nodes.contains(&leaf) {
+            // (a memo lookup: classes can be large)
+            if egraph.lookup(leaf.clone()) != Some(egraph.find(id)) {
                 let k = egraph.add(leaf);
                 egraph.union(id, k);
             }
@@ -429,7 +447,7 @@ impl Analysis<Atl> for AtlAnalysis {
         }
         if let Some(t) = data.truth {
             let leaf = if t { Atl::True } else { Atl::False };
-            if !egraph[id].nodes.contains(&leaf) {
+            if egraph.lookup(leaf.clone()) != Some(egraph.find(id)) {
                 let k = egraph.add(leaf);
                 egraph.union(id, k);
             }
@@ -439,20 +457,14 @@ impl Analysis<Atl> for AtlAnalysis {
         // equal to x (a coefficient that happens to be an input, say)
         // would otherwise add their own free names to x's class, and from
         // there to every term using x, until no binder could move past them.
-        if egraph.analysis.prune_to_variables && egraph[id].nodes.len() > 1 {
-            let var = egraph[id].nodes.iter().find_map(|n| match n {
-                Atl::Var(x) => Some((n.clone(), *x)),
-                _ => None,
-            });
-            if let Some((node, x)) = var {
-                let k = name_of(egraph, x).map(|s| egraph.analysis.name_bit(s));
+        if let (true, Some(x)) = (egraph.analysis.prune_to_variables, data.var) {
+            if egraph[id].nodes.len() > 1 {
+                let k = egraph.analysis.name_bit(x);
                 let id = egraph.find(id);
                 let class = &mut egraph[id];
-                class.nodes.retain(|n| *n == node);
+                class.nodes.retain(|n| matches!(n, Atl::Var(_)));
                 class.data.free = NameSet::default();
-                if let Some(k) = k {
-                    class.data.free.insert(k);
-                }
+                class.data.free.insert(k);
             }
         }
     }

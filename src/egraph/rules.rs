@@ -735,7 +735,10 @@ fn adj_rev_let(c: &mut Ctx) -> Option<Built> {
     }
     let dx = *c.egraph.analysis.tangents.get(&x)?;
     let t = c.egraph.analysis.types.get(&x)?.clone();
-    let cx = c.egraph.analysis.name_for(&format!("{x}"), &format!("d{x}"));
+    let cx = c
+        .egraph
+        .analysis
+        .name_for(&format!("{x}"), &format!("d{x}"));
     c.egraph.analysis.types.insert(cx, t.clone());
     let g = &mut *c.egraph;
     let dxname = g.add(Atl::Sym(dx));
