@@ -2,7 +2,7 @@
 //!
 //!     cargo run --release --example report [-- SECTION]
 //!
-//! SECTION is `cost10k`, `optimize`, `ratios` or `flat` (default: all).
+//! SECTION is `cost10k`, `optimize`, `gradients`, `ratios` or `flat` (default: all).
 //! Costs come from the paper's model (`atl_egg::semantics::cost`); times
 //! are wall-clock on this machine and only indicative.
 
@@ -158,6 +158,50 @@ fn ratios() {
     println!("\nlargest ratio: {:.3} ({})\n", worst.0, worst.1);
 }
 
+/// The README's table: per corpus program returning R, the io-cost ratio of
+/// its optimized gradient at each size set and the median wall time of
+/// `optimize_gradient` over three runs.
+fn gradients() {
+    println!("## grad: io-cost ratio at each size set, and optimize_gradient time\n");
+    println!("| corpus | program | ratios (small .. large) | optimize_gradient (median of 3) |");
+    println!("|---|---|---|---:|");
+    for (name, progs) in corpora() {
+        for c in progs.iter().filter(|c| c.program.ret == Type::Real) {
+            let wrt: Vec<String> = c.wrt_or_all().iter().map(|w| w.to_string()).collect();
+            let wrt: Vec<&str> = wrt.iter().map(|w| w.as_str()).collect();
+            let mut times = vec![];
+            let mut g = None;
+            for _ in 0..3 {
+                let t = std::time::Instant::now();
+                let d = derive::optimize_gradient(&c.program, &wrt, &Options::default());
+                times.push(t.elapsed().as_secs_f64());
+                g = Some(d);
+            }
+            times.sort_by(f64::total_cmp);
+            let ratios = match g.expect("ran") {
+                Ok(d) => c
+                    .size_sets
+                    .iter()
+                    .map(|s| {
+                        let inputs = random_inputs(&c.program, s, &mut Lcg(c.seed)).unwrap();
+                        let r = io_cost(&d.program, s, &inputs.relations).unwrap() as f64
+                            / io_cost(&c.program, s, &inputs.relations).unwrap().max(1) as f64;
+                        format!("{r:.3}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                Err(e) => format!("error: {e}"),
+            };
+            println!(
+                "| {name} | {} | {ratios} | {:.0} ms |",
+                c.name,
+                times[1] * 1000.0
+            );
+        }
+    }
+    println!();
+}
+
 fn flat() {
     println!("## the paper's pathological programs: grad ratio from N = 8 to N = 4096\n");
     let programs = [
@@ -197,6 +241,9 @@ fn main() {
         }
         if run("optimize") {
             optimize_table();
+        }
+        if run("gradients") {
+            gradients();
         }
         if run("ratios") {
             ratios();

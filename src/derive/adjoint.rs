@@ -24,12 +24,12 @@
 //! The environment sigma (variable -> tangent) covers the `--wrt` inputs
 //! and every binding; other real inputs are constants (tangent zero).
 
-use super::normalize::{anf, lift, unflatten, Fresh};
+use super::normalize::{anf, dead_code, lift, unflatten, Fresh};
 use super::phase::run_and_extract;
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::{coefficients, rewrites};
-use crate::egraph::runner::collect_extents;
+use crate::egraph::runner::{collect_extents, PhaseStats};
 use crate::error::Result;
 use crate::front::ast::{Expr, ParamKind, Program};
 use crate::front::types::{param_env, type_of};
@@ -82,18 +82,41 @@ pub fn adjoint_rules() -> Vec<Rewrite<Atl, AtlAnalysis>> {
 /// The body of the vector-Jacobian product: with `seed` (of the output's
 /// type) the cotangent of the output, the cotangents of the `wrt` inputs
 /// (one as itself, several as right-nested pairs).
-pub fn vjp_body(prog: &Program, wrt: &[Symbol], seed: Expr, time_limit: Duration) -> Result<Expr> {
-    let (egraph, root) = adjoint_egraph(prog, wrt, seed)?;
-    let mut out = run_and_extract(prog, egraph, &[root], &adjoint_rules(), time_limit)?;
-    Ok(out.pop().expect("one root"))
+pub fn vjp_body(
+    prog: &Program,
+    wrt: &[Symbol],
+    seed: Expr,
+    time_limit: Duration,
+) -> Result<(Expr, PhaseStats)> {
+    let (egraph, root) = adjoint_egraph(prog, wrt, seed, true)?;
+    let rules = adjoint_rules();
+    let (mut out, stats) = run_and_extract(
+        prog,
+        egraph,
+        &[root],
+        &rules,
+        time_limit,
+        "differentiate (adjoint)",
+    )?;
+    Ok((out.pop().expect("one root"), stats))
 }
 
 /// The differentiation phase's starting e-graph and its root: the
 /// coefficients of the `wrt` inputs' tangents in `(dot seed (D body))`,
-/// with sigma, the types and the extents in the analysis.
-pub fn adjoint_egraph(prog: &Program, wrt: &[Symbol], seed: Expr) -> Result<(AtlGraph, Id)> {
+/// with sigma, the types and the extents in the analysis. With
+/// `drop_dead`, bindings nothing uses are removed first (tests keep them, to
+/// see adj-rev-let-dead-code at work).
+pub fn adjoint_egraph(
+    prog: &Program,
+    wrt: &[Symbol],
+    seed: Expr,
+    drop_dead: bool,
+) -> Result<(AtlGraph, Id)> {
     let mut fresh = Fresh::above(&prog.body);
-    let (binds, result) = lift(&anf(&prog.body, &mut fresh), &mut fresh);
+    // dead bindings go first: their adjoint is zero (paper section 2.2), and
+    // the e-graph need not prove it for every order of their bindings
+    let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
+    let (binds, result) = if drop_dead { dead_code(flat) } else { flat };
     let mut types = param_env(prog);
     for (x, e) in &binds {
         let t = type_of(e, &mut types.clone())?;

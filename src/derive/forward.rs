@@ -13,7 +13,7 @@ use super::phase::run_and_extract;
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rewrites;
-use crate::egraph::runner::collect_extents;
+use crate::egraph::runner::{collect_extents, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Param, ParamKind, Program};
 use egg::Symbol;
@@ -52,7 +52,7 @@ pub fn differentiate(
     body: &Expr,
     tangents: &[(Symbol, Symbol)],
     time_limit: Duration,
-) -> Result<Expr> {
+) -> Result<(Expr, PhaseStats)> {
     let mut fresh = Fresh::above(body);
     let (binds, result) = lift(&anf(body, &mut fresh), &mut fresh);
     let mut extents = HashMap::new();
@@ -90,13 +90,20 @@ pub fn differentiate(
         let id = egraph.add_expr(&to_rec(e));
         roots.push(egraph.add(Atl::D(id)));
     }
-    let mut derived = run_and_extract(prog, egraph, &roots, &differentiation_rules(), time_limit)?;
+    let (mut derived, stats) = run_and_extract(
+        prog,
+        egraph,
+        &roots,
+        &differentiation_rules(),
+        time_limit,
+        "differentiate (forward)",
+    )?;
     let dresult = derived.pop().expect("the result's derivative");
     let mut out = dresult;
     for (((x, e), dx), de) in binds.into_iter().zip(dnames).zip(derived).rev() {
         out = build::let_(x, e, build::let_(dx, de, out));
     }
-    Ok(out)
+    Ok((out, stats))
 }
 
 /// Every name a program uses (parameters, sizes, binders, variables).
@@ -164,7 +171,11 @@ pub fn resolve_wrt(prog: &Program, wrt: &[Symbol]) -> Result<Vec<Symbol>> {
 
 /// The Jacobian-vector product: the original parameters, then one tangent
 /// per `wrt` input; returns the output tangent.
-pub fn jvp_program(prog: &Program, wrt: &[Symbol], time_limit: Duration) -> Result<Program> {
+pub fn jvp_program(
+    prog: &Program,
+    wrt: &[Symbol],
+    time_limit: Duration,
+) -> Result<(Program, PhaseStats)> {
     let wrt = resolve_wrt(prog, wrt)?;
     let mut taken = names_in(prog);
     let mut params = prog.params.clone();
@@ -181,12 +192,13 @@ pub fn jvp_program(prog: &Program, wrt: &[Symbol], time_limit: Duration) -> Resu
         });
         tangents.push((*w, t));
     }
-    let body = differentiate(prog, &prog.body, &tangents, time_limit)?;
-    Ok(Program {
+    let (body, stats) = differentiate(prog, &prog.body, &tangents, time_limit)?;
+    let p = Program {
         name: prog.name,
         params,
         sizes: prog.sizes.clone(),
         body,
         ret: prog.ret.clone(),
-    })
+    };
+    Ok((p, stats))
 }

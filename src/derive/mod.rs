@@ -5,9 +5,11 @@
 //!    paper's flat "tensor SSA" in which derivative rules copy only atoms;
 //! 2. **differentiate**: forward mode by rewriting `(D e)` in an e-graph
 //!    with `rules/forward.rules` and the black-box table
-//!    `rules/derivatives.rules` ([`forward`]); reverse mode by visiting the
-//!    flat bindings backwards and gathering guarded contributions
-//!    ([`adjoint`]);
+//!    `rules/derivatives.rules` ([`forward`]); reverse mode by rewriting the
+//!    inner product `<w | D[body]>` with `rules/adjoint.rules` (the paper's
+//!    Figures "Adjoint Derivative of Tensors") until the coefficients of the
+//!    inputs' tangents are plain ATL ([`adjoint`]). Both extract only
+//!    programs free of the phase's extension forms ([`phase`]);
 //! 3. **simplify**: the optimizer of [`crate::egraph`] on the result
 //!    (gen pushout, Iverson algebra, index elimination, inlining, dead lets),
 //!    extracted by the sparsity-aware work cost.
@@ -20,6 +22,7 @@ pub mod forward;
 pub mod normalize;
 pub mod phase;
 
+use crate::egraph::runner::PhaseStats;
 use crate::egraph::{optimize, Options, Stats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Param, ParamKind, Program, Type};
@@ -50,8 +53,11 @@ pub fn nested_type(prog: &Program, wrt: &[Symbol]) -> Type {
     t
 }
 
-fn simplify(p: Program, opts: &Options) -> Result<Derived> {
-    let out = optimize(&p, opts)?;
+/// The simplify phase, on an unsimplified derivative and the statistics of
+/// its differentiation phase.
+fn simplify((p, differentiation): (Program, PhaseStats), opts: &Options) -> Result<Derived> {
+    let mut out = optimize(&p, opts)?;
+    out.stats.phases.insert(0, differentiation);
     Ok(Derived {
         program: out.program,
         stats: out.stats,
@@ -65,23 +71,28 @@ pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
 }
 
 /// The unsimplified vector-Jacobian product program.
-pub fn vjp_program(prog: &Program, wrt: &[Symbol], time_limit: Duration) -> Result<Program> {
+pub fn vjp_program(
+    prog: &Program,
+    wrt: &[Symbol],
+    time_limit: Duration,
+) -> Result<(Program, PhaseStats)> {
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let mut taken = forward::names_in(prog);
     let w = forward::unused_name("ct", &mut taken);
-    let body = adjoint::vjp_body(prog, &wrt, Expr::Var(w), time_limit)?;
+    let (body, stats) = adjoint::vjp_body(prog, &wrt, Expr::Var(w), time_limit)?;
     let mut params = prog.params.clone();
     params.push(Param {
         name: w,
         kind: ParamKind::Real(prog.ret.clone()),
     });
-    Ok(Program {
+    let p = Program {
         name: prog.name,
         params,
         sizes: prog.sizes.clone(),
         body,
         ret: nested_type(prog, &wrt),
-    })
+    };
+    Ok((p, stats))
 }
 
 /// Vector-Jacobian product: the original parameters and one cotangent of
@@ -91,7 +102,11 @@ pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
 }
 
 /// The unsimplified gradient program.
-pub fn grad_program(prog: &Program, wrt: &[Symbol], time_limit: Duration) -> Result<Program> {
+pub fn grad_program(
+    prog: &Program,
+    wrt: &[Symbol],
+    time_limit: Duration,
+) -> Result<(Program, PhaseStats)> {
     if prog.ret != Type::Real {
         return Err(Error::input(format!(
             "grad needs a function returning R; this one returns {} (use vjp)",
@@ -99,14 +114,16 @@ pub fn grad_program(prog: &Program, wrt: &[Symbol], time_limit: Duration) -> Res
         )));
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;
-    let body = adjoint::vjp_body(prog, &wrt, crate::front::ast::build::num(1.0), time_limit)?;
-    Ok(Program {
+    let (body, stats) =
+        adjoint::vjp_body(prog, &wrt, crate::front::ast::build::num(1.0), time_limit)?;
+    let p = Program {
         name: prog.name,
         params: prog.params.clone(),
         sizes: prog.sizes.clone(),
         body,
         ret: nested_type(prog, &wrt),
-    })
+    };
+    Ok((p, stats))
 }
 
 /// The gradient of a function returning `R` with respect to `wrt`.

@@ -6,7 +6,7 @@
 use crate::egraph::analysis::AtlGraph;
 use crate::egraph::extract::{extract_all, Term, WorkCost, UNUSABLE};
 use crate::egraph::language::Atl;
-use crate::egraph::runner::extraction_samples;
+use crate::egraph::runner::{extraction_samples, stop_reason, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Program};
 use egg::{Id, Language, Rewrite, Runner};
@@ -14,7 +14,7 @@ use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 /// Most e-nodes a differentiation e-graph may grow to.
-pub const NODE_LIMIT: usize = 200_000;
+pub const NODE_LIMIT: usize = 1_000_000;
 
 /// Saturate `egraph` with `rules` and extract one core expression per root.
 pub fn run_and_extract(
@@ -23,34 +23,18 @@ pub fn run_and_extract(
     roots: &[Id],
     rules: &[Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>],
     time_limit: Duration,
-) -> Result<Vec<Expr>> {
+    name: &str,
+) -> Result<(Vec<Expr>, PhaseStats)> {
+    let started = std::time::Instant::now();
+    // The rules of differentiation terminate (they push forms down and
+    // gather): the simple scheduler applies every match each iteration.
     let runner = Runner::default()
+        .with_scheduler(egg::SimpleScheduler)
         .with_egraph(egraph)
         .with_node_limit(NODE_LIMIT)
         .with_iter_limit(1_000)
         .with_time_limit(time_limit)
         .run(rules);
-    if std::env::var_os("ATL_EGG_DEBUG").is_some() {
-        for (k, it) in runner.iterations.iter().enumerate() {
-            let mut applied: Vec<_> = it.applied.iter().collect();
-            applied.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
-            eprintln!(
-                "iter {k}: nodes {} {:?}",
-                it.egraph_nodes,
-                &applied[..applied.len().min(8)]
-            );
-        }
-        let mut cls: Vec<_> = runner.egraph.classes().collect();
-        cls.sort_by_key(|c| std::cmp::Reverse(c.nodes.len()));
-        for c in cls.iter().take(6) {
-            eprintln!(
-                "class {} ({} nodes): {:?}",
-                c.id,
-                c.nodes.len(),
-                &c.nodes[..c.nodes.len().min(12)]
-            );
-        }
-    }
     let unfinished = || {
         Error::transform(format!(
             "differentiation did not finish ({:?}); the program may be too large \
@@ -60,23 +44,16 @@ pub fn run_and_extract(
     };
     // After a limit, extension forms may remain; check that every root has
     // a term without them before extracting (which would only fail, slowly)
-    if std::env::var_os("ATL_EGG_DEBUG").is_some() {
-        let eg = &runner.egraph;
-        for c in eg.classes() {
-            if !has_core_term(eg, c.id) {
-                eprintln!("stuck {}: {:?}", c.id, c.nodes);
-            }
-        }
-    }
     if !roots.iter().all(|r| has_core_term(&runner.egraph, *r)) {
         return Err(unfinished());
     }
     let egraph = &runner.egraph;
+    let extract_started = std::time::Instant::now();
     let samples = extraction_samples(prog, None);
     // derivatives must be extracted whole: allow large terms here
     let cost = WorkCost::new(egraph, &samples).with_max_term_size(50_000);
     let best = extract_all(egraph, cost);
-    roots
+    let out = roots
         .iter()
         .map(|r| {
             let b = best.get(&egraph.find(*r));
@@ -85,7 +62,17 @@ pub fn run_and_extract(
                 _ => Err(unfinished()),
             }
         })
-        .collect()
+        .collect::<Result<Vec<Expr>>>()?;
+    let stats = PhaseStats {
+        phase: name.to_string(),
+        iterations: runner.iterations.len(),
+        nodes: egraph.total_number_of_nodes(),
+        classes: egraph.number_of_classes(),
+        stop_reason: stop_reason(&runner.stop_reason),
+        seconds: started.elapsed().as_secs_f64(),
+        extract_seconds: extract_started.elapsed().as_secs_f64(),
+    };
+    Ok((out, stats))
 }
 
 /// Does the class of `root` hold a term without extension forms? (A

@@ -451,6 +451,14 @@ impl Analysis<Atl> for AtlAnalysis {
                 let k = egraph.add(leaf);
                 egraph.union(id, k);
             }
+            // a decided predicate is its literal (its free names are gone,
+            // so no other member may be extracted out of its binder's scope)
+            if !egraph.analysis.keep_constant_nodes {
+                let id = egraph.find(id);
+                egraph[id]
+                    .nodes
+                    .retain(|n| matches!(n, Atl::True | Atl::False));
+            }
         }
         // Pruning to a variable (differentiation only): a class that holds
         // `(var x)` is x, and its free names are exactly {x}. Terms proved

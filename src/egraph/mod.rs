@@ -32,6 +32,19 @@
 //! indices then become the same term and share an e-class (a cheap, partial
 //! alpha-equivalence); one name still means one extent.
 //!
+//! # Binders of the adjoint
+//!
+//! The reverse-mode rules add one binder, `(dlet x d s)`, which binds the
+//! *tangent* of `x` (sigma's name for it, kept in the analysis) rather than
+//! a name written in the node, and two forms that hide names: `(coeff P s)`
+//! mentions no tangent (a coefficient of a linear form does not depend on
+//! the tangents), `(drop x s)` not the tangent of `x`. The free-name analysis
+//! says so, and the conditions `tangent-free`, `tangent-not-free`,
+//! `root-not-free` read it. Two prunings keep the union-merged free names
+//! usable there: a class known to be a constant is its literal and mentions
+//! nothing, and (in differentiation) a class holding `(var x)` is `x` and
+//! mentions only `x` (see `analysis::modify`).
+//!
 //! # Modules
 //! * [`language`]: the egg language and conversion to and from core syntax;
 //! * [`analysis`]: free names (merged by union), smallest terms, constant

@@ -370,6 +370,22 @@ impl Condition<Atl, AtlAnalysis> for RootedAt {
     }
 }
 
+/// `settled(?b)`: the class is not a differential binding still waiting to
+/// be turned around (it holds no `dlet`, or also a `let` made from one).
+/// adj-swap-let moves a differential binding only past settled bodies, so
+/// the bindings are turned around innermost first, as in the paper, and the
+/// e-graph does not hold every interleaving of the pending ones (a number
+/// exponential in the length of the chain).
+struct Settled(Var);
+
+impl Condition<Atl, AtlAnalysis> for Settled {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        let nodes = &egraph[subst[self.0]].nodes;
+        !nodes.iter().any(|n| matches!(n, Atl::DLet(_)))
+            || nodes.iter().any(|n| matches!(n, Atl::Let(_)))
+    }
+}
+
 struct AllOf(Vec<Box<dyn Condition<Atl, AtlAnalysis> + Send + Sync>>);
 
 impl Condition<Atl, AtlAnalysis> for AllOf {
@@ -403,6 +419,10 @@ fn condition(
         }
         "tangent-free" => match args {
             [a] => Box::new(TangentFree(var(a)?)),
+            _ => return Err(format!("{name} takes 1 argument")),
+        },
+        "settled" => match args {
+            [a] => Box::new(Settled(var(a)?)),
             _ => return Err(format!("{name} takes 1 argument")),
         },
         "tangent-not-free" => {

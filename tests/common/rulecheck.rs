@@ -1700,6 +1700,9 @@ fn check_instance(
     // sigma: about half of the outer variables are differentiated
     let mut analysis = AtlAnalysis {
         extents: inst.extents.clone(),
+        // keep the instance's nodes when the analysis decides its value
+        // (the rule must still find its left-hand side)
+        keep_constant_nodes: true,
         ..AtlAnalysis::default()
     };
     for (x, t) in outer_vars() {
