@@ -58,6 +58,8 @@ pub fn adjoint_rules() -> Vec<Rewrite<Atl, AtlAnalysis>> {
         "iverson-iverson",
         "iverson-out-of-sum",
         "iverson-distribute",
+        "iverson-add-same",
+        "add-same",
         "sum-add",
         "index-elim-sum",
         "and-true-left",
