@@ -8,8 +8,8 @@
 //!   with respect to its `; wrt:` metadata (all real inputs without one);
 //! * `let_chain/optimize/<k>` and `let_chain/optimize_gradient/<k>`:
 //!   synthetic chains of `k` lets ([`let_chain`]) for k = 8, 16, 32, 64.
-//!   The gradient at k = 64 is the slowest benchmark (about 17 s a run,
-//!   3 minutes in all); `ATL_BENCH_QUICK=1` skips it.
+//!   The gradient at k = 64 is the slowest benchmark (about 11 s a run,
+//!   2 minutes in all); `ATL_BENCH_QUICK=1` skips it.
 //!
 //! The optimizer runs with the default node and iteration limits and a
 //! 600 s time limit (as the snapshot tests do), so every iteration does the
