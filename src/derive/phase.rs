@@ -6,7 +6,7 @@
 use crate::egraph::analysis::AtlGraph;
 use crate::egraph::extract::{extract_all, Term, WorkCost, UNUSABLE};
 use crate::egraph::language::Atl;
-use crate::egraph::runner::{extraction_samples, stop_reason, PhaseStats};
+use crate::egraph::runner::{extraction_samples, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Program};
 use egg::{Id, Language, Rewrite, Runner};
@@ -63,15 +63,7 @@ pub fn run_and_extract(
             }
         })
         .collect::<Result<Vec<Expr>>>()?;
-    let stats = PhaseStats {
-        phase: name.to_string(),
-        iterations: runner.iterations.len(),
-        nodes: egraph.total_number_of_nodes(),
-        classes: egraph.number_of_classes(),
-        stop_reason: stop_reason(&runner.stop_reason),
-        seconds: started.elapsed().as_secs_f64(),
-        extract_seconds: extract_started.elapsed().as_secs_f64(),
-    };
+    let stats = PhaseStats::of(name, &runner, started, extract_started);
     Ok((out, stats))
 }
 

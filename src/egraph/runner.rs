@@ -62,6 +62,27 @@ pub struct PhaseStats {
     pub extract_seconds: f64,
 }
 
+impl PhaseStats {
+    /// The statistics of a phase that ran `runner`, started at `started`
+    /// and began extracting at `extract_started`.
+    pub fn of(
+        name: &str,
+        runner: &Runner<super::language::Atl, AtlAnalysis>,
+        started: Instant,
+        extract_started: Instant,
+    ) -> PhaseStats {
+        PhaseStats {
+            phase: name.to_string(),
+            iterations: runner.iterations.len(),
+            nodes: runner.egraph.total_number_of_nodes(),
+            classes: runner.egraph.number_of_classes(),
+            stop_reason: stop_reason(&runner.stop_reason),
+            seconds: started.elapsed().as_secs_f64(),
+            extract_seconds: extract_started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Stats {
     pub phases: Vec<PhaseStats>,
@@ -231,7 +252,7 @@ fn label(s: &Sample) -> String {
         .join(",")
 }
 
-pub fn stop_reason(r: &Option<StopReason>) -> String {
+fn stop_reason(r: &Option<StopReason>) -> String {
     match r {
         Some(StopReason::Saturated) => "saturated".into(),
         Some(StopReason::IterationLimit(n)) => format!("iteration limit ({n})"),
@@ -340,15 +361,7 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
             out.push(e);
         }
     }
-    let stats = PhaseStats {
-        phase: name.to_string(),
-        iterations: runner.iterations.len(),
-        nodes: egraph.total_number_of_nodes(),
-        classes: egraph.number_of_classes(),
-        stop_reason: stop_reason(&runner.stop_reason),
-        seconds: started.elapsed().as_secs_f64(),
-        extract_seconds: extract_started.elapsed().as_secs_f64(),
-    };
+    let stats = PhaseStats::of(name, &runner, started, extract_started);
     (out, stats)
 }
 
