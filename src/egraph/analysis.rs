@@ -333,15 +333,12 @@ impl Analysis<Atl> for AtlAnalysis {
             // D[e] mentions the tangents of e's variables
             Atl::D(e) => {
                 free.union_with(&egraph[*e].data.free);
+                // (add_tangent interned every tangent name)
+                let an = &egraph.analysis;
                 let tangents: Vec<usize> = free
                     .iter()
-                    .filter_map(|k| {
-                        let x = *egraph.analysis.names.get_index(k)?;
-                        egraph.analysis.tangents.get(&x).copied()
-                    })
-                    .collect::<Vec<Symbol>>()
-                    .into_iter()
-                    .map(|dx| egraph.analysis.name_bit(dx))
+                    .filter_map(|k| an.tangents.get(an.names.get_index(k)?))
+                    .filter_map(|dx| an.names.get_index_of(dx))
                     .collect();
                 for k in tangents {
                     free.insert(k);

@@ -1707,7 +1707,7 @@ fn check_instance(
     };
     for (x, t) in outer_vars() {
         if rng.chance(0.5) {
-            analysis.tangents.insert(sym(&x), sym(&tangent_name(&x)));
+            analysis.add_tangent(sym(&x), sym(&tangent_name(&x)));
         } else {
             analysis.constants.insert(sym(&x), t);
         }
