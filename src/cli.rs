@@ -1,14 +1,16 @@
-//! The `atl-egg` command line (ATL.md, "The command line").
+//! The `atl-egg` command line (ATL.md, "The command line"; docs/cli.md).
 //!
 //! Exit status: 0 on success, 1 for any error about the program or its
-//! inputs (with a located message on stderr), 2 for a bad command line.
+//! inputs (with a report on stderr: file, line:column, the source line, a
+//! hint), 2 for a bad command line.
 //! Every command runs on a large stack ([`atl_egg::with_big_stack`]) because
 //! all passes recurse over the program and programs may nest 100,000 deep.
 
+use crate::cli_stats;
 use atl_egg::error::{Error, ErrorKind, Result};
 use atl_egg::front::{self, Program};
 use atl_egg::semantics::{cost, eval, value};
-use atl_egg::{derive, egraph};
+use atl_egg::{derive, egraph, npz};
 use clap::{Args, Parser, Subcommand};
 use std::io::Read;
 
@@ -16,7 +18,9 @@ use std::io::Read;
 #[command(
     name = "atl-egg",
     version,
-    about = "Differentiate and optimize A Tensor Language (ATL) programs by equality saturation"
+    about = "Differentiate and optimize A Tensor Language (ATL) programs by equality saturation",
+    after_help = "Run `atl-egg help COMMAND` for a command's flags and what it prints.\n\
+                  The language and the commands are documented in docs/ of the repository."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -37,19 +41,41 @@ pub struct SizesArg {
     pub sizes: Option<String>,
 }
 
+#[derive(Args, Debug, Clone)]
+pub struct OutputArg {
+    /// Write the output to FILE instead of standard output (for `eval`, a
+    /// name ending in `.npy` or `.npz` writes NumPy arrays).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<String>,
+}
+
+const INPUTS_HELP: &str = "The inputs: a JSON file holding an object from parameter names to values \
+(`-` for standard input), an `.npz` archive, or a folder of `.npy` files (one per input, named after it)";
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Type-check a program and print its signature.
-    Check(FileArg),
-    /// Evaluate a program on JSON inputs and print the result as JSON.
+    Check {
+        #[command(flatten)]
+        file: FileArg,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// Evaluate a program on inputs and print the result as JSON.
+    ///
+    /// Non-finite reals are written as the strings "NaN", "Infinity" and
+    /// "-Infinity", which `--inputs` reads back. With `-o result.npz` the
+    /// result is written as NumPy arrays: one array named `result`, or for a
+    /// pair one array per component (`result.0`, `result.1`, `result.1.0`, ...).
     Eval {
         #[command(flatten)]
         file: FileArg,
-        /// A JSON file holding an object from parameter names to values.
-        #[arg(long)]
+        #[arg(long, value_name = "FILE", help = INPUTS_HELP)]
         inputs: String,
         #[command(flatten)]
         sizes: SizesArg,
+        #[command(flatten)]
+        output: OutputArg,
     },
     /// Print the paper's work cost of a program (last line: the integer).
     Cost {
@@ -57,14 +83,20 @@ pub enum Command {
         file: FileArg,
         #[command(flatten)]
         sizes: SizesArg,
-        /// Inputs (needed for relation values and to infer sizes).
-        #[arg(long)]
+        /// Inputs (needed for relation values and to infer sizes); JSON, `-`,
+        /// `.npz` or a folder of `.npy` files.
+        #[arg(long, value_name = "FILE")]
         inputs: Option<String>,
         /// Print the input/output cost (cost + size of inputs and output).
         #[arg(long)]
         io: bool,
+        #[command(flatten)]
+        output: OutputArg,
     },
     /// Optimize a program by equality saturation; prints core forms.
+    ///
+    /// The result is equal in value (up to floating-point reassociation) and
+    /// costs no more than the input at every size checked.
     Optimize {
         #[command(flatten)]
         file: FileArg,
@@ -72,20 +104,48 @@ pub enum Command {
         opt: OptArgs,
     },
     /// The gradient of a function returning R (reverse mode), optimized.
+    ///
+    /// The program printed has the original parameters and no others. It
+    /// returns the gradient with respect to each `--wrt` input: one input's
+    /// gradient as itself, several as right-nested pairs in `--wrt` order
+    /// (`(pair dx (pair dy dz))`); `--format json` lists which is which.
     Grad(DeriveArgs),
-    /// Jacobian-vector product (forward mode): extra tangent parameters.
+    /// Jacobian-vector product (forward mode).
+    ///
+    /// The program printed has the original parameters, then one tangent
+    /// parameter per `--wrt` input, of that input's type, named `d` and the
+    /// input's name (`dx` for `x`, made unique if taken), in `--wrt` order.
+    /// It returns the tangent of the output.
     Jvp(DeriveArgs),
-    /// Vector-Jacobian product (reverse mode): an extra cotangent parameter.
+    /// Vector-Jacobian product (reverse mode).
+    ///
+    /// The program printed has the original parameters, then one cotangent
+    /// parameter `ct` of the output's type (made unique if taken). It returns
+    /// what `grad` returns: the cotangent pulled back to each `--wrt` input,
+    /// several as right-nested pairs in `--wrt` order.
     Vjp(DeriveArgs),
-    /// Hessian-vector product (forward over reverse): extra directions.
+    /// Hessian-vector product of a function returning R (forward over reverse).
+    ///
+    /// The program printed has the original parameters, then one direction
+    /// parameter per `--wrt` input, of that input's type, named `d` and the
+    /// input's name, in `--wrt` order. It returns the derivative of the
+    /// gradient along the directions, shaped like `grad`'s result.
     Hvp(DeriveArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// For example: `atl-egg completions bash > ~/.local/share/bash-completion/completions/atl-egg`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct DeriveArgs {
     #[command(flatten)]
     pub file: FileArg,
-    /// Inputs to differentiate, comma-separated (default: every real input).
+    /// Inputs to differentiate, comma-separated (default: every real input,
+    /// in parameter order).
     #[arg(long)]
     pub wrt: Option<String>,
     #[command(flatten)]
@@ -93,7 +153,7 @@ pub struct DeriveArgs {
 }
 
 impl DeriveArgs {
-    fn wrt(&self) -> Result<Vec<egg::Symbol>> {
+    fn wrt(&self) -> Result<Vec<&str>> {
         let Some(w) = &self.wrt else {
             return Ok(vec![]);
         };
@@ -103,7 +163,7 @@ impl DeriveArgs {
                 "--wrt {w}: expected names separated by commas"
             )));
         }
-        Ok(names.into_iter().map(egg::Symbol::from).collect())
+        Ok(names)
     }
 }
 
@@ -111,20 +171,40 @@ impl DeriveArgs {
 pub enum Format {
     /// ATL S-expressions, core forms only (reads back with `check -`).
     Sexp,
-    /// A JSON object: program, costs, e-graph size, iterations, stop reason.
+    /// A JSON object: the program, its signature, what it returns (each
+    /// gradient labelled by its input), the statistics.
     Json,
-    /// The paper's notation, for people.
+    /// The paper's notation, for people: one binding a line.
     Pretty,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatsFormat {
+    /// A short summary: per phase iterations, e-nodes, stop reason, time;
+    /// the cost before and after.
+    Summary,
+    /// The full record as JSON.
+    Json,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct OptArgs {
-    /// Sizes to compare costs at (after the large default sample).
+    /// Sizes to compare costs at (after the large default sample), and to
+    /// report the cost at with `--stats`.
     #[command(flatten)]
     pub sizes: SizesArg,
-    /// Print statistics (phases, e-graph size, stop reasons) on stderr.
-    #[arg(long)]
-    pub stats: bool,
+    /// Print statistics on stderr: `--stats` a short summary, `--stats=json`
+    /// the full record as JSON.
+    #[arg(
+        long,
+        value_enum,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "summary",
+        value_name = "FORMAT"
+    )]
+    pub stats: Option<StatsFormat>,
+    /// Output format.
     #[arg(long, value_enum, default_value = "sexp")]
     pub format: Format,
     /// Most e-nodes per phase.
@@ -133,9 +213,12 @@ pub struct OptArgs {
     /// Most iterations per phase.
     #[arg(long, default_value_t = 30)]
     pub iter_limit: usize,
-    /// Seconds for the whole optimization.
+    /// Seconds for the whole optimization (and, separately, for the
+    /// differentiation phase).
     #[arg(long, default_value_t = 10.0)]
     pub time_limit: f64,
+    #[command(flatten)]
+    pub output: OutputArg,
 }
 
 impl OptArgs {
@@ -159,47 +242,127 @@ impl OptArgs {
     }
 }
 
-/// Print an optimized program in the chosen format (stats on stderr).
-fn render(prog: &Program, stats: &egraph::Stats, opt: &OptArgs) -> Result<String> {
-    if opt.stats {
-        eprintln!(
+/// What a run read: the program's name and text, for error reports.
+#[derive(Default)]
+pub struct Session {
+    /// The program file's name (`<stdin>` for `-`) and text.
+    pub source: Option<(String, String)>,
+    /// Standard input was already read (for the program or the inputs).
+    stdin_used: bool,
+}
+
+/// The type the result of `grad`/`vjp`/`hvp` has for each `wrt` input, and
+/// how to select it from the result (`(fst result)`, ...).
+fn labelled_returns(prog: &Program, wrt: &[egg::Symbol]) -> Vec<serde_json::Value> {
+    let n = wrt.len();
+    wrt.iter()
+        .enumerate()
+        .map(|(k, w)| {
+            let ty = prog
+                .real_params()
+                .find(|(p, _)| p == w)
+                .map(|(_, t)| front::print::type_to_string(t))
+                .unwrap_or_default();
+            // right-nested pairs: k snds, then a fst unless it is the last
+            let mut sel = "result".to_string();
+            for _ in 0..k {
+                sel = format!("(snd {sel})");
+            }
+            if k + 1 < n {
+                sel = format!("(fst {sel})");
+            }
+            serde_json::json!({ "wrt": w.as_str(), "type": ty, "select": sel })
+        })
+        .collect()
+}
+
+/// Print an optimized program in the chosen format (statistics on stderr).
+fn render(
+    prog: &Program,
+    stats: &egraph::Stats,
+    opt: &OptArgs,
+    returns: Option<Vec<serde_json::Value>>,
+) -> Result<String> {
+    match opt.stats {
+        Some(StatsFormat::Summary) => {
+            eprint!("{}", cli_stats::summary(stats, opt.sizes.sizes.as_deref()))
+        }
+        Some(StatsFormat::Json) => eprintln!(
             "{}",
-            serde_json::to_string_pretty(stats).unwrap_or_else(|e| e.to_string())
-        );
+            serde_json::to_string_pretty(&cli_stats::to_json(stats)).unwrap_or_default()
+        ),
+        None => {}
+    }
+    for w in cli_stats::limit_warnings(stats) {
+        eprintln!("atl-egg: warning: {w}");
     }
     Ok(match opt.format {
         Format::Sexp => front::print::program_to_string(prog),
-        Format::Pretty => front::print::program_to_pretty(prog),
+        Format::Pretty => atl_egg::pretty(prog),
         Format::Json => {
-            let v = serde_json::json!({
+            let mut v = serde_json::json!({
                 "program": front::print::program_to_string(prog),
-                "stats": stats,
+                "signature": front::print::signature(prog),
             });
+            if let Some(r) = returns {
+                v["returns"] = serde_json::Value::Array(r);
+            }
+            v["stats"] = cli_stats::to_json(stats);
             serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
         }
     })
 }
 
-fn read_source(path: &str) -> Result<Vec<u8>> {
-    if path == "-" {
-        let mut buf = vec![];
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::input(format!("cannot read standard input: {e}")))?;
-        Ok(buf)
-    } else {
-        std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))
+fn read_stdin(session: &mut Session, what: &str) -> Result<Vec<u8>> {
+    if session.stdin_used {
+        return Err(Error::usage(format!(
+            "standard input is already read for the program; give the {what} as a file"
+        )));
     }
+    session.stdin_used = true;
+    let mut buf = vec![];
+    std::io::stdin()
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::input(format!("cannot read standard input: {e}")))?;
+    Ok(buf)
 }
 
-pub fn load_program(path: &str) -> Result<Program> {
-    let text = read_source(path)?;
+pub fn load_program(path: &str, session: &mut Session) -> Result<Program> {
+    let text = if path == "-" {
+        read_stdin(session, "program")?
+    } else {
+        std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))?
+    };
+    let name = if path == "-" { "<stdin>" } else { path };
+    session.source = Some((
+        name.to_string(),
+        String::from_utf8_lossy(&text).into_owned(),
+    ));
     front::parse_program(&text)
 }
 
-fn read_json(path: &str) -> Result<serde_json::Value> {
-    let text = std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))?;
-    serde_json::from_slice(&text).map_err(|e| Error::input(format!("{path}: malformed JSON: {e}")))
+/// The inputs as a JSON object: from a JSON file, standard input, an `.npz`
+/// archive or a folder of `.npy` files.
+fn read_inputs(path: &str, session: &mut Session) -> Result<serde_json::Value> {
+    let p = std::path::Path::new(path);
+    if path != "-" && (path.ends_with(".npz") || p.is_dir()) {
+        return npz::read_inputs(p);
+    }
+    if path.ends_with(".npy") {
+        return Err(Error::input(format!(
+            "{path}: a single .npy file holds one unnamed array"
+        ))
+        .with_hint("put one .npy file per input, named after it, in a folder, or use an .npz archive"));
+    }
+    let (text, name) = if path == "-" {
+        (read_stdin(session, "inputs")?, "standard input")
+    } else {
+        (
+            std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))?,
+            path,
+        )
+    };
+    serde_json::from_slice(&text).map_err(|e| Error::input(format!("{name}: malformed JSON: {e}")))
 }
 
 /// Sizes from `--sizes` and the inputs, then the inputs themselves.
@@ -208,12 +371,13 @@ fn inputs_for(
     sizes: &SizesArg,
     inputs: Option<&str>,
     require_reals: bool,
+    session: &mut Session,
 ) -> Result<value::Inputs> {
     let given = match &sizes.sizes {
         Some(s) => value::parse_sizes_flag(s)?,
         None => value::Sizes::default(),
     };
-    let json = inputs.map(read_json).transpose()?;
+    let json = inputs.map(|p| read_inputs(p, session)).transpose()?;
     let resolved = value::resolve_sizes(prog, &given, json.as_ref())?;
     let empty = serde_json::Value::Object(Default::default());
     value::inputs_from_json(
@@ -224,8 +388,20 @@ fn inputs_for(
     )
 }
 
+/// Write `text` to `-o FILE` (returning nothing to print) or return it.
+fn emit(text: String, output: &OutputArg) -> Result<String> {
+    match &output.output {
+        Some(path) if path != "-" => {
+            std::fs::write(path, text)
+                .map_err(|e| Error::input(format!("cannot write {path}: {e}")))?;
+            Ok(String::new())
+        }
+        _ => Ok(text),
+    }
+}
+
 /// Run a command; returns what to print on stdout.
-pub fn run(cmd: Command) -> Result<String> {
+pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
     let which = match &cmd {
         Command::Grad(_) => "grad",
         Command::Jvp(_) => "jvp",
@@ -234,43 +410,55 @@ pub fn run(cmd: Command) -> Result<String> {
         _ => "",
     };
     match cmd {
-        Command::Check(f) => {
-            let prog = load_program(&f.file)?;
-            Ok(front::print::signature(&prog) + "\n")
+        Command::Check { file, output } => {
+            let prog = load_program(&file.file, session)?;
+            emit(front::print::signature(&prog) + "\n", &output)
         }
         Command::Eval {
             file,
             inputs,
             sizes,
+            output,
         } => {
-            let prog = load_program(&file.file)?;
-            let inputs = inputs_for(&prog, &sizes, Some(&inputs), true)?;
+            let prog = load_program(&file.file, session)?;
+            let inputs = inputs_for(&prog, &sizes, Some(&inputs), true, session)?;
             let v = eval::evaluate(&prog, &inputs)?;
-            Ok(value::value_to_json_string(&v, &prog.ret, &inputs.sizes)? + "\n")
+            if let Some(path) = &output.output {
+                if path.ends_with(".npz") || path.ends_with(".npy") {
+                    npz::write_value(std::path::Path::new(path), &v, &prog.ret, &inputs.sizes)?;
+                    return Ok(String::new());
+                }
+            }
+            emit(
+                value::value_to_json_string(&v, &prog.ret, &inputs.sizes)? + "\n",
+                &output,
+            )
         }
         Command::Cost {
             file,
             sizes,
             inputs,
             io,
+            output,
         } => {
-            let prog = load_program(&file.file)?;
-            let inputs = inputs_for(&prog, &sizes, inputs.as_deref(), false)?;
+            let prog = load_program(&file.file, session)?;
+            let inputs = inputs_for(&prog, &sizes, inputs.as_deref(), false, session)?;
             let c = if io {
                 cost::io_cost(&prog, &inputs.sizes, &inputs.relations)?
             } else {
                 cost::cost(&prog, &inputs.sizes, &inputs.relations)?
             };
-            Ok(format!("{c}\n"))
+            emit(format!("{c}\n"), &output)
         }
         Command::Optimize { file, opt } => {
-            let prog = load_program(&file.file)?;
+            let prog = load_program(&file.file, session)?;
             let out = egraph::optimize(&prog, &opt.options()?)?;
-            render(&out.program, &out.stats, &opt)
+            let text = render(&out.program, &out.stats, &opt, None)?;
+            emit(text, &opt.output)
         }
         Command::Grad(a) | Command::Jvp(a) | Command::Vjp(a) | Command::Hvp(a) => {
-            let prog = load_program(&a.file.file)?;
-            let wrt = a.wrt()?;
+            let prog = load_program(&a.file.file, session)?;
+            let wrt = atl_egg::resolve_wrt(&prog, &a.wrt()?)?;
             let opts = a.opt.options()?;
             let out = match which {
                 "grad" => derive::grad(&prog, &wrt, &opts)?,
@@ -278,7 +466,15 @@ pub fn run(cmd: Command) -> Result<String> {
                 "vjp" => derive::vjp(&prog, &wrt, &opts)?,
                 _ => derive::hvp(&prog, &wrt, &opts)?,
             };
-            render(&out.program, &out.stats, &a.opt)
+            let returns = (which != "jvp").then(|| labelled_returns(&prog, &wrt));
+            let text = render(&out.program, &out.stats, &a.opt, returns)?;
+            emit(text, &a.opt.output)
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut buf = vec![];
+            clap_complete::generate(shell, &mut Cli::command(), "atl-egg", &mut buf);
+            Ok(String::from_utf8_lossy(&buf).into_owned())
         }
     }
 }

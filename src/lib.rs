@@ -1,25 +1,73 @@
 //! atl-egg: differentiate and optimize programs in A Tensor Language (ATL)
 //! by equality saturation.
 //!
-//! The crate is layered the way a program flows through it:
+//! # The workflow
 //!
-//! * [`front`]: reading S-expressions with positions, elaboration (type
-//!   checking, desugaring to core forms, unique binder names), printing;
-//! * [`semantics`]: values and JSON, the reference evaluator, forward-mode
-//!   dual numbers, and the paper's sparsity-aware work cost;
-//! * [`egraph`]: ATL as an egg language, analyses, rules loaded from
-//!   `rules/`, extraction by the work cost, the phased runner;
-//! * [`mod@derive`]: forward and adjoint derivatives;
-//! * the `atl-egg` binary (`src/main.rs`) drives all of it.
+//! Everything a user needs is at the crate root; inputs are named by `&str`
+//! everywhere:
+//!
+//! | step | call |
+//! | --- | --- |
+//! | read and type-check a program | [`parse`], [`check`] |
+//! | give it inputs | [`inputs`] (JSON text and sizes) |
+//! | run it | [`eval`], then [`to_json`] |
+//! | count its work | [`cost`] |
+//! | optimize it | [`optimize`] |
+//! | differentiate it | [`grad`], [`jvp`], [`vjp`], [`hvp`], [`optimize_gradient`] |
+//! | print it | [`print`] (ATL core forms), [`pretty`] (the paper's notation) |
+//! | report an error | [`diagnostics::render`] |
+//!
+//! ```
+//! use atl_egg::Options;
+//!
+//! // the squared norm of a vector
+//! let f = atl_egg::parse("(fn norm2 ((x (tensor n R))) (sum i n (* (get x i) (get x i))))")?;
+//! // its gradient, optimized
+//! let g = atl_egg::grad(&f, &["x"], &Options::default())?;
+//! println!("{}", atl_egg::print(&g.program));
+//! // evaluated at x = [1, 2, 3] (the size n comes from the input's length)
+//! let inputs = atl_egg::inputs(&g.program, r#"{"x": [1, 2, 3]}"#, &[])?;
+//! let value = atl_egg::eval(&g.program, &inputs)?;
+//! assert_eq!(atl_egg::to_json(&g.program, &value, &inputs)?, "[2.0, 4.0, 6.0]");
+//! # Ok::<(), atl_egg::Error>(())
+//! ```
+//!
+//! # Inside
+//!
+//! The crate is layered the way a program flows through it: `front`
+//! (reading with positions, elaboration: type checking, desugaring to core
+//! forms, unique binder names; printing), `semantics` (values and JSON,
+//! the reference evaluator, dual numbers, the paper's sparsity-aware work
+//! cost), `egraph` (ATL as an egg language, analyses, the rules of
+//! `rules/`, extraction by the work cost, the phased runner) and `derive`
+//! (forward and adjoint derivatives). These modules are public only for the
+//! crate's tests, benchmarks and examples and are hidden from the
+//! documentation: their items may change without notice. `docs/design.md`
+//! in the repository describes them.
 
+#![warn(missing_docs)]
+
+#[doc(hidden)]
 pub mod corpus;
+#[doc(hidden)]
 pub mod derive;
+pub mod diagnostics;
+#[doc(hidden)]
 pub mod egraph;
 pub mod error;
+#[doc(hidden)]
 pub mod front;
+pub mod npz;
+#[doc(hidden)]
 pub mod semantics;
 
+pub use derive::Derived;
+pub use egraph::{Optimized, Options, Stats};
 pub use error::{Error, ErrorKind, Pos, Result};
+pub use front::{Param, ParamKind, Program, Type};
+pub use semantics::value::{Inputs, Value};
+
+use egg::Symbol;
 
 /// Run `f` on a thread with a large stack. Every pass of the compiler is a
 /// structural recursion over expressions; programs nested 100,000 deep are
@@ -31,4 +79,155 @@ pub fn with_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
         .expect("cannot spawn the worker thread")
         .join()
         .unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+/// Read, type-check and desugar a program text: `(fn NAME (PARAM ...) BODY)`.
+///
+/// Errors are syntax or type errors with a position; render them with
+/// [`diagnostics::render`].
+///
+/// ```
+/// let f = atl_egg::parse("(fn f ((x R)) (* x x))").unwrap();
+/// assert_eq!(atl_egg::check(&f), "(fn f ((x R)) -> R)");
+/// ```
+pub fn parse(text: &str) -> Result<Program> {
+    front::parse_program(text.as_bytes())
+}
+
+/// The signature of a checked program, `(fn NAME (PARAMS) -> TYPE)`, as
+/// `atl-egg check` prints it.
+pub fn check(prog: &Program) -> String {
+    front::print::signature(prog)
+}
+
+/// The inputs of `prog`: values from a JSON object (parameter names to
+/// values: reals, nested arrays, pairs as 2-arrays, relations as booleans;
+/// `"NaN"`, `"Infinity"` and `"-Infinity"` for non-finite reals) and sizes;
+/// a size not given is taken from an input whose dimension is that size.
+///
+/// ```
+/// let f = atl_egg::parse("(fn f ((n size) (x (tensor n R))) (sum i n (get x i)))").unwrap();
+/// let inputs = atl_egg::inputs(&f, r#"{"x": [1, 2]}"#, &[("n", 2)]).unwrap();
+/// let v = atl_egg::eval(&f, &inputs).unwrap();
+/// assert_eq!(atl_egg::to_json(&f, &v, &inputs).unwrap(), "3.0");
+/// ```
+pub fn inputs(prog: &Program, json: &str, sizes: &[(&str, i64)]) -> Result<Inputs> {
+    let json: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| Error::input(format!("malformed JSON inputs: {e}")))?;
+    let given: semantics::value::Sizes = sizes.iter().map(|(k, v)| (Symbol::from(*k), *v)).collect();
+    let sizes = semantics::value::resolve_sizes(prog, &given, Some(&json))?;
+    semantics::value::inputs_from_json(prog, &json, &sizes, true)
+}
+
+/// Evaluate `prog` on `inputs` (IEEE doubles; a `get` out of range reads
+/// zero). Deeply nested programs need a large stack: see [`with_big_stack`].
+pub fn eval(prog: &Program, inputs: &Inputs) -> Result<Value> {
+    semantics::eval::evaluate(prog, inputs)
+}
+
+/// A value of `prog`'s result as JSON text (`[1.0, 2.5]`; pairs as
+/// 2-arrays; non-finite reals as the strings `"NaN"`, `"Infinity"`,
+/// `"-Infinity"`).
+pub fn to_json(prog: &Program, value: &Value, inputs: &Inputs) -> Result<String> {
+    semantics::value::value_to_json_string(value, &prog.ret, &inputs.sizes)
+}
+
+/// The paper's work cost of `prog` (additions, multiplications and
+/// black-box calls) at the sizes and relations of `inputs`.
+///
+/// ```
+/// let f = atl_egg::parse("(fn f ((x (tensor n R))) (sum i n (* (get x i) (get x i))))").unwrap();
+/// let at = atl_egg::inputs(&f, "{}", &[("n", 10)]).unwrap_err(); // x is missing
+/// assert!(at.msg.contains("missing input 'x'"));
+/// let mut inputs = atl_egg::Inputs::default();
+/// inputs.sizes.insert("n".into(), 10);
+/// assert_eq!(atl_egg::cost(&f, &inputs).unwrap(), 19); // 10 products, 9 additions
+/// ```
+pub fn cost(prog: &Program, inputs: &Inputs) -> Result<u128> {
+    semantics::cost::cost(prog, &inputs.sizes, &inputs.relations)
+}
+
+/// Optimize `prog` by equality saturation: an equal program (up to
+/// floating-point reassociation) that costs no more at every size checked,
+/// and the statistics of the run.
+pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
+    egraph::optimize(prog, opts)
+}
+
+/// Check the names of inputs to differentiate: each a real-valued input of
+/// `prog`, none twice; empty means every real input, in parameter order.
+/// A name that is not an input gets the closest one as a hint.
+pub fn resolve_wrt(prog: &Program, wrt: &[&str]) -> Result<Vec<Symbol>> {
+    for w in wrt {
+        if prog.params.iter().all(|p| p.name.as_str() != *w) {
+            let reals: Vec<&str> = prog.real_params().map(|(n, _)| n.as_str()).collect();
+            let hint = diagnostics::did_you_mean(w, reals.iter().copied()).or_else(|| {
+                (!reals.is_empty()).then(|| format!("the real-valued inputs are: {}", reals.join(", ")))
+            });
+            return Err(Error::input(format!(
+                "--wrt {w}: the function has no input named {w}"
+            ))
+            .with_hint_opt(hint));
+        }
+    }
+    let wrt: Vec<Symbol> = wrt.iter().map(|w| Symbol::from(*w)).collect();
+    derive::forward::resolve_wrt(prog, &wrt)
+}
+
+/// The gradient of a function returning `R` with respect to the inputs
+/// `wrt` (all real inputs when empty), optimized: the original parameters;
+/// it returns one gradient, or several as right-nested pairs in `wrt` order.
+pub fn grad(prog: &Program, wrt: &[&str], opts: &Options) -> Result<Derived> {
+    derive::grad(prog, &resolve_wrt(prog, wrt)?, opts)
+}
+
+/// The forward derivative (Jacobian-vector product): the original
+/// parameters then one tangent per `wrt` input (named after it); returns
+/// the output's tangent.
+pub fn jvp(prog: &Program, wrt: &[&str], opts: &Options) -> Result<Derived> {
+    derive::jvp(prog, &resolve_wrt(prog, wrt)?, opts)
+}
+
+/// The reverse derivative (vector-Jacobian product): the original
+/// parameters then one cotangent of the output's type; returns what
+/// [`grad`] returns.
+pub fn vjp(prog: &Program, wrt: &[&str], opts: &Options) -> Result<Derived> {
+    derive::vjp(prog, &resolve_wrt(prog, wrt)?, opts)
+}
+
+/// The Hessian-vector product of a function returning `R` (forward over
+/// reverse): the original parameters then one direction per `wrt` input;
+/// returns the derivative of the gradient along the directions.
+pub fn hvp(prog: &Program, wrt: &[&str], opts: &Options) -> Result<Derived> {
+    derive::hvp(prog, &resolve_wrt(prog, wrt)?, opts)
+}
+
+/// The call the design names: the optimized gradient program (the same as
+/// [`grad`]).
+///
+/// ```
+/// let f = atl_egg::parse(
+///     "(fn dot ((x (tensor n R)) (y (tensor n R))) (sum i n (* (get x i) (get y i))))",
+/// )?;
+/// let g = atl_egg::optimize_gradient(&f, &["x"], &atl_egg::Options::default())?;
+/// print!("{}", atl_egg::pretty(&g.program));
+/// let inputs = atl_egg::inputs(&g.program, r#"{"x": [1, 2], "y": [3, 4]}"#, &[])?;
+/// let dx = atl_egg::eval(&g.program, &inputs)?;
+/// assert_eq!(atl_egg::to_json(&g.program, &dx, &inputs)?, "[3.0, 4.0]");
+/// # Ok::<(), atl_egg::Error>(())
+/// ```
+pub fn optimize_gradient(prog: &Program, wrt: &[&str], opts: &Options) -> Result<Derived> {
+    grad(prog, wrt, opts)
+}
+
+/// The program in ATL syntax, core forms only: what the command line
+/// prints, and valid input to [`parse`].
+pub fn print(prog: &Program) -> String {
+    front::print::program_to_string(prog)
+}
+
+/// The program in the paper's notation, one binding a line: `⊞` for
+/// `gen`, `Σ` for `sum`, `[p]·e` for Iverson brackets, `let … in`.
+pub fn pretty(prog: &Program) -> String {
+    front::pretty::program(prog)
 }

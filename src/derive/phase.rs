@@ -36,11 +36,26 @@ pub fn run_and_extract(
         .with_time_limit(time_limit)
         .run(rules);
     let unfinished = || {
-        Error::transform(format!(
-            "differentiation did not finish ({:?}); the program may be too large \
-             (try a larger --time-limit)",
-            runner.stop_reason
-        ))
+        use egg::StopReason::*;
+        let (why, hint) = match &runner.stop_reason {
+            Some(TimeLimit(t)) => (
+                format!("it reached the time limit ({t:.1} s)"),
+                "raise --time-limit",
+            ),
+            Some(IterationLimit(n)) => (
+                format!("it reached its limit of {n} rewriting rounds"),
+                "the limit is fixed; differentiate fewer inputs (--wrt) or split the program",
+            ),
+            Some(NodeLimit(n)) => (
+                format!("the e-graph reached its limit of {n} e-nodes"),
+                "the limit is fixed; differentiate fewer inputs (--wrt) or split the program",
+            ),
+            _ => (
+                "some derivative forms could not be eliminated".to_string(),
+                "this is a limitation of the rules; please report the program",
+            ),
+        };
+        Error::transform(format!("differentiation did not finish: {why}")).with_hint(hint)
     };
     // After a limit, extension forms may remain; check that every root has
     // a term without them before extracting (which would only fail, slowly)

@@ -53,7 +53,29 @@ fn overflow(pos: Pos) -> impl Fn(Overflow) -> Error {
     move |_| Error::typ(pos, "integer overflow in index arithmetic")
 }
 
+/// Expression form names, for "did you mean" hints.
+const EXPR_FORMS: &[&str] = &[
+    "+", "*", "-", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "exp", "log",
+    "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step", "pow", "dtanh", "dsigmoid",
+    "dsqrt", "drecip", "dcos", "dpow",
+];
+
+/// Predicate form names, for "did you mean" hints.
+const PRED_FORMS: &[&str] = &[
+    "<", "<=", "==", ">", ">=", "and", "or", "exists", "true", "false",
+];
+
 impl Elab {
+    /// "did you mean" the closest name in scope of the kind `want`.
+    fn near(&self, name: &str, want: impl Fn(&Binding) -> bool) -> Option<String> {
+        let names = self
+            .scope
+            .iter()
+            .filter(|(_, b)| want(b))
+            .map(|(n, _)| n.as_str());
+        crate::diagnostics::did_you_mean(name, names)
+    }
+
     fn fresh(&mut self, base: &str) -> Symbol {
         loop {
             self.counter += 1;
@@ -125,7 +147,8 @@ impl Elab {
                         decl.push(Symbol::from(s.as_str()));
                         Ok(Affine::var(Symbol::from(s.as_str())))
                     }
-                    None => Err(Error::typ(pos, format!("unknown size '{s}'"))),
+                    None => Err(Error::typ(pos, format!("unknown size '{s}'"))
+                        .with_hint_opt(self.near(s, |b| matches!(b, Binding::Size)))),
                 },
             },
             Sexp::List(items, _) => {
@@ -248,7 +271,11 @@ impl Elab {
                     pos,
                     format!("'{s}' is {} and cannot be used as an index", kind_words(b)),
                 )),
-                None => Err(Error::typ(pos, format!("unbound index variable '{s}'"))),
+                None => Err(
+                    Error::typ(pos, format!("unbound index variable '{s}'")).with_hint_opt(
+                        self.near(s, |b| matches!(b, Binding::Index(_) | Binding::Size)),
+                    ),
+                ),
             },
             Sexp::List(items, _) => {
                 let args = &items[1.min(items.len())..];
@@ -379,7 +406,12 @@ impl Elab {
                 pos,
                 format!("'{h}' is {}, not a relation", kind_words(&b)),
             )),
-            None => Err(Error::typ(pos, format!("unknown predicate form '{h}'"))),
+            None => Err(
+                Error::typ(pos, format!("unknown predicate form '{h}'")).with_hint_opt(
+                    crate::diagnostics::did_you_mean(h, PRED_FORMS.iter().copied())
+                        .or_else(|| self.near(h, |b| matches!(b, Binding::Rel(_)))),
+                ),
+            ),
         }
     }
 
@@ -391,7 +423,8 @@ impl Elab {
             Sexp::Num(n, _) => return Ok((Expr::Const(Real(n.value)), Type::Real)),
             Sexp::Sym(s, _) => {
                 return match self.scope.get(s.as_str()) {
-                    None => Err(Error::typ(pos, format!("unbound variable '{s}'"))),
+                    None => Err(Error::typ(pos, format!("unbound variable '{s}'"))
+                        .with_hint_opt(self.near(s, |b| matches!(b, Binding::Var(..))))),
                     Some(Binding::Var(u, t)) => Ok((Expr::Var(*u), t.clone())),
                     Some(b) => Err(Error::typ(
                         pos,
@@ -590,7 +623,8 @@ impl Elab {
                 pos,
                 format!("'{h}' is not an expression form"),
             )),
-            _ => Err(Error::syntax(pos, format!("unknown form '{h}'"))),
+            _ => Err(Error::syntax(pos, format!("unknown form '{h}'"))
+                .with_hint_opt(crate::diagnostics::did_you_mean(h, EXPR_FORMS.iter().copied()))),
         }
     }
 

@@ -186,7 +186,7 @@ pub fn program_to_string(prog: &Program) -> String {
 
 // -- the paper's notation ------------------------------------------------------
 
-fn pretty_pred(p: &Pred) -> String {
+pub(crate) fn pretty_pred(p: &Pred) -> String {
     match p {
         Pred::True => "true".into(),
         Pred::False => "false".into(),
@@ -204,7 +204,7 @@ fn pretty_pred(p: &Pred) -> String {
     }
 }
 
-fn pretty_aff(a: &Affine) -> String {
+pub(crate) fn pretty_aff(a: &Affine) -> String {
     let mut s = String::new();
     for (n, k) in &a.terms {
         let sign = if *k < 0 { "-" } else { "+" };

@@ -16,10 +16,10 @@
 //!   (`x[2]: expected a number, got "a"`). JSON itself bounds what is
 //!   allocated while reading; writing a value (which may expand a lazy `Zero`
 //!   of a huge type) is capped at [`MAX_OUTPUT_REALS`] reals.
-//! * Non-finite reals cannot be JSON numbers. [`value_to_json_string`] writes
-//!   them as `NaN`, `Infinity` and `-Infinity`, as Python's `json` module
-//!   reads and writes them; [`value_to_json`] (a `serde_json::Value`, used
-//!   by tests) writes them as `null`.
+//! * Non-finite reals cannot be JSON numbers. Every writer spells them the
+//!   one way documented in docs/cli.md, as the JSON strings `"NaN"`,
+//!   `"Infinity"` and `"-Infinity"`, and the reader accepts those strings
+//!   where a real is expected (so output reads back as input).
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::front::affine::{Affine, EvalAffineError};
@@ -187,7 +187,8 @@ pub(crate) fn dim_at(d: &Affine, sizes: &Sizes, kind: ErrorKind) -> Result<usize
 pub(crate) fn affine_at(d: &Affine, sizes: &Sizes) -> Result<i64> {
     d.eval_with(|n| sizes.get(&n).copied())
         .map_err(|e| match e {
-            EvalAffineError::Unbound(n) => Error::input(format!("size {n} is not given")),
+            EvalAffineError::Unbound(n) => Error::input(format!("size {n} is not given"))
+                .with_hint(format!("give it with --sizes {n}=N")),
             EvalAffineError::Overflow => Error::eval(format!(
                 "dimension {d} overflows 64-bit integers at these sizes"
             )),
@@ -324,13 +325,40 @@ pub fn resolve_sizes(
                 out.insert(s, n);
             }
             None => {
-                return Err(Error::input(format!(
-                    "size {s} is not given by --sizes and cannot be inferred from the inputs"
-                )))
+                // the inputs that would give it, when they are missing
+                let carriers: Vec<&str> = prog
+                    .params
+                    .iter()
+                    .filter(|p| obj.is_none_or(|o| !o.contains_key(p.name.as_str())))
+                    .filter(|p| match &p.kind {
+                        ParamKind::Size => false,
+                        ParamKind::Real(ty) => type_has_dim(ty, s),
+                        ParamKind::Relation(dims) => dims.contains(&Affine::var(s)),
+                    })
+                    .map(|p| p.name.as_str())
+                    .collect();
+                return Err(match carriers.first().filter(|_| obj.is_some()) {
+                    Some(x) => Error::input(format!("missing input '{x}'")).with_hint(format!(
+                        "the size {s} is taken from the input {x}; give {x}, or give --sizes {s}=N",
+                    )),
+                    None => Error::input(format!(
+                        "size {s} is not given by --sizes and cannot be inferred from the inputs"
+                    ))
+                    .with_hint(format!("give it with --sizes {s}=N")),
+                });
             }
         }
     }
     Ok(out)
+}
+
+/// Does a dimension of `ty` equal the size `s` exactly?
+fn type_has_dim(ty: &Type, s: Symbol) -> bool {
+    match ty {
+        Type::Real => false,
+        Type::Pair(a, b) => type_has_dim(a, s) || type_has_dim(b, s),
+        Type::Tensor(d, t) => *d == Affine::var(s) || type_has_dim(t, s),
+    }
 }
 
 fn infer(j: &serde_json::Value, ty: &Type, s: Symbol) -> Option<i64> {
@@ -415,6 +443,10 @@ fn from_json(j: &serde_json::Value, ty: &Type, sizes: &Sizes, path: Path) -> Res
             serde_json::Value::Number(n) => n.as_f64().map(Value::Real).ok_or_else(|| {
                 Error::input(format!("{path}: expected a number, got {}", jdesc(j)))
             }),
+            // the one spelling of non-finite reals (see `real_to_json_string`)
+            serde_json::Value::String(s) if non_finite_from_str(s).is_some() => {
+                Ok(Value::Real(non_finite_from_str(s).unwrap_or(f64::NAN)))
+            }
             _ => Err(Error::input(format!(
                 "{path}: expected a number, got {}",
                 jdesc(j)
@@ -653,7 +685,8 @@ fn walk(v: &Value, ty: &Type, sizes: &Sizes, out: &mut impl FnMut(Event)) -> Res
     Ok(())
 }
 
-/// `v` as JSON (`Zero` expanded; non-finite reals become `null`).
+/// `v` as JSON (`Zero` expanded; non-finite reals as the strings `"NaN"`,
+/// `"Infinity"`, `"-Infinity"`).
 pub fn value_to_json(v: &Value, ty: &Type, sizes: &Sizes) -> Result<serde_json::Value> {
     check_output_size(ty, sizes)?;
     let mut stack: Vec<Vec<serde_json::Value>> = vec![vec![]];
@@ -661,7 +694,9 @@ pub fn value_to_json(v: &Value, ty: &Type, sizes: &Sizes) -> Result<serde_json::
         Event::Real(x) => {
             let j = serde_json::Number::from_f64(x)
                 .map(serde_json::Value::Number)
-                .unwrap_or(serde_json::Value::Null);
+                .unwrap_or_else(|| {
+                    serde_json::Value::String(real_to_json_string(x).trim_matches('"').into())
+                });
             if let Some(top) = stack.last_mut() {
                 top.push(j);
             }
@@ -682,19 +717,33 @@ pub fn value_to_json(v: &Value, ty: &Type, sizes: &Sizes) -> Result<serde_json::
 }
 
 /// A real as JSON text: the shortest round-trip decimal form for finite
-/// numbers (`0.1`, `3.0`, `1e-7`), `NaN`, `Infinity`, `-Infinity` otherwise.
+/// numbers (`0.1`, `3.0`, `1e-7`); otherwise the JSON strings `"NaN"`,
+/// `"Infinity"`, `"-Infinity"` (JSON has no non-finite numbers; this is the
+/// one spelling the tool writes, and `--inputs` reads it back).
 pub fn real_to_json_string(x: f64) -> String {
     if x.is_nan() {
-        "NaN".into()
+        "\"NaN\"".into()
     } else if x.is_infinite() {
-        if x > 0.0 { "Infinity" } else { "-Infinity" }.into()
+        if x > 0.0 { "\"Infinity\"" } else { "\"-Infinity\"" }.into()
     } else {
         format!("{x:?}")
     }
 }
 
+/// The non-finite real a JSON string spells (`"NaN"`, `"Infinity"`,
+/// `"-Infinity"`), if it is one of them.
+pub fn non_finite_from_str(s: &str) -> Option<f64> {
+    match s {
+        "NaN" => Some(f64::NAN),
+        "Infinity" => Some(f64::INFINITY),
+        "-Infinity" => Some(f64::NEG_INFINITY),
+        _ => None,
+    }
+}
+
 /// `v` as JSON text in the style of Python's `json.dumps` (`[1.0, 2.5]`),
-/// `Zero` expanded, non-finite reals as `NaN`/`Infinity`/`-Infinity`.
+/// `Zero` expanded, non-finite reals as the strings `"NaN"`, `"Infinity"`,
+/// `"-Infinity"`.
 pub fn value_to_json_string(v: &Value, ty: &Type, sizes: &Sizes) -> Result<String> {
     check_output_size(ty, sizes)?;
     let mut s = String::new();
@@ -1151,16 +1200,16 @@ mod tests {
         let v = Value::pair(Value::Zero, Value::Real(f64::NAN));
         assert_eq!(
             value_to_json(&v, &ty, &sz).unwrap(),
-            json!([[0.0, 0.0], null])
+            json!([[0.0, 0.0], "NaN"])
         );
         assert_eq!(
             value_to_json_string(&v, &ty, &sz).unwrap(),
-            "[[0.0, 0.0], NaN]"
+            "[[0.0, 0.0], \"NaN\"]"
         );
         let w = Value::tensor(vec![Value::Real(0.1), Value::Real(-f64::INFINITY)]);
         assert_eq!(
             value_to_json_string(&w, &vec_n(), &sz).unwrap(),
-            "[0.1, -Infinity]"
+            "[0.1, \"-Infinity\"]"
         );
         assert_eq!(real_to_json_string(1e-7), "1e-7");
         assert_eq!(real_to_json_string(3.0), "3.0");
