@@ -352,7 +352,9 @@ fn read_inputs(path: &str, session: &mut Session) -> Result<serde_json::Value> {
         return Err(Error::input(format!(
             "{path}: a single .npy file holds one unnamed array"
         ))
-        .with_hint("put one .npy file per input, named after it, in a folder, or use an .npz archive"));
+        .with_hint(
+            "put one .npy file per input, named after it, in a folder, or use an .npz archive",
+        ));
     }
     let (text, name) = if path == "-" {
         (read_stdin(session, "inputs")?, "standard input")

@@ -89,7 +89,7 @@ pub fn summary(stats: &Stats, user_sizes: Option<&str>) -> String {
         .unwrap_or(5)
         .max(5);
     s += &format!(
-        "{:<w$}  {:>5}  {:>8}  {:>9}  {:<24}\n",
+        "{:<w$}  {:>5}  {:>8}  {:>9}  {}\n",
         "phase", "iters", "e-nodes", "time", "stopped by"
     );
     for p in &stats.phases {
@@ -140,7 +140,10 @@ fn limit_flag(p: &PhaseStats) -> Option<(&'static str, &'static str)> {
     } else if r.starts_with("node limit") {
         Some(("node", if differentiation { "" } else { "--node-limit" }))
     } else if r.starts_with("iteration limit") {
-        Some(("iteration", if differentiation { "" } else { "--iter-limit" }))
+        Some((
+            "iteration",
+            if differentiation { "" } else { "--iter-limit" },
+        ))
     } else {
         None
     }
@@ -153,15 +156,20 @@ pub fn limit_warnings(stats: &Stats) -> Vec<String> {
         .iter()
         .filter_map(|p| {
             let (what, flag) = limit_flag(p)?;
+            // "iteration limit (30)" -> "30"
+            let r = p.stop_reason.as_str();
+            let at = r
+                .find('(')
+                .map_or(r, |k| r[k + 1..].trim_end_matches(')'));
             Some(if flag.is_empty() {
                 format!(
-                    "the {} phase stopped at its {what} limit ({}); the result may be less simplified",
-                    p.phase, p.stop_reason
+                    "the {} phase stopped at its {what} limit ({at}); the result may be less simplified",
+                    p.phase
                 )
             } else {
                 format!(
-                    "the {} phase stopped at the {what} limit ({}); raise {flag} to let it finish",
-                    p.phase, p.stop_reason
+                    "the {} phase stopped at the {what} limit ({at}); raise {flag} to let it finish",
+                    p.phase
                 )
             })
         })

@@ -82,6 +82,19 @@ fn offset_of(text: &str, pos: Pos) -> usize {
         .map_or(start + eol, |(k, _)| start + k)
 }
 
+/// Lines longer than this are not shown whole.
+const LONG_LINE: usize = 300;
+/// Bytes of context either side of the column in an excerpt of a long line.
+const EXCERPT: usize = 40;
+
+/// The largest char boundary of `text` at or before `k`.
+fn floor_char(text: &str, mut k: usize) -> usize {
+    while !text.is_char_boundary(k) {
+        k -= 1;
+    }
+    k
+}
+
 /// The span to underline at `at`: a whole form when it closes on the same
 /// line, else its `(`; a whole atom; one character otherwise.
 fn span_at(text: &str, at: usize) -> std::ops::Range<usize> {
@@ -125,17 +138,36 @@ pub fn render(err: &Error, source: Option<(&str, &str)>, color: bool) -> String 
         .with_code(err.kind.word())
         .with_message(err.msg.clone());
     let file = source.map(|(name, text)| SimpleFile::new(name.to_string(), text.to_string()));
+    let mut notes = vec![];
     match (err.pos, &file) {
         (Some(pos), Some(f)) => {
-            let at = offset_of(f.source(), pos);
-            diag = diag.with_labels(vec![Label::primary((), span_at(f.source(), at))]);
+            let text = f.source();
+            let at = offset_of(text, pos);
+            let line_start = text[..at].rfind('\n').map_or(0, |k| k + 1);
+            let line_end = text[at..].find('\n').map_or(text.len(), |k| at + k);
+            if line_end - line_start <= LONG_LINE {
+                diag = diag.with_labels(vec![Label::primary((), span_at(text, at))]);
+            } else {
+                // a very long line (a generated program): show where, and an
+                // excerpt around the column instead of the whole line
+                let from = floor_char(text, at.saturating_sub(EXCERPT).max(line_start));
+                let to = floor_char(text, (at + EXCERPT).min(line_end));
+                notes.push(format!(
+                    "at {}:{pos} (line {} is {} characters long): ...{}...",
+                    f.name(),
+                    pos.line,
+                    text[line_start..line_end].chars().count(),
+                    &text[from..to]
+                ));
+            }
         }
         (Some(pos), None) => diag = diag.with_message(format!("{pos}: {}", err.msg)),
         _ => {}
     }
     if let Some(h) = &err.hint {
-        diag = diag.with_notes(vec![format!("hint: {h}")]);
+        notes.push(format!("hint: {h}"));
     }
+    diag = diag.with_notes(notes);
     let empty = SimpleFile::new(String::new(), String::new());
     let files = file.as_ref().unwrap_or(&empty);
     let config = Config::default();

@@ -114,7 +114,8 @@ pub fn check(prog: &Program) -> String {
 pub fn inputs(prog: &Program, json: &str, sizes: &[(&str, i64)]) -> Result<Inputs> {
     let json: serde_json::Value = serde_json::from_str(json)
         .map_err(|e| Error::input(format!("malformed JSON inputs: {e}")))?;
-    let given: semantics::value::Sizes = sizes.iter().map(|(k, v)| (Symbol::from(*k), *v)).collect();
+    let given: semantics::value::Sizes =
+        sizes.iter().map(|(k, v)| (Symbol::from(*k), *v)).collect();
     let sizes = semantics::value::resolve_sizes(prog, &given, Some(&json))?;
     semantics::value::inputs_from_json(prog, &json, &sizes, true)
 }
@@ -162,12 +163,13 @@ pub fn resolve_wrt(prog: &Program, wrt: &[&str]) -> Result<Vec<Symbol>> {
         if prog.params.iter().all(|p| p.name.as_str() != *w) {
             let reals: Vec<&str> = prog.real_params().map(|(n, _)| n.as_str()).collect();
             let hint = diagnostics::did_you_mean(w, reals.iter().copied()).or_else(|| {
-                (!reals.is_empty()).then(|| format!("the real-valued inputs are: {}", reals.join(", ")))
+                (!reals.is_empty())
+                    .then(|| format!("the real-valued inputs are: {}", reals.join(", ")))
             });
-            return Err(Error::input(format!(
-                "--wrt {w}: the function has no input named {w}"
-            ))
-            .with_hint_opt(hint));
+            return Err(
+                Error::input(format!("--wrt {w}: the function has no input named {w}"))
+                    .with_hint_opt(hint),
+            );
         }
     }
     let wrt: Vec<Symbol> = wrt.iter().map(|w| Symbol::from(*w)).collect();

@@ -130,7 +130,11 @@ pub fn read_inputs(path: &Path) -> Result<serde_json::Value> {
                 continue;
             };
             let bytes = std::fs::read(&p).map_err(|e| io_err(&p, e))?;
-            insert(&mut obj, stem, npy_to_json(&bytes, &p.display().to_string())?);
+            insert(
+                &mut obj,
+                stem,
+                npy_to_json(&bytes, &p.display().to_string())?,
+            );
             any = true;
         }
         if !any {
@@ -145,10 +149,7 @@ pub fn read_inputs(path: &Path) -> Result<serde_json::Value> {
             .map_err(|e| io_err(path, format!("not an .npz archive: {e}")))?;
         for k in 0..zip.len() {
             let mut member = zip.by_index(k).map_err(|e| io_err(path, e))?;
-            let name = member
-                .name()
-                .map_err(|e| io_err(path, e))?
-                .to_string();
+            let name = member.name().map_err(|e| io_err(path, e))?.to_string();
             let stem = name.strip_suffix(".npy").unwrap_or(&name).to_string();
             let mut bytes = vec![];
             member

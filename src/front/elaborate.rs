@@ -271,11 +271,10 @@ impl Elab {
                     pos,
                     format!("'{s}' is {} and cannot be used as an index", kind_words(b)),
                 )),
-                None => Err(
-                    Error::typ(pos, format!("unbound index variable '{s}'")).with_hint_opt(
+                None => Err(Error::typ(pos, format!("unbound index variable '{s}'"))
+                    .with_hint_opt(
                         self.near(s, |b| matches!(b, Binding::Index(_) | Binding::Size)),
-                    ),
-                ),
+                    )),
             },
             Sexp::List(items, _) => {
                 let args = &items[1.min(items.len())..];
@@ -623,8 +622,11 @@ impl Elab {
                 pos,
                 format!("'{h}' is not an expression form"),
             )),
-            _ => Err(Error::syntax(pos, format!("unknown form '{h}'"))
-                .with_hint_opt(crate::diagnostics::did_you_mean(h, EXPR_FORMS.iter().copied()))),
+            _ => Err(
+                Error::syntax(pos, format!("unknown form '{h}'")).with_hint_opt(
+                    crate::diagnostics::did_you_mean(h, EXPR_FORMS.iter().copied()),
+                ),
+            ),
         }
     }
 

@@ -129,13 +129,21 @@ fn write_flat(e: &Expr, out: &mut String, limit: usize) -> bool {
             ok
         }
         Expr::Fst(a) | Expr::Snd(a) => {
-            out.push_str(if matches!(e, Expr::Fst(_)) { "π0(" } else { "π1(" });
+            out.push_str(if matches!(e, Expr::Fst(_)) {
+                "π0("
+            } else {
+                "π1("
+            });
             let ok = write_flat(a, out, limit);
             out.push(')');
             ok
         }
         Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
-            let sym = if matches!(e, Expr::Gen(..)) { "⊞" } else { "Σ" };
+            let sym = if matches!(e, Expr::Gen(..)) {
+                "⊞"
+            } else {
+                "Σ"
+            };
             out.push_str(&format!("{sym}[{i}<{}] ", pretty_aff(d)));
             write_flat(b, out, limit)
         }
@@ -208,7 +216,11 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
             }
         }
         Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
-            let sym = if matches!(e, Expr::Gen(..)) { "⊞" } else { "Σ" };
+            let sym = if matches!(e, Expr::Gen(..)) {
+                "⊞"
+            } else {
+                "Σ"
+            };
             out.push_str(&format!("{sym}[{i}<{}]", pretty_aff(d)));
             newline(inner, out);
             layout(b, inner, out);
@@ -243,7 +255,11 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
             out.push(')');
         }
         Expr::Fst(a) | Expr::Snd(a) => {
-            out.push_str(if matches!(e, Expr::Fst(_)) { "π0(" } else { "π1(" });
+            out.push_str(if matches!(e, Expr::Fst(_)) {
+                "π0("
+            } else {
+                "π1("
+            });
             layout(a, indent + 3, out);
             out.push(')');
         }

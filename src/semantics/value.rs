@@ -572,7 +572,18 @@ pub fn inputs_from_json(
         let j = match (obj.get(name), &p.kind) {
             (_, ParamKind::Size) => continue,
             (None, ParamKind::Real(_)) if !require_reals => continue,
-            (None, _) => return Err(Error::input(format!("missing input '{name}'"))),
+            (None, _) => {
+                let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+                let hint = crate::diagnostics::did_you_mean(name, keys.iter().copied())
+                    .unwrap_or_else(|| {
+                        if keys.is_empty() {
+                            "the inputs are empty".to_string()
+                        } else {
+                            format!("the inputs give: {}", keys.join(", "))
+                        }
+                    });
+                return Err(Error::input(format!("missing input '{name}'")).with_hint(hint));
+            }
             (Some(j), _) => j,
         };
         match &p.kind {
@@ -724,7 +735,12 @@ pub fn real_to_json_string(x: f64) -> String {
     if x.is_nan() {
         "\"NaN\"".into()
     } else if x.is_infinite() {
-        if x > 0.0 { "\"Infinity\"" } else { "\"-Infinity\"" }.into()
+        if x > 0.0 {
+            "\"Infinity\""
+        } else {
+            "\"-Infinity\""
+        }
+        .into()
     } else {
         format!("{x:?}")
     }

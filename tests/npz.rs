@@ -1,0 +1,150 @@
+//! NumPy files end to end: inputs from an `.npz` archive and from a folder
+//! of `.npy` files give the same gradient values as the same inputs in
+//! JSON, and `eval -o result.npz` writes what `eval` prints.
+
+use std::path::Path;
+use std::process::Command;
+
+fn atl(args: &[&str], dir: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_atl-egg"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// An `.npy` file of float64 values (little-endian, C order), written by
+/// hand to the format's specification (version 1.0), independently of the
+/// crate's writer.
+fn npy(shape: &[usize], data: &[f64]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    for x in data {
+        out.extend(x.to_le_bytes());
+    }
+    out
+}
+
+/// The reals of a JSON value, flattened in order.
+fn reals(j: &serde_json::Value, out: &mut Vec<f64>) {
+    match j {
+        serde_json::Value::Array(xs) => xs.iter().for_each(|x| reals(x, out)),
+        serde_json::Value::Number(n) => out.push(n.as_f64().unwrap()),
+        _ => panic!("not a real: {j}"),
+    }
+}
+
+#[test]
+fn npz_round_trip_matches_json() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npz-round-trip");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("inputs")).unwrap();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/deconv_signal_loss.atl");
+    let corpus = corpus.to_str().unwrap();
+    // the gradient program
+    let (code, grad, err) = atl(&["grad", corpus, "-o", "grad.atl"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(grad.is_empty());
+    // inputs at n=4, m=3: x has n+m-1 = 6 reals
+    let x = [0.5, -1.0, 0.25, 2.0, -0.75, 1.5];
+    let c = [1.0, 0.5, -0.25];
+    let z = [0.1, 0.2, -0.3, 0.4];
+    let json = serde_json::json!({"x": x, "c": c, "z": z});
+    std::fs::write(dir.join("in.json"), json.to_string()).unwrap();
+    for (name, data) in [("x", &x[..]), ("c", &c[..]), ("z", &z[..])] {
+        std::fs::write(
+            dir.join("inputs").join(format!("{name}.npy")),
+            npy(&[data.len()], data),
+        )
+        .unwrap();
+    }
+    // an .npz archive of the same arrays (stored, as numpy.savez writes)
+    {
+        use std::io::Write;
+        let f = std::fs::File::create(dir.join("in.npz")).unwrap();
+        let mut zip = zip::ZipWriter::new(f);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        for (name, data) in [("x", &x[..]), ("c", &c[..]), ("z", &z[..])] {
+            zip.start_file(format!("{name}.npy"), opts).unwrap();
+            zip.write_all(&npy(&[data.len()], data)).unwrap();
+        }
+        zip.finish().unwrap();
+    }
+    let (code, from_json, err) = atl(&["eval", "grad.atl", "--inputs", "in.json"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let (code, from_npz, err) = atl(&["eval", "grad.atl", "--inputs", "in.npz"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let (code, from_dir, err) = atl(&["eval", "grad.atl", "--inputs", "inputs"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(from_json, from_npz);
+    assert_eq!(from_json, from_dir);
+    // the gradient out as .npz, read back as inputs of a program taking
+    // the three gradients (pairs are split into result.0, result.1.0, ...)
+    let (code, _, err) = atl(
+        &["eval", "grad.atl", "--inputs", "in.npz", "-o", "result.npz"],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(
+        dir.join("id.atl"),
+        "(fn id ((result (pair (tensor (- (+ m n) 1) R) (pair (tensor m R) (tensor n R))))) result)",
+    )
+    .unwrap();
+    let (code, back, err) = atl(&["eval", "id.atl", "--inputs", "result.npz"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let (mut a, mut b) = (vec![], vec![]);
+    reals(&serde_json::from_str(&from_json).unwrap(), &mut a);
+    reals(&serde_json::from_str(&back).unwrap(), &mut b);
+    assert_eq!(a.len(), 13);
+    assert_eq!(a, b);
+    // a single tensor as .npy
+    let (code, _, err) = atl(
+        &["eval", "id.atl", "--inputs", "result.npz", "-o", "pair.npy"],
+        &dir,
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("-o result.npz"), "{err}");
+}
+
+#[test]
+fn non_finite_values_read_back() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("non-finite");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("f.atl"),
+        "(fn f ((x (tensor n R))) (gen i n (log (get x i))))",
+    )
+    .unwrap();
+    std::fs::write(dir.join("in.json"), r#"{"x": [0, -1, 1, "Infinity"]}"#).unwrap();
+    let (code, out, err) = atl(&["eval", "f.atl", "--inputs", "in.json"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "[\"-Infinity\", \"NaN\", 0.0, \"Infinity\"]\n");
+    // valid JSON, and read back as inputs
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    std::fs::write(
+        dir.join("back.json"),
+        serde_json::json!({ "x": v }).to_string(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("id.atl"), "(fn id ((x (tensor n R))) x)").unwrap();
+    let (code, again, err) = atl(&["eval", "id.atl", "--inputs", "back.json"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(again, out);
+}
