@@ -36,7 +36,9 @@ fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
 fn real_json(x: f64) -> serde_json::Value {
     serde_json::Number::from_f64(x)
         .map(serde_json::Value::Number)
-        .unwrap_or_else(|| serde_json::Value::String(value::real_to_json_string(x)))
+        .unwrap_or_else(|| {
+            serde_json::Value::String(value::real_to_json_string(x).trim_matches('"').into())
+        })
 }
 
 /// Nested JSON arrays of `shape` from row-major elements.

@@ -21,12 +21,15 @@ const MAX_INDENT: usize = 48;
 /// The program as `name(params) =` and its body, indented by two.
 pub fn program(prog: &Program) -> String {
     let ps: Vec<String> = prog.params.iter().map(param_to_string).collect();
-    let mut out = format!(
-        "{}({}) -> {} =\n  ",
-        prog.name,
-        ps.join(", "),
-        super::print::type_to_string(&prog.ret)
-    );
+    let ret = super::print::type_to_string(&prog.ret);
+    let one_line = format!("{}({}) -> {ret} =", prog.name, ps.join(", "));
+    let mut out = if one_line.chars().count() <= WIDTH {
+        one_line
+    } else {
+        // one parameter a line
+        format!("{}(\n    {}\n) -> {ret} =", prog.name, ps.join(",\n    "))
+    };
+    out.push_str("\n  ");
     layout(&prog.body, 2, &mut out);
     out.push('\n');
     out
@@ -323,8 +326,8 @@ mod tests {
             "(+ x (exp ".repeat(depth),
             "))".repeat(depth)
         );
-        let p = parse_program(src.as_bytes()).unwrap();
-        let s = crate::with_big_stack(move || super::program(&p));
+        let s =
+            crate::with_big_stack(move || super::program(&parse_program(src.as_bytes()).unwrap()));
         assert!(s.len() < 400 * depth, "{}", s.len());
     }
 }

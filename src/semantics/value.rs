@@ -1121,7 +1121,9 @@ mod tests {
         let e = resolve_sizes(&p, &sizes(&[("k", 1)]), Some(&j)).unwrap_err();
         assert!(e.msg.contains("unknown size 'k'"), "{}", e.msg);
         let e = resolve_sizes(&p, &Sizes::new(), Some(&json!({"x": [1]}))).unwrap_err();
-        assert!(e.msg.contains("size m is not given"), "{}", e.msg);
+        // the size m comes from S, which is missing: say so
+        assert!(e.msg.contains("missing input 'S'"), "{}", e.msg);
+        assert!(e.hint.unwrap().contains("--sizes m=N"));
         // --sizes wins over the inputs
         let sz2 = resolve_sizes(&p, &sizes(&[("n", 5)]), Some(&j)).unwrap();
         assert_eq!(sz2[&s("n")], 5);
