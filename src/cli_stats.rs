@@ -149,29 +149,26 @@ fn limit_flag(p: &PhaseStats) -> Option<(&'static str, &'static str)> {
     }
 }
 
-/// One line per phase that a limit stopped early.
+/// One line per phase that a limit stopped early, when a flag raises it.
 pub fn limit_warnings(stats: &Stats) -> Vec<String> {
     stats
         .phases
         .iter()
         .filter_map(|p| {
             let (what, flag) = limit_flag(p)?;
+            if flag.is_empty() {
+                // a fixed limit of the differentiation phase: no flag helps,
+                // and its result is complete (it has no extension forms);
+                // `--stats` shows it
+                return None;
+            }
             // "iteration limit (30)" -> "30"
             let r = p.stop_reason.as_str();
-            let at = r
-                .find('(')
-                .map_or(r, |k| r[k + 1..].trim_end_matches(')'));
-            Some(if flag.is_empty() {
-                format!(
-                    "the {} phase stopped at its {what} limit ({at}); the result may be less simplified",
-                    p.phase
-                )
-            } else {
-                format!(
-                    "the {} phase stopped at the {what} limit ({at}); raise {flag} to let it finish",
-                    p.phase
-                )
-            })
+            let at = r.find('(').map_or(r, |k| r[k + 1..].trim_end_matches(')'));
+            Some(format!(
+                "the {} phase stopped at the {what} limit ({at}); raise {flag} to let it finish",
+                p.phase
+            ))
         })
         .collect()
 }
