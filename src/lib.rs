@@ -14,7 +14,7 @@
 //! | count its work | [`cost`] |
 //! | optimize it | [`optimize`] |
 //! | differentiate it | [`grad`], [`jvp`], [`vjp`], [`hvp`], [`optimize_gradient`] |
-//! | print it | [`print`] (ATL core forms), [`pretty`] (the paper's notation) |
+//! | print it | [`print()`] (ATL core forms), [`pretty`] (the paper's notation) |
 //! | report an error | [`diagnostics::render`] |
 //!
 //! ```

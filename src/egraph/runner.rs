@@ -32,8 +32,11 @@ use std::time::{Duration, Instant};
 /// Limits and sizes for one optimization.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// Most e-nodes per phase (the normalize phase gets a quarter).
     pub node_limit: usize,
+    /// Most iterations per phase.
     pub iter_limit: usize,
+    /// Time for the whole optimization (and, separately, differentiation).
     pub time_limit: Duration,
     /// The user's sizes, compared after the largest sample.
     pub sizes: Option<Sizes>,

@@ -194,8 +194,21 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
     let inner = indent + 2;
     match e {
         Expr::Let(x, a, b) => {
-            out.push_str(&format!("let {x} = "));
-            layout(a, indent + 4, out);
+            // `let x = VALUE in` when it fits, else the value on the lines
+            // below, indented
+            let head = format!("let {x} =");
+            out.push_str(&head);
+            let room = WIDTH.saturating_sub(indent.min(MAX_INDENT) + head.chars().count() + 4);
+            match flat(a, room) {
+                Some(s) => {
+                    out.push(' ');
+                    out.push_str(&s);
+                }
+                None => {
+                    newline(indent + 4, out);
+                    layout(a, indent + 4, out);
+                }
+            }
             out.push_str(" in");
             newline(indent, out);
             layout(b, indent, out);
