@@ -227,6 +227,54 @@ const CASES: &[Case] = &[
         Some(VEC),
     ),
     cmd(
+        "size-overflow",
+        &[
+            "eval",
+            "prog.atl",
+            "--inputs",
+            "in.json",
+            "--sizes",
+            "n=100000000000000000000000000000",
+        ],
+        Some(VEC),
+    ),
+    Case {
+        name: "huge-size-gen",
+        args: &[
+            "eval",
+            "prog.atl",
+            "--inputs",
+            "in.json",
+            "--sizes",
+            "n=1000000000000",
+        ],
+        prog: Some(b"(fn f ((n size))\n  (gen i n 1.0))\n"),
+        inputs: Some("{}"),
+        stdin: None,
+    },
+    Case {
+        name: "huge-size-sum",
+        args: &[
+            "eval",
+            "prog.atl",
+            "--inputs",
+            "in.json",
+            "--sizes",
+            "n=1000000000000",
+        ],
+        prog: Some(b"(fn f ((n size))\n  (sum i n (* 2.0 3.0)))\n"),
+        inputs: Some("{}"),
+        stdin: None,
+    },
+    cmd("unknown-command", &["frobnicate", "prog.atl"], Some(VEC)),
+    cmd("missing-file-argument", &["check"], None),
+    cmd("unknown-flag", &["check", "prog.atl", "--bogus"], Some(VEC)),
+    cmd(
+        "misspelled-flag",
+        &["grad", "prog.atl", "--with", "x"],
+        Some(VEC),
+    ),
+    cmd(
         "wrt-size",
         &["grad", "prog.atl", "--wrt", "n"],
         Some(b"(fn f ((n size) (x (tensor n R)))\n  (sum i n (get x i)))\n"),
@@ -293,6 +341,60 @@ fn bad_inputs_reports() {
         }
     }
     assert!(failures.is_empty(), "snapshots differ: {failures:?}");
+}
+
+/// The conformance suite's 100000-deep programs: the report shows where,
+/// with an excerpt of the (600 KB) line rather than the line itself.
+#[test]
+fn deep_programs_report_briefly() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("diagnostics-deep");
+    std::fs::create_dir_all(&dir).unwrap();
+    let depth = 100_000;
+    let cases: [(&'static str, String); 3] = [
+        (
+            "deep-unbalanced",
+            format!(
+                "(fn f ((x R)) {}x{}\n",
+                "(+ x ".repeat(depth),
+                ")".repeat(depth)
+            ),
+        ),
+        (
+            "deep-list-heads",
+            format!(
+                "(fn f ((x R)) {}{})\n",
+                "(".repeat(depth),
+                ")".repeat(depth)
+            ),
+        ),
+        (
+            "deep-valid-expression",
+            format!(
+                "(fn f ((x R)) {}x{})\n",
+                "(+ x ".repeat(depth),
+                ")".repeat(depth)
+            ),
+        ),
+    ];
+    for (name, prog) in cases {
+        let prog: &'static [u8] = Box::leak(prog.into_bytes().into_boxed_slice());
+        let case = Case {
+            name,
+            args: CHK,
+            prog: Some(prog),
+            inputs: None,
+            stdin: None,
+        };
+        let text = run_case(&dir, &case);
+        assert!(text.len() < 2000, "{name}: {} bytes of report", text.len());
+        insta::with_settings!({
+            snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
+            prepend_module_to_snapshot => true,
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!(name, text);
+        });
+    }
 }
 
 #[test]

@@ -239,10 +239,14 @@ pub fn read(bytes: &[u8]) -> Result<Vec<Sexp>> {
         }
     }
     if let Some((_, open)) = stack.last() {
+        // the caret goes under the innermost '(' left open; the message
+        // says where the input ends
+        let end = Pos { line, col };
         return Err(Error::syntax(
-            Pos { line, col },
-            format!("unbalanced parentheses: '(' at {open} is never closed (end of input)"),
-        ));
+            *open,
+            format!("unbalanced parentheses: this '(' is never closed (the input ends at {end})"),
+        )
+        .with_hint("add the missing ')'"));
     }
     Ok(top)
 }
