@@ -364,7 +364,28 @@ fn read_inputs(path: &str, session: &mut Session) -> Result<serde_json::Value> {
             path,
         )
     };
-    serde_json::from_slice(&text).map_err(|e| Error::input(format!("{name}: malformed JSON: {e}")))
+    serde_json::from_slice(&text).map_err(|e| {
+        // point into the JSON text: the report then shows its line
+        let mut err = Error::input(format!("{name}: malformed JSON: {e}"));
+        if e.line() > 0 {
+            let label = if path == "-" { "<stdin>" } else { path };
+            session.source = Some((
+                label.to_string(),
+                String::from_utf8_lossy(&text).into_owned(),
+            ));
+            err.pos = Some(atl_egg::Pos {
+                line: e.line() as u32,
+                col: e.column().max(1) as u32,
+            });
+            let full = e.to_string();
+            let at = format!(" at line {} column {}", e.line(), e.column());
+            err.msg = format!(
+                "malformed JSON inputs: {}",
+                full.strip_suffix(&at).unwrap_or(&full)
+            );
+        }
+        err
+    })
 }
 
 /// Sizes from `--sizes` and the inputs, then the inputs themselves.

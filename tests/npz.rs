@@ -24,6 +24,7 @@ fn atl(args: &[&str], dir: &Path) -> (i32, String, String) {
 fn npy(shape: &[usize], data: &[f64]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = match dims.len() {
+        0 => "()".to_string(),
         1 => format!("({},)", dims[0]),
         _ => format!("({})", dims.join(", ")),
     };
@@ -147,4 +148,52 @@ fn non_finite_values_read_back() {
     let (code, again, err) = atl(&["eval", "id.atl", "--inputs", "back.json"], &dir);
     assert_eq!(code, 0, "{err}");
     assert_eq!(again, out);
+}
+
+/// A `.npy` file of booleans (`|b1`), written by hand.
+fn npy_bool(shape: &[usize], data: &[bool]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!(
+        "{{'descr': '|b1', 'fortran_order': False, 'shape': ({}), }}",
+        dims.join(", ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(data.iter().map(|&b| b as u8));
+    out
+}
+
+/// Relations as boolean arrays, a real as a 0-d array: the gradient of a
+/// loss over a graph's edges, from a folder of `.npy` files and from JSON.
+#[test]
+fn relations_as_boolean_arrays() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npz-relations");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("inputs")).unwrap();
+    let prog = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/graph_smoothness.atl");
+    let (code, _, err) = atl(
+        &["grad", prog.to_str().unwrap(), "--wrt", "x", "-o", "g.atl"],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    let e = [false, true, false, true, false, true, false, false, false];
+    std::fs::write(dir.join("inputs/E.npy"), npy_bool(&[3, 3], &e)).unwrap();
+    std::fs::write(dir.join("inputs/x.npy"), npy(&[3], &[0.5, -1.0, 2.0])).unwrap();
+    std::fs::write(dir.join("inputs/lam.npy"), npy(&[], &[0.25])).unwrap();
+    std::fs::write(
+        dir.join("in.json"),
+        r#"{"E": [[false, true, false], [true, false, true], [false, false, false]],
+            "x": [0.5, -1.0, 2.0], "lam": 0.25}"#,
+    )
+    .unwrap();
+    let (code, from_json, err) = atl(&["eval", "g.atl", "--inputs", "in.json"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let (code, from_npy, err) = atl(&["eval", "g.atl", "--inputs", "inputs"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(from_json, from_npy);
 }
