@@ -287,10 +287,7 @@ fn render(
         Some(StatsFormat::Summary) => {
             eprint!("{}", cli_stats::summary(stats, opt.sizes.sizes.as_deref()))
         }
-        Some(StatsFormat::Json) => eprintln!(
-            "{}",
-            serde_json::to_string_pretty(&cli_stats::to_json(stats)).unwrap_or_default()
-        ),
+        Some(StatsFormat::Json) => eprintln!("{}", cli_stats::to_json_text(stats)),
         None => {}
     }
     for w in cli_stats::limit_warnings(stats) {

@@ -57,6 +57,39 @@ pub fn to_json(stats: &Stats) -> serde_json::Value {
     })
 }
 
+/// The same record as [`to_json`], laid out for people to read too: one
+/// phase or one sample a line, fields in a fixed order.
+pub fn to_json_text(stats: &Stats) -> String {
+    let phases: Vec<String> = stats
+        .phases
+        .iter()
+        .map(|p| format!("    {}", json(p)))
+        .collect();
+    let costs: Vec<String> = costs(stats)
+        .into_iter()
+        .map(|(sizes, before, after)| {
+            format!(
+                "    {{\"sizes\": {}, \"before\": {}, \"after\": {}}}",
+                json(&sizes),
+                cost_json(before),
+                after.map(cost_json).unwrap_or(serde_json::Value::Null)
+            )
+        })
+        .collect();
+    format!(
+        "{{\n  \"phases\": [\n{}\n  ],\n  \"costs\": [\n{}\n  ],\n  \"kept_input\": {},\n  \"seconds\": {}\n}}",
+        phases.join(",\n"),
+        costs.join(",\n"),
+        stats.kept_input,
+        json(&stats.seconds)
+    )
+}
+
+/// Compact JSON text.
+fn json<T: serde::Serialize + ?Sized>(x: &T) -> String {
+    serde_json::to_string(x).unwrap_or_default()
+}
+
 fn seconds(s: f64) -> String {
     if s < 1.0 {
         format!("{:.1} ms", s * 1e3)
