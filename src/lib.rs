@@ -10,7 +10,7 @@
 //! | --- | --- |
 //! | read and type-check a program | [`parse`], [`check`] |
 //! | give it inputs | [`inputs`] (JSON text and sizes) |
-//! | run it | [`eval`], then [`to_json`] |
+//! | run it | [`eval`], then [`to_json`]; or [`eval_json`] for both |
 //! | count its work | [`cost`] |
 //! | optimize it | [`optimize`] |
 //! | differentiate it | [`grad`], [`jvp`], [`vjp`], [`hvp`], [`optimize_gradient`] |
@@ -131,6 +131,20 @@ pub fn eval(prog: &Program, inputs: &Inputs) -> Result<Value> {
 /// `"-Infinity"`).
 pub fn to_json(prog: &Program, value: &Value, inputs: &Inputs) -> Result<String> {
     semantics::value::value_to_json_string(value, &prog.ret, &inputs.sizes)
+}
+
+/// [`inputs`], [`eval`] and [`to_json`] in one call: the value of `prog` on
+/// the inputs in `json`, as JSON text.
+///
+/// ```
+/// let f = atl_egg::parse("(fn f ((x (tensor n R))) (sum i n (* (get x i) (get x i))))")?;
+/// let g = atl_egg::grad(&f, &[], &atl_egg::Options::default())?;
+/// assert_eq!(atl_egg::eval_json(&g.program, r#"{"x": [1, -2]}"#, &[])?, "[2.0, -4.0]");
+/// # Ok::<(), atl_egg::Error>(())
+/// ```
+pub fn eval_json(prog: &Program, json: &str, sizes: &[(&str, i64)]) -> Result<String> {
+    let inputs = inputs(prog, json, sizes)?;
+    to_json(prog, &eval(prog, &inputs)?, &inputs)
 }
 
 /// The paper's work cost of `prog` (additions, multiplications and
