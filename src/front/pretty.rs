@@ -2,7 +2,8 @@
 //! pretty`): one `let` binding a line, sums and products broken one term a
 //! line when they do not fit, the body of `⊞`/`Σ`/`[p]·` indented under it.
 //!
-//! Notation: `⊞[i<n] e` is `(gen i n e)`, `Σ[i<n] e` is `(sum i n e)`,
+//! Notation: types are `R`, `[n]T` for `(tensor n T)` and `(A × B)` for
+//! pairs; `⊞[i<n] e` is `(gen i n e)`, `Σ[i<n] e` is `(sum i n e)`,
 //! `[p]·e` is `(iverson p e)`, `x[i]` is `(get x i)`, `π0(e)`/`π1(e)` are
 //! `fst`/`snd`, `(a, b)` is a pair, `·` is multiplication. Sums and products
 //! are printed as flat chains (`a + b + c`) whatever their nesting (the
@@ -10,18 +11,42 @@
 //! form (`⊞`, `Σ`, `[p]·`, `let`) extends as far right as it can, so it is
 //! parenthesized when it is a term of a chain.
 
-use super::ast::{Expr, Program};
-use super::print::{param_to_string, pretty_aff, pretty_pred};
+use super::ast::{Expr, Param, ParamKind, Program, Type};
+use super::print::{pretty_aff, pretty_pred};
 
 /// Lines are broken to stay within this many columns where possible.
 const WIDTH: usize = 88;
 /// Indentation stops growing here, so deep programs print in linear space.
 const MAX_INDENT: usize = 48;
 
-/// The program as `name(params) =` and its body, indented by two.
+/// A type in the paper's notation: `R`, `[n][m]R`, `(A × B)`.
+pub fn type_str(t: &Type) -> String {
+    match t {
+        Type::Real => "R".into(),
+        Type::Tensor(d, t) => format!("[{}]{}", pretty_aff(d), type_str(t)),
+        Type::Pair(a, b) => format!("({} × {})", type_str(a), type_str(b)),
+    }
+}
+
+/// A parameter: `x : [n]R`, `n : size`, `E : relation [n][n]`.
+fn param_str(p: &Param) -> String {
+    match &p.kind {
+        ParamKind::Real(t) => format!("{} : {}", p.name, type_str(t)),
+        ParamKind::Size => format!("{} : size", p.name),
+        ParamKind::Relation(dims) => {
+            let ds: String = dims
+                .iter()
+                .map(|d| format!("[{}]", pretty_aff(d)))
+                .collect();
+            format!("{} : relation {ds}", p.name)
+        }
+    }
+}
+
+/// The program as `name(params) -> type =` and its body, indented by two.
 pub fn program(prog: &Program) -> String {
-    let ps: Vec<String> = prog.params.iter().map(param_to_string).collect();
-    let ret = super::print::type_to_string(&prog.ret);
+    let ps: Vec<String> = prog.params.iter().map(param_str).collect();
+    let ret = type_str(&prog.ret);
     let one_line = format!("{}({}) -> {ret} =", prog.name, ps.join(", "));
     let mut out = if one_line.chars().count() <= WIDTH {
         one_line
@@ -306,7 +331,7 @@ mod tests {
         let s = super::program(&p);
         assert_eq!(
             s,
-            "f((x (tensor n R)), (c (tensor n R))) -> R =\n  \
+            "f(x : [n]R, c : [n]R) -> R =\n  \
              let a = ⊞[i<n] x[i] · c[i] in\n  \
              let b = Σ[j<n] a[j] in\n  \
              b · b\n"
