@@ -295,6 +295,10 @@ pub fn resolve_sizes(
                 } else {
                     names.join(", ")
                 }
+            ))
+            .with_hint_opt(crate::diagnostics::did_you_mean(
+                k.as_str(),
+                names.iter().copied(),
             )));
         }
         if v < 0 {
