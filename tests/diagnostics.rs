@@ -275,6 +275,11 @@ const CASES: &[Case] = &[
         Some(VEC),
     ),
     cmd(
+        "differentiation-time-limit",
+        &["grad", "prog.atl", "--time-limit", "0.000001"],
+        Some(VEC),
+    ),
+    cmd(
         "wrt-size",
         &["grad", "prog.atl", "--wrt", "n"],
         Some(b"(fn f ((n size) (x (tensor n R)))\n  (sum i n (get x i)))\n"),

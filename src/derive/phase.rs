@@ -38,8 +38,8 @@ pub fn run_and_extract(
     let unfinished = || {
         use egg::StopReason::*;
         let (why, hint) = match &runner.stop_reason {
-            Some(TimeLimit(t)) => (
-                format!("it reached the time limit ({t:.1} s)"),
+            Some(TimeLimit(_)) => (
+                format!("it reached the time limit ({} s)", time_limit.as_secs_f64()),
                 "raise --time-limit",
             ),
             Some(IterationLimit(n)) => (
