@@ -32,7 +32,9 @@ use std::time::Duration;
 /// A derivative program and the optimizer's statistics on it.
 #[derive(Clone, Debug)]
 pub struct Derived {
+    /// The derivative program, optimized.
     pub program: Program,
+    /// The statistics of its phases (differentiation, then the optimizer's).
     pub stats: Stats,
 }
 

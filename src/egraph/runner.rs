@@ -88,6 +88,7 @@ impl PhaseStats {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Stats {
+    /// One entry per phase, in order.
     pub phases: Vec<PhaseStats>,
     /// Costs before and after at each sample, labelled by its sizes.
     pub cost_before: Vec<(String, u128)>,
@@ -100,7 +101,9 @@ pub struct Stats {
 
 #[derive(Clone, Debug)]
 pub struct Optimized {
+    /// The optimized program.
     pub program: Program,
+    /// The statistics of its phases.
     pub stats: Stats,
 }
 

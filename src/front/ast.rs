@@ -227,8 +227,11 @@ pub enum Expr {
 /// Types: `R`, `(pair T T)`, `[D]T`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
+    /// `R`, a real.
     Real,
+    /// `(pair A B)`.
     Pair(Box<Type>, Box<Type>),
+    /// `(tensor D T)`: `D` values of type `T`.
     Tensor(Affine, Box<Type>),
 }
 
@@ -269,19 +272,24 @@ pub enum ParamKind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Param {
+    /// Its name.
     pub name: Symbol,
+    /// What it is: a real-valued input, a size, a relation.
     pub kind: ParamKind,
 }
 
 /// A whole function `(fn NAME (PARAM ...) BODY)` in core form.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
+    /// The function's name.
     pub name: Symbol,
     /// Parameters in source order (implicit sizes are not parameters).
     pub params: Vec<Param>,
     /// Every size name, explicit and implicit, in order of declaration.
     pub sizes: Vec<Symbol>,
+    /// The body, in core forms.
     pub body: Expr,
+    /// The type of the result.
     pub ret: Type,
 }
 

@@ -33,8 +33,11 @@ use std::rc::Rc;
 /// A runtime value of ATL.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// A real.
     Real(f64),
+    /// A pair.
     Pair(Rc<Value>, Rc<Value>),
+    /// A tensor: its elements.
     Tensor(Rc<Vec<Value>>),
     /// The zero of whatever type is expected (see the module docs).
     Zero,
@@ -149,8 +152,11 @@ pub type Sizes = indexmap::IndexMap<Symbol, i64>;
 /// Everything a program is evaluated at.
 #[derive(Clone, Debug, Default)]
 pub struct Inputs {
+    /// The value of every size.
     pub sizes: Sizes,
+    /// The real-valued inputs.
     pub values: HashMap<Symbol, Value>,
+    /// The relations.
     pub relations: HashMap<Symbol, Relation>,
 }
 
