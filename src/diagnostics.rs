@@ -146,7 +146,12 @@ pub fn render(err: &Error, source: Option<(&str, &str)>, color: bool) -> String 
             let line_start = text[..at].rfind('\n').map_or(0, |k| k + 1);
             let line_end = text[at..].find('\n').map_or(text.len(), |k| at + k);
             if line_end - line_start <= LONG_LINE {
-                diag = diag.with_labels(vec![Label::primary((), span_at(text, at))]);
+                let mut labels = vec![Label::primary((), span_at(text, at))];
+                for (p, what) in &err.labels {
+                    let at = offset_of(text, *p);
+                    labels.push(Label::secondary((), span_at(text, at)).with_message(what.clone()));
+                }
+                diag = diag.with_labels(labels);
             } else {
                 // a very long line (a generated program): show where, and an
                 // excerpt around the column instead of the whole line

@@ -65,6 +65,9 @@ pub struct Error {
     pub pos: Option<Pos>,
     /// What would help: the closest name, the input that is missing, a flag.
     pub hint: Option<String>,
+    /// Other places of the program text that explain the error (the
+    /// operands of a mistyped `+`, with their types).
+    pub labels: Vec<(Pos, String)>,
 }
 
 impl Error {
@@ -75,6 +78,7 @@ impl Error {
             msg: msg.into(),
             pos: None,
             hint: None,
+            labels: vec![],
         }
     }
     /// An error at a position of the program text.
@@ -84,11 +88,17 @@ impl Error {
             msg: msg.into(),
             pos: Some(pos),
             hint: None,
+            labels: vec![],
         }
     }
     /// The same error with a hint (replacing any earlier one).
     pub fn with_hint(mut self, hint: impl Into<String>) -> Error {
         self.hint = Some(hint.into());
+        self
+    }
+    /// The same error with one more secondary place and what it says.
+    pub fn with_label(mut self, pos: Pos, text: impl Into<String>) -> Error {
+        self.labels.push((pos, text.into()));
         self
     }
     /// The same error with a hint when there is one.

@@ -470,9 +470,18 @@ impl Elab {
                     ));
                 }
                 let mut acc = self.expr(&args[0], claimed)?;
-                for a in &args[1..] {
+                for (k, a) in args.iter().enumerate().skip(1) {
                     let b = self.expr(a, claimed)?;
-                    acc = self.arith(h == "+", acc, b, pos)?;
+                    // on a type error, label the operands with their types
+                    let (ta, tb) = (acc.1.clone(), b.1.clone());
+                    acc = self.arith(h == "+", acc, b, pos).map_err(|e| {
+                        let e = if k == 1 {
+                            e.with_label(args[0].pos(), format!("this is {}", type_str(&ta)))
+                        } else {
+                            e
+                        };
+                        e.with_label(a.pos(), format!("this is {}", type_str(&tb)))
+                    })?;
                 }
                 Ok(acc)
             }
