@@ -187,7 +187,14 @@ pub fn resolve_wrt(prog: &Program, wrt: &[&str]) -> Result<Vec<Symbol>> {
         }
     }
     let wrt: Vec<Symbol> = wrt.iter().map(|w| Symbol::from(*w)).collect();
-    derive::forward::resolve_wrt(prog, &wrt)
+    derive::forward::resolve_wrt(prog, &wrt).map_err(|e| {
+        let reals: Vec<&str> = prog.real_params().map(|(n, _)| n.as_str()).collect();
+        if e.hint.is_none() && e.msg.contains("not a real-valued input") && !reals.is_empty() {
+            e.with_hint(format!("the real-valued inputs are: {}", reals.join(", ")))
+        } else {
+            e
+        }
+    })
 }
 
 /// The gradient of a function returning `R` with respect to the inputs
