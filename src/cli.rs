@@ -361,7 +361,9 @@ fn read_inputs(path: &str, session: &mut Session) -> Result<serde_json::Value> {
             path,
         )
     };
-    serde_json::from_slice(&text).map_err(|e| {
+    let utf8 = std::str::from_utf8(&text)
+        .map_err(|_| Error::input(format!("{name}: the JSON inputs are not UTF-8")))?;
+    atl_egg::semantics::value::parse_json(utf8).map_err(|e| {
         // point into the JSON text: the report then shows its line
         let mut err = Error::input(format!("{name}: malformed JSON: {e}"));
         if e.line() > 0 {

