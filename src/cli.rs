@@ -9,7 +9,7 @@
 use crate::cli_stats;
 use atl_egg::error::{Error, ErrorKind, Result};
 use atl_egg::front::{self, Program};
-use atl_egg::semantics::{cost, eval, value};
+use atl_egg::semantics::{cost, eval, json, sizes, value};
 use atl_egg::{derive, egraph, npz};
 use clap::{Args, Parser, Subcommand};
 use std::io::Read;
@@ -236,7 +236,7 @@ impl OptArgs {
                 .sizes
                 .sizes
                 .as_deref()
-                .map(value::parse_sizes_flag)
+                .map(sizes::parse_sizes_flag)
                 .transpose()?,
         })
     }
@@ -363,7 +363,7 @@ fn read_inputs(path: &str, session: &mut Session) -> Result<serde_json::Value> {
     };
     let utf8 = std::str::from_utf8(&text)
         .map_err(|_| Error::input(format!("{name}: the JSON inputs are not UTF-8")))?;
-    atl_egg::semantics::value::parse_json(utf8).map_err(|e| {
+    atl_egg::semantics::json::parse_json(utf8).map_err(|e| {
         // point into the JSON text: the report then shows its line
         let mut err = Error::input(format!("{name}: malformed JSON: {e}"));
         if e.line() > 0 {
@@ -396,13 +396,13 @@ fn inputs_for(
     session: &mut Session,
 ) -> Result<value::Inputs> {
     let given = match &sizes.sizes {
-        Some(s) => value::parse_sizes_flag(s)?,
+        Some(s) => sizes::parse_sizes_flag(s)?,
         None => value::Sizes::default(),
     };
     let json = inputs.map(|p| read_inputs(p, session)).transpose()?;
-    let resolved = value::resolve_sizes(prog, &given, json.as_ref())?;
+    let resolved = sizes::resolve_sizes(prog, &given, json.as_ref())?;
     let empty = serde_json::Value::Object(Default::default());
-    value::inputs_from_json(
+    json::inputs_from_json(
         prog,
         json.as_ref().unwrap_or(&empty),
         &resolved,
@@ -452,7 +452,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
                 }
             }
             emit(
-                value::value_to_json_string(&v, &prog.ret, &inputs.sizes)? + "\n",
+                json::value_to_json_string(&v, &prog.ret, &inputs.sizes)? + "\n",
                 &output,
             )
         }

@@ -112,12 +112,12 @@ pub fn check(prog: &Program) -> String {
 /// assert_eq!(atl_egg::to_json(&f, &v, &inputs).unwrap(), "3.0");
 /// ```
 pub fn inputs(prog: &Program, json: &str, sizes: &[(&str, i64)]) -> Result<Inputs> {
-    let json: serde_json::Value = semantics::value::parse_json(json)
+    let json: serde_json::Value = semantics::json::parse_json(json)
         .map_err(|e| Error::input(format!("malformed JSON inputs: {e}")))?;
     let given: semantics::value::Sizes =
         sizes.iter().map(|(k, v)| (Symbol::from(*k), *v)).collect();
-    let sizes = semantics::value::resolve_sizes(prog, &given, Some(&json))?;
-    semantics::value::inputs_from_json(prog, &json, &sizes, true)
+    let sizes = semantics::sizes::resolve_sizes(prog, &given, Some(&json))?;
+    semantics::json::inputs_from_json(prog, &json, &sizes, true)
 }
 
 /// Evaluate `prog` on `inputs` (IEEE doubles; a `get` out of range reads
@@ -129,7 +129,7 @@ pub fn eval(prog: &Program, inputs: &Inputs) -> Result<Value> {
 /// A value of `prog`'s result as JSON text (`[1.0, 2.5]`; pairs as
 /// 2-arrays; NaN as `null`, infinities as `1e999` and `-1e999`).
 pub fn to_json(prog: &Program, value: &Value, inputs: &Inputs) -> Result<String> {
-    semantics::value::value_to_json_string(value, &prog.ret, &inputs.sizes)
+    semantics::json::value_to_json_string(value, &prog.ret, &inputs.sizes)
 }
 
 /// [`inputs`], [`eval`] and [`to_json`] in one call: the value of `prog` on

@@ -24,6 +24,7 @@
 
 use crate::error::{Error, Result};
 use crate::front::ast::Type;
+use crate::semantics::json;
 use crate::semantics::value::{self, Sizes, Value};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -53,11 +54,11 @@ pub fn npy_to_json(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
     let shape = file.shape().to_vec();
     let dtype = file.dtype().descr();
     let elems: Vec<serde_json::Value> = match file.try_data::<f64>() {
-        Ok(d) => d.map(|x| x.map(value::real_to_json)).collect::<std::io::Result<_>>(),
+        Ok(d) => d
+            .map(|x| x.map(json::real_to_json))
+            .collect::<std::io::Result<_>>(),
         Err(f) => match f.try_data::<f32>() {
-            Ok(d) => d
-                .map(|x| x.map(|x| value::real_to_json(x as f64)))
-                .collect(),
+            Ok(d) => d.map(|x| x.map(|x| json::real_to_json(x as f64))).collect(),
             Err(f) => match f.try_data::<i64>() {
                 Ok(d) => d.map(|x| x.map(|x| serde_json::json!(x))).collect(),
                 Err(f) => match f.try_data::<i32>() {

@@ -138,7 +138,7 @@ fn non_finite_values_read_back() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "[-1e999, null, 0.0, 1e999]\n");
     // valid JSON, and read back as inputs
-    let v: serde_json::Value = atl_egg::semantics::value::parse_json(&out).unwrap();
+    let v: serde_json::Value = atl_egg::semantics::json::parse_json(&out).unwrap();
     std::fs::write(
         dir.join("back.json"),
         serde_json::json!({ "x": v }).to_string(),

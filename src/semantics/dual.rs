@@ -182,7 +182,8 @@ mod tests {
     use crate::front::ast::{Func, Pred, Real, Type};
     use crate::front::parse_program;
     use crate::semantics::eval::evaluate;
-    use crate::semantics::value::{flatten, inner_product, random_relation, random_value, Sizes};
+    use crate::semantics::numerics::inner_product;
+    use crate::semantics::value::{flatten, random_relation, random_value, Sizes};
 
     fn s(x: &str) -> Symbol {
         Symbol::from(x)

@@ -455,7 +455,8 @@ mod tests {
     use crate::front::ast::build::*;
     use crate::front::ast::{CmpOp, Func, Param, Type};
     use crate::front::parse_program;
-    use crate::semantics::value::{inputs_from_json, resolve_sizes, value_to_json};
+    use crate::semantics::json::{inputs_from_json, value_to_json};
+    use crate::semantics::sizes::resolve_sizes;
     use serde_json::json;
 
     fn s(x: &str) -> Symbol {

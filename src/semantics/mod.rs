@@ -4,4 +4,7 @@ pub mod blackbox;
 pub mod cost;
 pub mod dual;
 pub mod eval;
+pub mod json;
+pub mod numerics;
+pub mod sizes;
 pub mod value;

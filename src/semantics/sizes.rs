@@ -1,0 +1,185 @@
+//! Size sets: the `--sizes n=4,m=3` flag, and sizes resolved from the flag
+//! and the inputs (a size not given is taken from an input whose dimension
+//! is exactly that size name, as the conformance reference does).
+
+use super::value::Sizes;
+use crate::error::{Error, Result};
+use crate::front::affine::Affine;
+use crate::front::ast::{ParamKind, Program, Type};
+use egg::Symbol;
+
+/// Parse `--sizes n=4,m=3` (usage errors). An empty string gives no sizes.
+pub fn parse_sizes_flag(s: &str) -> Result<Sizes> {
+    let mut out = Sizes::new();
+    if s.trim().is_empty() {
+        return Ok(out);
+    }
+    for item in s.split(',') {
+        let Some((k, v)) = item.split_once('=') else {
+            return Err(Error::usage(format!(
+                "malformed --sizes item '{item}' (expected name=integer)"
+            )));
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() || v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::usage(format!(
+                "malformed --sizes item '{item}' (expected name=non-negative integer)"
+            )));
+        }
+        let n: i64 = v.parse().map_err(|_| {
+            Error::usage(format!(
+                "size {k}={v} is too large (it does not fit in a 64-bit integer)"
+            ))
+        })?;
+        let name = Symbol::from(k);
+        if out.contains_key(&name) {
+            return Err(Error::usage(format!("size {k} given twice")));
+        }
+        out.insert(name, n);
+    }
+    Ok(out)
+}
+
+/// All sizes of `prog`, in its declaration order: from `given`, else inferred
+/// from the JSON inputs (an input dimension that is exactly the size name).
+pub fn resolve_sizes(
+    prog: &Program,
+    given: &Sizes,
+    json: Option<&serde_json::Value>,
+) -> Result<Sizes> {
+    for (&k, &v) in given {
+        if !prog.sizes.contains(&k) {
+            let names: Vec<&str> = prog.sizes.iter().map(|s| s.as_str()).collect();
+            return Err(Error::input(format!(
+                "unknown size '{k}' (the program has sizes: {})",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ))
+            .with_hint_opt(crate::diagnostics::did_you_mean(
+                k.as_str(),
+                names.iter().copied(),
+            )));
+        }
+        if v < 0 {
+            return Err(Error::input(format!(
+                "size {k} must be a non-negative integer, got {v}"
+            )));
+        }
+    }
+    let obj = json.and_then(|j| j.as_object());
+    let mut out = Sizes::new();
+    for &s in &prog.sizes {
+        if let Some(&v) = given.get(&s) {
+            out.insert(s, v);
+            continue;
+        }
+        let found = obj.and_then(|obj| {
+            prog.params.iter().find_map(|p| {
+                let j = obj.get(p.name.as_str())?;
+                match &p.kind {
+                    ParamKind::Size => None,
+                    ParamKind::Real(ty) => infer(j, ty, s),
+                    ParamKind::Relation(dims) => infer_rel(j, dims, s),
+                }
+            })
+        });
+        match found {
+            Some(n) => {
+                out.insert(s, n);
+            }
+            None => {
+                // the inputs that would give it, when they are missing
+                let carriers: Vec<&str> = prog
+                    .params
+                    .iter()
+                    .filter(|p| obj.is_none_or(|o| !o.contains_key(p.name.as_str())))
+                    .filter(|p| match &p.kind {
+                        ParamKind::Size => false,
+                        ParamKind::Real(ty) => type_has_dim(ty, s),
+                        ParamKind::Relation(dims) => dims.contains(&Affine::var(s)),
+                    })
+                    .map(|p| p.name.as_str())
+                    .collect();
+                return Err(match carriers.first().filter(|_| obj.is_some()) {
+                    Some(x) => Error::input(format!("missing input '{x}'")).with_hint(format!(
+                        "the size {s} is taken from the input {x}; give {x}, or give --sizes {s}=N",
+                    )),
+                    None => Error::input(format!(
+                        "size {s} is not given by --sizes and cannot be inferred from the inputs"
+                    ))
+                    .with_hint(format!("give it with --sizes {s}=N")),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Does a dimension of `ty` equal the size `s` exactly?
+fn type_has_dim(ty: &Type, s: Symbol) -> bool {
+    match ty {
+        Type::Real => false,
+        Type::Pair(a, b) => type_has_dim(a, s) || type_has_dim(b, s),
+        Type::Tensor(d, t) => *d == Affine::var(s) || type_has_dim(t, s),
+    }
+}
+
+fn infer(j: &serde_json::Value, ty: &Type, s: Symbol) -> Option<i64> {
+    match ty {
+        Type::Real => None,
+        Type::Pair(a, b) => match j.as_array() {
+            Some(xs) if xs.len() == 2 => infer(&xs[0], a, s).or_else(|| infer(&xs[1], b, s)),
+            _ => None,
+        },
+        Type::Tensor(d, t) => {
+            let xs = j.as_array()?;
+            if *d == Affine::var(s) {
+                return i64::try_from(xs.len()).ok();
+            }
+            infer(xs.first()?, t, s)
+        }
+    }
+}
+
+fn infer_rel(mut j: &serde_json::Value, dims: &[Affine], s: Symbol) -> Option<i64> {
+    for d in dims {
+        let xs = j.as_array()?;
+        if *d == Affine::var(s) {
+            return i64::try_from(xs.len()).ok();
+        }
+        j = xs.first()?;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+    use crate::semantics::value::test_support::*;
+
+    #[test]
+    fn sizes_flag() {
+        let m = parse_sizes_flag("n=4, m = 3").unwrap();
+        assert_eq!(m.get(&s("n")), Some(&4));
+        assert_eq!(m.get(&s("m")), Some(&3));
+        assert!(parse_sizes_flag("").unwrap().is_empty());
+        for bad in [
+            "n",
+            "n=-3",
+            "n=2.5",
+            "=3",
+            "n=4,n=5",
+            "n=4,",
+            "n=100000000000000000000000000000",
+        ] {
+            let e = parse_sizes_flag(bad).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Usage, "{bad}");
+        }
+        let e = parse_sizes_flag("n=100000000000000000000000000000").unwrap_err();
+        assert!(e.msg.contains("too large"), "{}", e.msg);
+    }
+}
