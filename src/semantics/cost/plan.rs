@@ -1,0 +1,323 @@
+//! Counting plans: equalities solved, free loops as factors, one variable
+//! counted by intervals, the rest enumerated within the budget.
+
+use super::*;
+
+#[derive(Default)]
+pub(super) struct Stage {
+    /// Comparisons `lin op 0`; at a level, each mentions the level's slot.
+    pub(super) cmps: Vec<(CmpOp, Lin)>,
+    /// Solved loop variables whose values opaque predicates read.
+    pub(super) solved: Vec<(u32, Lin)>,
+    /// Other predicates, evaluated per tuple.
+    pub(super) opaque: Vec<u32>,
+}
+
+pub(super) struct Level {
+    pub(super) slot: u32,
+    pub(super) n: i64,
+    pub(super) stage: Stage,
+}
+
+/// How to count the tuples of some loops where a conjunction holds.
+#[derive(Default)]
+pub(super) struct Plan {
+    /// Certainly no tuple.
+    pub(super) empty: bool,
+    /// Product of the ranges of loop variables nothing mentions (`None` if
+    /// it overflows `u128`).
+    pub(super) factor: Option<u128>,
+    /// Checked once, before any enumeration.
+    pub(super) pre: Stage,
+    /// Enumerated variables, outermost first.
+    pub(super) levels: Vec<Level>,
+    /// The variable counted by intervals, with its comparisons (the
+    /// stage has nothing else).
+    pub(super) counted: Option<Level>,
+}
+
+impl Plan {
+    pub(super) fn empty() -> Plan {
+        Plan {
+            empty: true,
+            ..Plan::default()
+        }
+    }
+}
+
+pub(super) enum ConKind {
+    Cmp(CmpOp, Lin),
+    Opaque(u32),
+}
+
+pub(super) struct Con {
+    pub(super) kind: ConKind,
+    /// Free loop slots this constraint depends on (sorted).
+    pub(super) deps: Vec<u32>,
+}
+
+/// Plan the count of tuples of `loops` (slot, range) where all of `conj` hold.
+pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) -> Result<Plan> {
+    let mut loops = loops.to_vec();
+    loops.sort_unstable();
+    if loops.iter().any(|l| l.1 <= 0) {
+        return Ok(Plan::empty());
+    }
+    let mut cmps = Vec::new();
+    let mut opaque = Vec::new();
+    split(preds, conj, &mut cmps, &mut opaque);
+
+    // Solve equalities with a ±1 coefficient on a loop variable (innermost
+    // candidate first, as the reference does).
+    let mut solved: Vec<(u32, i64, Lin)> = Vec::new();
+    let mut rest: Vec<(CmpOp, Lin)> = Vec::new();
+    for (op, l) in cmps {
+        if op == CmpOp::Eq {
+            let mut l = l;
+            for (s, _, e) in &solved {
+                l = l.substitute(*s, e)?;
+            }
+            let cand = loops.iter().rev().find(|(v, _)| {
+                let k = l.coeff(*v);
+                (k == 1 || k == -1) && !solved.iter().any(|x| x.0 == *v)
+            });
+            if let Some(&(v, n)) = cand {
+                let k = l.coeff(v);
+                let e = l.without(v).scale(-k)?;
+                solved.push((v, n, e));
+                continue;
+            }
+            rest.push((op, l));
+        } else {
+            rest.push((op, l));
+        }
+    }
+    // Back-substitute: each solution mentions only later-solved variables.
+    for i in (0..solved.len()).rev() {
+        for j in i + 1..solved.len() {
+            let (sj, ej) = (solved[j].0, solved[j].2.clone());
+            solved[i].2 = solved[i].2.substitute(sj, &ej)?;
+        }
+    }
+    let is_solved = |s: u32| solved.iter().position(|x| x.0 == s);
+    let free: Vec<(u32, i64)> = loops
+        .iter()
+        .copied()
+        .filter(|l| is_solved(l.0).is_none())
+        .collect();
+    let free_deps = |l: &Lin| -> Vec<u32> {
+        l.t.iter()
+            .map(|x| x.0)
+            .filter(|s| free.iter().any(|f| f.0 == *s))
+            .collect()
+    };
+
+    let mut cons: Vec<Con> = Vec::new();
+    let push_cmp = |op: CmpOp, l: Lin, cons: &mut Vec<Con>| -> bool {
+        if l.is_const() {
+            return holds(op, l.c);
+        }
+        let deps = free_deps(&l);
+        cons.push(Con {
+            kind: ConKind::Cmp(op, l),
+            deps,
+        });
+        true
+    };
+    for (op, l) in rest {
+        let mut l = l;
+        for (s, _, e) in &solved {
+            l = l.substitute(*s, e)?;
+        }
+        if !push_cmp(op, l, &mut cons) {
+            return Ok(Plan::empty());
+        }
+    }
+    for (_, n, e) in &solved {
+        let upper = e.add_const(-(*n as i128))?;
+        if !push_cmp(CmpOp::Ge, e.clone(), &mut cons) || !push_cmp(CmpOp::Lt, upper, &mut cons) {
+            return Ok(Plan::empty());
+        }
+    }
+    let mut needed_solved: Vec<usize> = Vec::new();
+    for &id in &opaque {
+        let mut deps = Vec::new();
+        for &s in &preds[id as usize].slots {
+            if free.iter().any(|f| f.0 == s) {
+                deps.push(s);
+            } else if let Some(k) = is_solved(s) {
+                union_into(&mut deps, &free_deps(&solved[k].2));
+                needed_solved.push(k);
+            }
+        }
+        deps.sort_unstable();
+        deps.dedup();
+        cons.push(Con {
+            kind: ConKind::Opaque(id),
+            deps,
+        });
+    }
+    needed_solved.sort_unstable();
+    needed_solved.dedup();
+
+    // Variables nobody mentions are a factor; one variable with only
+    // comparisons is counted by intervals; the rest are enumerated.
+    let mentioned = |s: u32| cons.iter().any(|c| c.deps.binary_search(&s).is_ok());
+    let mut factor: Option<u128> = Some(1);
+    let mut remaining: Vec<(u32, i64)> = Vec::new();
+    for &(s, n) in &free {
+        if mentioned(s) {
+            remaining.push((s, n));
+        } else {
+            factor = factor.and_then(|f| f.checked_mul(n as u128));
+        }
+    }
+    let blocked = |s: u32| {
+        cons.iter()
+            .any(|c| matches!(c.kind, ConKind::Opaque(_)) && c.deps.binary_search(&s).is_ok())
+    };
+    let counted = remaining
+        .iter()
+        .copied()
+        .filter(|(s, _)| !blocked(*s))
+        .max_by_key(|&(_, n)| n);
+    let mut levels: Vec<Level> = remaining
+        .iter()
+        .copied()
+        .filter(|(s, _)| counted.is_none_or(|c| c.0 != *s))
+        .map(|(slot, n)| Level {
+            slot,
+            n,
+            stage: Stage::default(),
+        })
+        .collect();
+    let level_of = |deps: &[u32], levels: &[Level]| -> Option<usize> {
+        deps.iter()
+            .filter_map(|s| levels.iter().position(|l| l.slot == *s))
+            .max()
+    };
+    let mut pre = Stage::default();
+    let mut counted_cmps = Vec::new();
+    for c in cons {
+        let in_counted = counted.is_some_and(|(s, _)| c.deps.binary_search(&s).is_ok());
+        if in_counted {
+            match c.kind {
+                ConKind::Cmp(op, l) => counted_cmps.push((op, l)),
+                ConKind::Opaque(_) => {
+                    return Err(internal("opaque constraint on a counted variable"))
+                }
+            }
+            continue;
+        }
+        let stage = match level_of(&c.deps, &levels) {
+            Some(k) => &mut levels[k].stage,
+            None => &mut pre,
+        };
+        match c.kind {
+            ConKind::Cmp(op, l) => stage.cmps.push((op, l)),
+            ConKind::Opaque(id) => stage.opaque.push(id),
+        }
+    }
+    for k in needed_solved {
+        let (s, _, e) = &solved[k];
+        let deps = free_deps(e);
+        let stage = match level_of(&deps, &levels) {
+            Some(k) => &mut levels[k].stage,
+            None => &mut pre,
+        };
+        stage.solved.push((*s, e.clone()));
+    }
+    Ok(Plan {
+        empty: false,
+        factor,
+        pre,
+        levels,
+        counted: counted.map(|(slot, n)| Level {
+            slot,
+            n,
+            stage: Stage {
+                cmps: counted_cmps,
+                ..Stage::default()
+            },
+        }),
+    })
+}
+
+/// Solved values and opaque predicates of a stage (its comparisons are
+/// checked by the caller).
+pub(super) fn stage_rest_ok(preds: &[PNode], m: &mut Machine, st: &Stage) -> Result<bool> {
+    for (s, e) in &st.solved {
+        match i64::try_from(e.eval(&m.env)?) {
+            Ok(v) => m.env[*s as usize] = v,
+            Err(_) => return Ok(false),
+        }
+    }
+    for &id in &st.opaque {
+        if !eval_pred(preds, m, id)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Number of tuples (or, with `exists`, 0/1: whether there is one).
+pub(super) fn count(preds: &[PNode], m: &mut Machine, plan: &Plan, exists: bool) -> Result<u128> {
+    if plan.empty {
+        return Ok(0);
+    }
+    for (op, l) in &plan.pre.cmps {
+        if !holds(*op, l.eval(&m.env)?) {
+            return Ok(0);
+        }
+    }
+    if !stage_rest_ok(preds, m, &plan.pre)? {
+        return Ok(0);
+    }
+    let c = count_level(preds, m, plan, 0, exists)?;
+    if c == 0 || exists {
+        return Ok(c.min(1));
+    }
+    plan.factor
+        .and_then(|f| f.checked_mul(c))
+        .ok_or_else(too_large)
+}
+
+pub(super) fn count_level(
+    preds: &[PNode],
+    m: &mut Machine,
+    plan: &Plan,
+    k: usize,
+    exists: bool,
+) -> Result<u128> {
+    let Some(lv) = plan.levels.get(k) else {
+        return match &plan.counted {
+            None => Ok(1),
+            Some(c) => {
+                m.take()?;
+                let (lo, hi) = interval(c.slot, c.n, &c.stage.cmps, &m.env)?;
+                Ok(if hi >= lo { (hi - lo + 1) as u128 } else { 0 })
+            }
+        };
+    };
+    let (lo, hi) = interval(lv.slot, lv.n, &lv.stage.cmps, &m.env)?;
+    if !exists && hi >= lo && (hi - lo) as u128 >= m.budget as u128 {
+        // every value of the range would be visited: fail now, not later
+        return Err(budget_exceeded());
+    }
+    let mut total: u128 = 0;
+    let mut v = lo;
+    while v <= hi {
+        m.take()?;
+        // lo >= 0 and hi < n <= i64::MAX
+        m.env[lv.slot as usize] = v as i64;
+        if stage_rest_ok(preds, m, &lv.stage)? {
+            let c = count_level(preds, m, plan, k + 1, exists)?;
+            total = total.checked_add(c).ok_or_else(too_large)?;
+            if exists && total > 0 {
+                return Ok(1);
+            }
+        }
+        v += 1;
+    }
+    Ok(total)
+}

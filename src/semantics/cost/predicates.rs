@@ -1,0 +1,177 @@
+//! The predicate arena (`PNode`): conjunctions split into comparisons and
+//! opaque parts, and the evaluation of what is not counted symbolically.
+
+use super::*;
+
+pub(super) enum PKind<'a> {
+    /// `lin op 0`
+    Cmp(CmpOp, Lin),
+    And(Vec<u32>),
+    Or(Vec<u32>),
+    Rel(&'a Relation, Vec<Lin>),
+    /// Some tuple of the plan's loops satisfies its constraints.
+    Exists(Box<Plan>),
+}
+
+pub(super) struct PNode<'a> {
+    pub(super) kind: PKind<'a>,
+    /// Free slots, sorted.
+    pub(super) slots: Vec<u32>,
+}
+
+pub(super) fn mentions(preds: &[PNode], id: u32, s: u32) -> bool {
+    preds[id as usize].slots.binary_search(&s).is_ok()
+}
+
+pub(super) fn union_into(out: &mut Vec<u32>, more: &[u32]) {
+    out.extend_from_slice(more);
+    out.sort_unstable();
+    out.dedup();
+}
+
+/// Split a conjunction into comparisons (cloned) and other predicates. A
+/// relation test also contributes the comparisons it implies (its indices
+/// lie within the relation's dimensions), which bound any enumeration by
+/// the size of the relation's data.
+pub(super) fn split(
+    preds: &[PNode],
+    conj: &[u32],
+    cmps: &mut Vec<(CmpOp, Lin)>,
+    opaque: &mut Vec<u32>,
+) {
+    for &id in conj {
+        match &preds[id as usize].kind {
+            PKind::Cmp(op, l) => cmps.push((*op, l.clone())),
+            PKind::And(ids) => split(preds, ids, cmps, opaque),
+            PKind::Rel(r, args) => {
+                opaque.push(id);
+                if args.len() != r.dims.len() {
+                    cmps.push((CmpOp::Lt, Lin::constant(0)));
+                    continue;
+                }
+                for (a, &d) in args.iter().zip(&r.dims) {
+                    cmps.push((CmpOp::Ge, a.clone()));
+                    match a.add_const(-(d as i128)) {
+                        Ok(u) => cmps.push((CmpOp::Lt, u)),
+                        Err(_) => cmps.push((CmpOp::Lt, Lin::constant(0))),
+                    }
+                }
+            }
+            _ => opaque.push(id),
+        }
+    }
+}
+
+/// Disjunctions of at most this many comparison-only disjuncts are split:
+/// by inclusion–exclusion in counts, by distribution in existentials.
+pub(super) const MAX_DISJUNCTS: usize = 4;
+/// Inclusion–exclusion stops once this many terms are pending.
+pub(super) const MAX_EXPANDED_TERMS: usize = 4096;
+
+/// The conjuncts of `ids` with `and` nodes opened.
+pub(super) fn flat_ids(preds: &[PNode], ids: &[u32], out: &mut Vec<u32>) {
+    for &id in ids {
+        match &preds[id as usize].kind {
+            PKind::And(sub) => flat_ids(preds, sub, out),
+            _ => out.push(id),
+        }
+    }
+}
+
+/// Made of comparisons and conjunctions only.
+pub(super) fn is_pure_cmp(preds: &[PNode], id: u32) -> bool {
+    match &preds[id as usize].kind {
+        PKind::Cmp(..) => true,
+        PKind::And(ids) => ids.iter().all(|&i| is_pure_cmp(preds, i)),
+        _ => false,
+    }
+}
+
+/// The disjuncts of a small disjunction of comparisons.
+pub(super) fn cmp_or<'p>(preds: &'p [PNode], id: u32) -> Option<&'p [u32]> {
+    match &preds[id as usize].kind {
+        PKind::Or(ids)
+            if ids.len() <= MAX_DISJUNCTS && ids.iter().all(|&i| is_pure_cmp(preds, i)) =>
+        {
+            Some(ids)
+        }
+        _ => None,
+    }
+}
+
+/// A conjunction worth splitting at its first small disjunction of
+/// comparisons: everything in it is a comparison or such a disjunction
+/// (otherwise splitting would multiply enumeration work).
+pub(super) fn split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> {
+    let mut pos = None;
+    for (k, &id) in flat.iter().enumerate() {
+        if cmp_or(preds, id).is_some() {
+            pos = pos.or(Some(k));
+        } else if !is_pure_cmp(preds, id) {
+            return None;
+        }
+    }
+    pos
+}
+
+/// The evaluation state: slot values and what is left of the budget.
+pub(super) struct Machine {
+    pub(super) env: Vec<i64>,
+    pub(super) budget: u64,
+}
+
+pub(super) fn budget_exceeded() -> Error {
+    Error::eval(format!(
+        "the program is too large to cost at these sizes (more than {ENUMERATION_BUDGET} loop iterations would have to be enumerated)"
+    ))
+}
+
+impl Machine {
+    pub(super) fn take(&mut self) -> Result<()> {
+        if self.budget == 0 {
+            return Err(budget_exceeded());
+        }
+        self.budget -= 1;
+        Ok(())
+    }
+}
+
+pub(super) fn eval_pred(preds: &[PNode], m: &mut Machine, id: u32) -> Result<bool> {
+    match &preds[id as usize].kind {
+        PKind::Cmp(op, l) => Ok(holds(*op, l.eval(&m.env)?)),
+        PKind::And(ids) => {
+            for &i in ids {
+                if !eval_pred(preds, m, i)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        PKind::Or(ids) => {
+            for &i in ids {
+                if eval_pred(preds, m, i)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        }
+        PKind::Rel(r, args) => {
+            let mut small = [0i64; 8];
+            let mut big = Vec::new();
+            let buf: &mut [i64] = if args.len() <= small.len() {
+                &mut small[..args.len()]
+            } else {
+                big.resize(args.len(), 0);
+                &mut big
+            };
+            for (slot, a) in buf.iter_mut().zip(args) {
+                match i64::try_from(a.eval(&m.env)?) {
+                    Ok(v) => *slot = v,
+                    Err(_) => return Ok(false),
+                }
+            }
+            Ok(r.test(buf))
+        }
+        PKind::Exists(plan) => Ok(count(preds, m, plan, true)? > 0),
+    }
+}
