@@ -235,7 +235,7 @@ pub fn value_to_json(v: &Value, ty: &Type, sizes: &Sizes) -> Result<serde_json::
 
 /// A real as a JSON value: a number; NaN as `null`; an infinity, which a
 /// `serde_json` number cannot hold, as the string `"Infinity"` or
-/// `"-Infinity"` (read back by [`from_json`]; the text writers use ±`1e999`).
+/// `"-Infinity"` (read back by [`value_from_json`]; the text writers use ±`1e999`).
 pub fn real_to_json(x: f64) -> serde_json::Value {
     match serde_json::Number::from_f64(x) {
         Some(n) => serde_json::Value::Number(n),

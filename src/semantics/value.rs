@@ -8,7 +8,7 @@
 //!   treats it as zero: `get`/`fst`/`snd` of `Zero` is `Zero`, arithmetic reads
 //!   it as `0.0` (exactly what a materialized zero would give, including
 //!   `0 * inf = NaN`). Only printing and flattening, which know the type,
-//!   expand it ([`walk`]).
+//!   expand it (`walk`).
 //! * Tensors and pairs are reference counted, so `get`, `let` and variables
 //!   share structure instead of copying.
 //! * Writing a value (which may expand a lazy `Zero` of a huge type) is
