@@ -140,7 +140,7 @@ pub fn adjoint_egraph(
         ..Default::default()
     };
     for x in active {
-        let dx = fresh.name(&format!("t{x}"));
+        let dx = fresh.name(&format!("d{}", crate::front::names::base(x.as_str())));
         analysis.add_tangent(x, dx);
         let t = types[&x].clone();
         analysis.types.insert(dx, t.clone());

@@ -64,7 +64,7 @@ pub fn differentiate(
     let dnames: Vec<Symbol> = binds
         .iter()
         .map(|(x, _)| {
-            let dx = fresh.name(&format!("d{x}"));
+            let dx = fresh.name(&format!("d{}", crate::front::names::base(x.as_str())));
             sigma.insert(*x, dx);
             dx
         })
@@ -128,7 +128,7 @@ pub fn unused_name(base: &str, taken: &mut std::collections::BTreeSet<String>) -
     let mut name = base.to_string();
     let mut k = 1;
     while taken.contains(&name) {
-        name = format!("{base}_{k}");
+        name = format!("{base}{k}");
         k += 1;
     }
     taken.insert(name.clone());

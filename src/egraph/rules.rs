@@ -19,6 +19,7 @@ use super::analysis::{name_of, smallest, AtlAnalysis, AtlGraph};
 use super::language::{from_rec, to_rec, Atl, FromRec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
+use crate::front::names;
 use crate::front::subst::{Replace, Substituter};
 use egg::{
     Applier, Condition, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var,
@@ -454,6 +455,11 @@ const MAX_SUBST_SIZE: usize = 4000;
 pub struct Ctx<'a> {
     egraph: &'a mut AtlGraph,
     ids: Vec<Id>,
+    /// What this application is (rule and matched classes): names made by
+    /// the applier are keyed by it, so reapplying makes the same names.
+    key: String,
+    /// Names made so far in this application.
+    made: usize,
 }
 
 impl Ctx<'_> {
@@ -482,17 +488,29 @@ impl Ctx<'_> {
     fn aff(&self, k: usize) -> Option<Affine> {
         self.egraph[self.id(k)].data.aff.clone()
     }
+    /// The `made`-th name of this application, based on `base`: the same
+    /// each time the rule fires on the same classes.
     fn fresh(&mut self, base: Symbol) -> Symbol {
-        self.egraph.analysis.fresh_name(base)
+        let key = format!("{}/{}", self.key, self.made);
+        self.made += 1;
+        self.egraph.analysis.name_for(&key, base.as_str())
     }
     fn subst(&mut self, e: &Expr, r: Replace) -> Option<Expr> {
+        let (key, made) = (&self.key, &mut self.made);
         let analysis: &mut AtlAnalysis = &mut self.egraph.analysis;
-        let mut fresh = |b: Symbol| analysis.fresh_name(b);
+        let mut fresh = |b: Symbol| {
+            *made += 1;
+            analysis.name_for(&format!("{key}/{made}"), b.as_str())
+        };
         Substituter::new(&mut fresh).expr(e, &r).ok()
     }
     fn subst_pred(&mut self, p: &Pred, r: Replace) -> Option<Pred> {
+        let (key, made) = (&self.key, &mut self.made);
         let analysis: &mut AtlAnalysis = &mut self.egraph.analysis;
-        let mut fresh = |b: Symbol| analysis.fresh_name(b);
+        let mut fresh = |b: Symbol| {
+            *made += 1;
+            analysis.name_for(&format!("{key}/{made}"), b.as_str())
+        };
         Substituter::new(&mut fresh).pred(p, &r).ok()
     }
 }
@@ -633,13 +651,13 @@ fn d_var(c: &mut Ctx) -> Option<Built> {
         return Some(Built::Expr(Expr::Var(dx)));
     }
     let t = c.egraph.analysis.constants.get(&x)?.clone();
-    let analysis = &mut c.egraph.analysis;
     let mut made = vec![];
     let zero = crate::front::types::zero_of(&t, &mut || {
-        let k = analysis.fresh_name(Symbol::from("z"));
+        let k = c.fresh(Symbol::from("z"));
         made.push(k);
         k
     });
+    let analysis = &mut c.egraph.analysis;
     // register the extents of the zero's generators, outermost first
     let mut ty = &t;
     let mut k = 0;
@@ -673,7 +691,10 @@ fn d_let(c: &mut Ctx) -> Option<Built> {
     let dx = match c.egraph.analysis.tangents.get(&x) {
         Some(dx) => *dx,
         None => {
-            let dx = c.egraph.analysis.fresh_name(Symbol::from(format!("d{x}")));
+            let dx = c
+                .egraph
+                .analysis
+                .fresh_name(Symbol::from(format!("d{}", names::base(x.as_str()))));
             c.egraph.analysis.add_tangent(x, dx);
             dx
         }
@@ -758,7 +779,7 @@ fn adj_rev_let(c: &mut Ctx) -> Option<Built> {
     let cx = c
         .egraph
         .analysis
-        .name_for(&format!("{x}"), &format!("d{x}"));
+        .name_for(&format!("{x}"), &format!("{}_bar", names::base(x.as_str())));
     c.egraph.analysis.types.insert(cx, t.clone());
     let g = &mut *c.egraph;
     let dxname = g.add(Atl::Sym(dx));
@@ -862,10 +883,16 @@ impl Applier<Atl, AtlAnalysis> for RustApplier {
         eclass: Id,
         subst: &Subst,
         _ast: Option<&PatternAst<Atl>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
-        let ids = self.vars.iter().map(|v| subst[*v]).collect();
-        let mut ctx = Ctx { egraph, ids };
+        let ids: Vec<Id> = self.vars.iter().map(|v| egraph.find(subst[*v])).collect();
+        let key = format!("{rule}/{}/{ids:?}", egraph.find(eclass));
+        let mut ctx = Ctx {
+            egraph,
+            ids,
+            key,
+            made: 0,
+        };
         let Some(built) = (self.f)(&mut ctx) else {
             return vec![];
         };

@@ -22,7 +22,6 @@ use super::rules::rewrites;
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, ParamKind, Pred, Program};
-use crate::front::{parse_program, print};
 use crate::semantics::value::{Relation, Sizes};
 use egg::{BackoffScheduler, Runner, StopReason, Symbol};
 use serde::Serialize;
@@ -377,7 +376,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     // factoring out of a sum can cost more (an empty loop costs nothing);
     // the last phase therefore also extracts smallest-sizes-first.
     let small_first = small_first_samples(prog, opts.sizes.as_ref());
-    let mut body = canonical_binders(&prog.body);
+    let (mut body, hints) = canonical_binders_with_hints(&prog.body);
     collect_extents(&body, &mut extents);
     let mut candidates = vec![];
     let mut phases = vec![];
@@ -417,7 +416,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         .collect();
     let (program, kept_input, cost_before, cost_after) = guard(prog, candidates, opts)?;
     Ok(Optimized {
-        program,
+        program: crate::front::names::readable(&program, &hints),
         stats: Stats {
             phases,
             cost_before,
@@ -430,7 +429,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
 
 type Costs = Vec<(String, u128)>;
 
-/// Rename index binders by nesting depth and extent (`i2~x0` is the index
+/// Rename index binders by nesting depth and extent (`i2#x0` is the index
 /// at depth 2 over the first extent met), so that terms equal up to the
 /// names of their indices become equal terms and share an e-class (the k
 /// traces of `trace(diag(x)) + ...` are then one sum, and `e + e = 2e`
@@ -438,9 +437,17 @@ type Costs = Vec<(String, u128)>;
 /// extent map stays exact; nested binders differ in depth, so no name is
 /// shadowed.
 pub fn canonical_binders(e: &Expr) -> Expr {
+    canonical_binders_with_hints(e).0
+}
+
+/// [`canonical_binders`], and for each canonical name the first source name
+/// it stands for (printed programs show that name, see
+/// [`crate::front::names::readable`]).
+pub fn canonical_binders_with_hints(e: &Expr) -> (Expr, HashMap<Symbol, Symbol>) {
     struct Canon {
         extents: Vec<Affine>,
         ren: HashMap<Symbol, Vec<Symbol>>,
+        hints: HashMap<Symbol, Symbol>,
     }
     impl Canon {
         fn name(&mut self, depth: usize, d: &Affine) -> Symbol {
@@ -451,7 +458,7 @@ pub fn canonical_binders(e: &Expr) -> Expr {
                     self.extents.len() - 1
                 }
             };
-            Symbol::from(format!("i{depth}~x{k}"))
+            crate::front::names::make(&format!("i{depth}"), format!("x{k}"))
         }
         fn aff(&self, a: &Affine) -> Affine {
             let mut out = a.clone();
@@ -463,6 +470,7 @@ pub fn canonical_binders(e: &Expr) -> Expr {
             out
         }
         fn enter(&mut self, i: Symbol, c: Symbol) {
+            self.hints.entry(c).or_insert(i);
             self.ren.entry(i).or_default().push(c);
         }
         fn leave(&mut self, i: Symbol) {
@@ -518,11 +526,13 @@ pub fn canonical_binders(e: &Expr) -> Expr {
             }
         }
     }
-    Canon {
+    let mut c = Canon {
         extents: vec![],
         ren: HashMap::new(),
-    }
-    .expr(e, 0)
+        hints: HashMap::new(),
+    };
+    let out = c.expr(e, 0);
+    (out, c.hints)
 }
 
 /// The extraction samples ordered smallest first: uniform sizes 0, 1, 2,
@@ -543,9 +553,9 @@ fn small_first_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
     out
 }
 
-/// The first candidate that reads back as a well-typed program with the
-/// same signature and costs no more than the input at every sample; the
-/// input when there is none.
+/// The first candidate that costs no more than the input at every sample
+/// (checked on the extracted core program itself); the input when there is
+/// none.
 fn guard(
     prog: &Program,
     candidates: Vec<Program>,
@@ -559,19 +569,14 @@ fn guard(
         .map(|s| (label(s), cost_at(&prog.body, &extents, s)))
         .collect();
     for candidate in candidates {
-        let text = print::program_to_string(&candidate);
-        let reread = match parse_program(text.as_bytes()) {
-            Ok(p) if p.ret == prog.ret && p.params == prog.params => p,
-            _ => continue,
-        };
         let mut ext2 = HashMap::new();
-        collect_extents(&reread.body, &mut ext2);
+        collect_extents(&candidate.body, &mut ext2);
         let after: Costs = samples
             .iter()
-            .map(|s| (label(s), cost_at(&reread.body, &ext2, s)))
+            .map(|s| (label(s), cost_at(&candidate.body, &ext2, s)))
             .collect();
         if after.iter().zip(&before).all(|(a, b)| a.1 <= b.1) {
-            return Ok((reread, false, before, after));
+            return Ok((candidate, false, before, after));
         }
     }
     Ok((prog.clone(), true, before.clone(), before))

@@ -3,6 +3,7 @@
 pub mod affine;
 pub mod ast;
 pub mod elaborate;
+pub mod names;
 pub mod print;
 pub mod reader;
 pub mod subst;
