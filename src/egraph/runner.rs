@@ -18,7 +18,7 @@
 use super::analysis::{AtlAnalysis, AtlGraph};
 use super::extract::{cost_at, extract_best, Sample, WorkCost, UNUSABLE};
 use super::language::to_rec;
-use super::rules::rewrites;
+use super::rules::rule_set;
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, ParamKind, Pred, Program};
@@ -262,24 +262,13 @@ fn stop_reason(r: &Option<StopReason>) -> String {
     }
 }
 
-/// Phase names and the rule files they use (empty: all files).
-pub const PHASES: &[(&str, &[&str])] = &[
-    (
-        "normalize",
-        &[
-            "let-lifting.rules",
-            "pair-elimination.rules",
-            "gen-pushout.rules",
-            "iverson.rules",
-        ],
-    ),
-    ("simplify", &[]),
-];
+/// The optimizer's phases; each runs the rule set of its name (the tags of
+/// `rules/`).
+pub const PHASES: &[&str] = &["normalize", "simplify"];
 
 /// What one phase works on.
 struct PhaseInput<'a> {
     name: &'a str,
-    files: &'a [&'a str],
     body: &'a Expr,
     extents: &'a HashMap<Symbol, Affine>,
     samples: &'a [Sample],
@@ -297,7 +286,6 @@ struct PhaseInput<'a> {
 fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
     let PhaseInput {
         name,
-        files,
         body,
         extents,
         samples,
@@ -307,18 +295,7 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
         alternatives,
     } = input;
     let started = Instant::now();
-    let mut rules = rewrites(files);
-    if name == "normalize" {
-        // inlining belongs to normalization; the rest of algebra.rules waits
-        rules.extend(rewrites(&["algebra.rules"]).into_iter().filter(|r| {
-            let n = r.name.as_str();
-            n.starts_with("let-")
-                || n.ends_with("-zero-left")
-                || n.ends_with("-one-left")
-                || n.ends_with("-zero-right")
-                || n.ends_with("-one-right")
-        }));
-    }
+    let rules = rule_set(&[name]);
     let analysis = AtlAnalysis {
         extents: extents.clone(),
         fresh: crate::front::subst::max_fresh_suffix(body),
@@ -380,7 +357,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     collect_extents(&body, &mut extents);
     let mut candidates = vec![];
     let mut phases = vec![];
-    for (k, (name, files)) in PHASES.iter().enumerate() {
+    for (k, name) in PHASES.iter().enumerate() {
         let last = k + 1 == PHASES.len();
         let left = (PHASES.len() - k) as u32 * 2;
         let alternatives = if last {
@@ -390,7 +367,6 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         };
         let (mut next, st) = run_phase(PhaseInput {
             name,
-            files,
             body: &body,
             extents: &extents,
             samples: &samples,
@@ -553,9 +529,9 @@ fn small_first_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
     out
 }
 
-/// The first candidate that costs no more than the input at every sample
-/// (checked on the extracted core program itself); the input when there is
-/// none.
+/// The first candidate that is well formed (the input's type, no undeclared
+/// name) and costs no more than the input at every sample, checked on the
+/// extracted core program itself; the input when there is none.
 fn guard(
     prog: &Program,
     candidates: Vec<Program>,
@@ -568,7 +544,24 @@ fn guard(
         .iter()
         .map(|s| (label(s), cost_at(&prog.body, &extents, s)))
         .collect();
+    let declared: std::collections::BTreeSet<Symbol> = prog
+        .params
+        .iter()
+        .map(|p| p.name)
+        .chain(prog.sizes.iter().copied())
+        .collect();
     for candidate in candidates {
+        // well-formed: the input's type, no name the input does not declare
+        let typed = crate::front::types::type_of(
+            &candidate.body,
+            &mut crate::front::types::param_env(prog),
+        );
+        let closed = crate::front::subst::free_names(&candidate.body)
+            .iter()
+            .all(|x| declared.contains(x));
+        if !closed || typed.ok().as_ref() != Some(&prog.ret) {
+            continue;
+        }
         let mut ext2 = HashMap::new();
         collect_extents(&candidate.body, &mut ext2);
         let after: Costs = samples
@@ -584,5 +577,8 @@ fn guard(
 
 /// Rule names of every phase (for reports and tests).
 pub fn phase_rule_names() -> Vec<String> {
-    rewrites(&[]).iter().map(|r| r.name.to_string()).collect()
+    rule_set(&["simplify"])
+        .iter()
+        .map(|r| r.name.to_string())
+        .collect()
 }
