@@ -1,14 +1,17 @@
 //! Rewrite rules as data.
 //!
-//! The files of `rules/` hold one rule a line:
+//! The files of `rules/` are S-expressions, read with `symbolic_expressions`
+//! (the format is `rules/README.md`):
 //!
 //! ```text
-//! ## Figure "Gen-Pushout"                      <- a group header (kept for reports)
-//! name: LHS => RHS                             <- both sides egg patterns
-//! name: LHS => RHS if cond(?a, ?b), cond2(?c)  <- named side conditions
-//! name: LHS => !applier(?a, ?b)                <- a Rust applier, by name
-//! name[F=exp,log]: (F ?x) => ...               <- a template, one rule per value
+//! (group "Figure 'Gen-Pushout'" :tags (normalize simplify)   <- figure, rule sets
+//!   (rule NAME LHS RHS :if (not-free ?i ?p))                  <- egg patterns, conditions
+//!   (rule NAME LHS :applier (gen-pushout ?i ?n ?e ?a))        <- a Rust applier
+//!   (rule NAME (F ?x) ... :for (F exp log)))                  <- a template
 //! ```
+//!
+//! Phases ask for rule sets by tag ([`rule_set`]); the rules are parsed and
+//! compiled once.
 //!
 //! Conditions and appliers are registered by name in this module; each
 //! applier says beside it why a pattern cannot express its rule. Every rule
