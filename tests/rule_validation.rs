@@ -195,10 +195,12 @@ fn every_applier_is_registered() {
 #[test]
 fn malformed_rules_are_rejected() {
     let bad = [
-        "no arrow here",
-        "r: (+ ?a ?b) => !no-such-applier(?a)",
-        "r: (+ ?a ?b) => (* ?a ?b) if no-such-condition(?a, ?b)",
-        "r: (+ ?a => ?a",
+        "no group here",
+        "(group \"g\" (rule r (+ ?a ?b)))",
+        "(group \"g\" (rule r (+ ?a ?b) :applier (no-such-applier ?a)))",
+        "(group \"g\" (rule r (+ ?a ?b) (* ?a ?b) :if (no-such-condition ?a ?b)))",
+        "(group \"g\" (rule r (+ ?a ?b) (* ?a ?b) :unknown-keyword (x)))",
+        "(group \"g\" (rule r (+ ?a ?b) ?a)",
     ];
     for text in bad {
         let compiled = parse_rules("test.rules", text)
@@ -215,6 +217,7 @@ fn spec(name: &str, lhs: &str, rhs: &str, conditions: Vec<(String, Vec<String>)>
         lhs: lhs.into(),
         rhs: Rhs::Pattern(rhs.into()),
         conditions,
+        tags: vec![],
     }
 }
 
@@ -303,4 +306,40 @@ fn the_validator_catches_wrong_rules() {
     let good = spec("good-add-comm", "(+ ?a ?b)", "(+ ?b ?a)", vec![]);
     let r = validate_rule(&good, &compile(&good).unwrap(), &cfg);
     assert!(r.validated(&cfg), "a correct rule failed: {:?}", r.failures);
+}
+
+/// The phases ask for rule sets by tag; every rule is in at least one, and
+/// the sets hold what the phases need.
+#[test]
+fn rule_sets_by_tag() {
+    use atl_egg::egraph::rules::rule_set;
+    let names = |tags: &[&str]| -> Vec<String> {
+        rule_set(tags).iter().map(|r| r.name.to_string()).collect()
+    };
+    let known = [
+        "normalize",
+        "simplify",
+        "forward",
+        "forward-cleanup",
+        "adjoint",
+        "adjoint-cleanup",
+    ];
+    for s in all_specs() {
+        assert!(!s.tags.is_empty(), "rule {} is in no rule set", s.name);
+        for t in &s.tags {
+            assert!(
+                known.contains(&t.as_str()),
+                "rule {}: unknown rule set {t}",
+                s.name
+            );
+        }
+    }
+    let forward = names(&["forward"]);
+    assert!(forward.iter().any(|n| n == "d-let") && forward.iter().any(|n| n == "d-exp"));
+    let adjoint = names(&["adjoint", "adjoint-cleanup"]);
+    assert!(!adjoint.iter().any(|n| n == "d-let"));
+    assert!(adjoint.iter().any(|n| n == "index-elim-sum"));
+    assert!(!names(&["simplify"])
+        .iter()
+        .any(|n| n.starts_with("d-") || n.starts_with("adj-")));
 }

@@ -28,7 +28,7 @@ use super::normalize::{anf, dead_code, lift, unflatten, Fresh};
 use super::phase::run_and_extract;
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
 use crate::egraph::language::{to_rec, Atl};
-use crate::egraph::rules::{coefficients, rewrites};
+use crate::egraph::rules::{coefficients, rule_set};
 use crate::egraph::runner::{collect_extents, PhaseStats};
 use crate::error::Result;
 use crate::front::ast::{Expr, ParamKind, Program};
@@ -42,43 +42,7 @@ use std::time::Duration;
 /// lets), the black-box derivatives, and the identities that clean up
 /// zeros, brackets and loops (index elimination among them).
 pub fn adjoint_rules() -> Vec<Rewrite<Atl, AtlAnalysis>> {
-    const CLEANUP: &[&str] = &[
-        "add-zero-left",
-        "add-zero-right",
-        "mul-one-left",
-        "mul-one-right",
-        "mul-zero-left",
-        "mul-zero-right",
-        "sum-zero",
-        "get-zero",
-        "fst-pair",
-        "snd-pair",
-        "iverson-zero",
-        "iverson-true",
-        "iverson-iverson",
-        "iverson-out-of-sum",
-        "iverson-distribute",
-        "iverson-add-same",
-        "add-same",
-        "sum-add",
-        "index-elim-sum",
-        "and-true-left",
-        "and-true-right",
-        "and-false-left",
-        "and-false-right",
-        "let-hoist-gen",
-        "let-merge-pair",
-    ];
-    let mut rules: Vec<_> = rewrites(&["adjoint.rules", "forward.rules", "derivatives.rules"])
-        .into_iter()
-        .filter(|r| r.name.as_str() != "d-let")
-        .collect();
-    rules.extend(
-        rewrites(&[])
-            .into_iter()
-            .filter(|r| CLEANUP.contains(&r.name.as_str())),
-    );
-    rules
+    rule_set(&["adjoint", "adjoint-cleanup"])
 }
 
 /// The body of the vector-Jacobian product: with `seed` (of the output's
@@ -140,7 +104,7 @@ pub fn adjoint_egraph(
         ..Default::default()
     };
     for x in active {
-        let dx = fresh.name(&format!("t{x}"));
+        let dx = fresh.name(&format!("d{}", crate::front::names::base(x.as_str())));
         analysis.add_tangent(x, dx);
         let t = types[&x].clone();
         analysis.types.insert(dx, t.clone());

@@ -12,7 +12,7 @@ use super::normalize::{anf, lift, Fresh};
 use super::phase::run_and_extract;
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
 use crate::egraph::language::{to_rec, Atl};
-use crate::egraph::rules::rewrites;
+use crate::egraph::rules::rule_set;
 use crate::egraph::runner::{collect_extents, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Param, ParamKind, Program};
@@ -23,19 +23,7 @@ use std::time::Duration;
 /// The rules of the differentiation phase: the forward rules, the black-box
 /// derivatives, and the zero/one identities that clean up zero tangents.
 fn differentiation_rules() -> Vec<egg::Rewrite<Atl, AtlAnalysis>> {
-    let mut rules = rewrites(&["forward.rules", "derivatives.rules"]);
-    rules.extend(
-        rewrites(&["algebra.rules", "iverson.rules"])
-            .into_iter()
-            .filter(|r| {
-                let n = r.name.as_str();
-                n.contains("-zero-")
-                    || n.contains("-one-")
-                    || n == "iverson-zero"
-                    || n == "sum-zero"
-            }),
-    );
-    rules
+    rule_set(&["forward", "forward-cleanup"])
 }
 
 /// `D[body]` for the inputs `wrt` with tangent names `tangents`, as a
@@ -64,7 +52,7 @@ pub fn differentiate(
     let dnames: Vec<Symbol> = binds
         .iter()
         .map(|(x, _)| {
-            let dx = fresh.name(&format!("d{x}"));
+            let dx = fresh.name(&format!("d{}", crate::front::names::base(x.as_str())));
             sigma.insert(*x, dx);
             dx
         })
@@ -128,7 +116,7 @@ pub fn unused_name(base: &str, taken: &mut std::collections::BTreeSet<String>) -
     let mut name = base.to_string();
     let mut k = 1;
     while taken.contains(&name) {
-        name = format!("{base}_{k}");
+        name = format!("{base}{k}");
         k += 1;
     }
     taken.insert(name.clone());

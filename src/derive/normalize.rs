@@ -18,14 +18,14 @@ use crate::front::subst::{free_names, Replace, Substituter};
 use egg::Symbol;
 use std::collections::BTreeSet;
 
-/// Fresh names for the passes (`t~1`, ...); `~` never occurs in source names.
+/// Fresh names for the passes (`t#1`, ..., see [`crate::front::names`]).
 #[derive(Default)]
 pub struct Fresh {
     n: u64,
 }
 
 impl Fresh {
-    /// Fresh names that do not clash with the `~` names already in `e`.
+    /// Fresh names that do not clash with the made names already in `e`.
     pub fn above(e: &Expr) -> Fresh {
         Fresh {
             n: crate::front::subst::max_fresh_suffix(e),
@@ -39,8 +39,7 @@ impl Fresh {
 
     pub fn name(&mut self, base: &str) -> Symbol {
         self.n += 1;
-        let stem = base.split('~').next().unwrap_or("v");
-        Symbol::from(format!("{stem}~{}", self.n))
+        crate::front::names::make(base, self.n)
     }
 }
 

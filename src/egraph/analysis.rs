@@ -152,12 +152,11 @@ impl AtlAnalysis {
             .is_some_and(|k| d.free.contains(k))
     }
 
-    /// A fresh name derived from `base` (`i` -> `i~7`); `~` never occurs in
-    /// source names.
+    /// A fresh name with the base of `base` (`i` -> `i#7`, see
+    /// [`crate::front::names`]).
     pub fn fresh_name(&mut self, base: Symbol) -> Symbol {
         self.fresh += 1;
-        let stem = base.as_str().split('~').next().unwrap_or("v");
-        Symbol::from(format!("{stem}~{}", self.fresh))
+        crate::front::names::make(base.as_str(), self.fresh)
     }
 }
 

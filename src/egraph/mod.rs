@@ -25,8 +25,10 @@
 //! unique: substitution then almost never needs to rename, rules that move a
 //! binder (let-lifting out of `gen`) keep its name, and the extent of an
 //! index variable can be kept in one global map keyed by name
-//! ([`analysis::AtlAnalysis::extents`]). Fresh names made by appliers carry a
-//! `~` that no source name has. Before saturation the optimizer renames
+//! ([`analysis::AtlAnalysis::extents`]). Names made by appliers come from
+//! the one name supply, [`crate::front::names`] (`base#id`, a name no user can
+//! write), keyed by rule and matched classes so that reapplying a rule makes
+//! the same names. Before saturation the optimizer renames
 //! index binders canonically, by nesting depth and extent
 //! ([`runner::canonical_binders`]): loops equal up to the names of their
 //! indices then become the same term and share an e-class (a cheap, partial
@@ -49,8 +51,8 @@
 //! * [`language`]: the egg language and conversion to and from core syntax;
 //! * [`analysis`]: free names (merged by union), smallest terms, constant
 //!   folding, index leaves, truth of predicates from index extents;
-//! * [`rules`]: the rule files of `rules/` (data) and the named Rust
-//!   conditions and appliers they refer to;
+//! * [`rules`]: the rule files of `rules/` (data, rule sets by tag) and the
+//!   named Rust conditions and appliers they refer to;
 //! * [`extract`]: the paper's sparsity-aware work cost as an egg
 //!   `CostFunction`;
 //! * [`runner`]: phases, limits, the `optimize` entry point and its guard.

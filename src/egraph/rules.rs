@@ -1,14 +1,17 @@
 //! Rewrite rules as data.
 //!
-//! The files of `rules/` hold one rule a line:
+//! The files of `rules/` are S-expressions, read with `symbolic_expressions`
+//! (the format is `rules/README.md`):
 //!
 //! ```text
-//! ## Figure "Gen-Pushout"                      <- a group header (kept for reports)
-//! name: LHS => RHS                             <- both sides egg patterns
-//! name: LHS => RHS if cond(?a, ?b), cond2(?c)  <- named side conditions
-//! name: LHS => !applier(?a, ?b)                <- a Rust applier, by name
-//! name[F=exp,log]: (F ?x) => ...               <- a template, one rule per value
+//! (group "Figure 'Gen-Pushout'" :tags (normalize simplify)   <- figure, rule sets
+//!   (rule NAME LHS RHS :if (not-free ?i ?p))                  <- egg patterns, conditions
+//!   (rule NAME LHS :applier (gen-pushout ?i ?n ?e ?a))        <- a Rust applier
+//!   (rule NAME (F ?x) ... :for (F exp log)))                  <- a template
 //! ```
+//!
+//! Phases ask for rule sets by tag ([`rule_set`]); the rules are parsed and
+//! compiled once.
 //!
 //! Conditions and appliers are registered by name in this module; each
 //! applier says beside it why a pattern cannot express its rule. Every rule
@@ -19,11 +22,12 @@ use super::analysis::{name_of, smallest, AtlAnalysis, AtlGraph};
 use super::language::{from_rec, to_rec, Atl, FromRec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
+use crate::front::names;
 use crate::front::subst::{Replace, Substituter};
 use egg::{
     Applier, Condition, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var,
 };
-use std::sync::Arc;
+use std::sync::OnceLock;
 
 /// The rule files, compiled into the binary.
 pub const RULE_FILES: &[(&str, &str)] = &[
@@ -60,9 +64,19 @@ pub fn derivative_table() -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// The rule sets of the black-box forward rules (the table's group tags).
+fn derivative_tags() -> Vec<String> {
+    parse_rules("derivatives.rules", DERIVATIVES)
+        .ok()
+        .and_then(|v| v.into_iter().next())
+        .map(|s| s.tags)
+        .unwrap_or_default()
+}
+
 /// The forward rules of the black boxes, made from the table:
 /// `(D (F ?x)) => (* F'(?x) (D ?x))`.
 pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
+    let tags = derivative_tags();
     derivative_table()
         .into_iter()
         .map(|(name, lhs, d)| RuleSpec {
@@ -72,6 +86,7 @@ pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
             lhs: format!("(D {lhs})"),
             rhs: Rhs::Pattern(format!("(* {d} (D ?x))")),
             conditions: vec![],
+            tags: tags.clone(),
         })
         .collect()
 }
@@ -80,11 +95,14 @@ pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
 #[derive(Clone, Debug)]
 pub struct RuleSpec {
     pub file: &'static str,
+    /// The title of the rule's group: the paper's figure or section.
     pub group: String,
     pub name: String,
     pub lhs: String,
     pub rhs: Rhs,
     pub conditions: Vec<(String, Vec<String>)>,
+    /// The rule sets the rule belongs to (its group's and its own `:tags`).
+    pub tags: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -93,129 +111,208 @@ pub enum Rhs {
     Applier(String, Vec<String>),
 }
 
-fn parse_call(s: &str) -> Result<(String, Vec<String>), String> {
-    let s = s.trim();
-    let open = s
-        .find('(')
-        .ok_or_else(|| format!("expected name(args) in '{s}'"))?;
-    let close = s
-        .rfind(')')
-        .ok_or_else(|| format!("expected ')' in '{s}'"))?;
-    let args = s[open + 1..close]
-        .split(',')
-        .map(|a| a.trim().to_string())
-        .filter(|a| !a.is_empty())
-        .collect();
-    Ok((s[..open].trim().to_string(), args))
-}
+use symbolic_expressions::Sexp;
 
-/// Split the condition list `a(?x), b(?y, ?z)` at top-level commas.
-fn split_conditions(s: &str) -> Vec<String> {
-    let mut out = vec![];
-    let mut depth = 0;
-    let mut cur = String::new();
-    for c in s.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(std::mem::take(&mut cur));
-                continue;
+/// `text` without `;` comments (outside strings).
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut in_string = false;
+        for c in line.chars() {
+            match c {
+                '"' => in_string = !in_string,
+                ';' if !in_string => break,
+                _ => {}
             }
-            _ => {}
+            out.push(c);
         }
-        cur.push(c);
-    }
-    if !cur.trim().is_empty() {
-        out.push(cur);
+        out.push('\n');
     }
     out
 }
 
-/// Parse one rule file (templates expanded).
-pub fn parse_rules(file: &'static str, text: &str) -> Result<Vec<RuleSpec>, String> {
-    let mut group = String::from("(none)");
-    let mut out = vec![];
-    for (k, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        let at = |m: String| format!("{file}:{}: {m}", k + 1);
-        if let Some(h) = line.strip_prefix("##") {
-            group = h.trim().to_string();
-            continue;
+fn atom(s: &Sexp) -> Option<&str> {
+    match s {
+        Sexp::String(a) => Some(a),
+        _ => None,
+    }
+}
+
+/// A pattern written back as text (egg parses patterns from text).
+fn sexp_text(s: &Sexp) -> String {
+    match s {
+        Sexp::String(a) => a.clone(),
+        Sexp::List(v) => format!(
+            "({})",
+            v.iter().map(sexp_text).collect::<Vec<_>>().join(" ")
+        ),
+        Sexp::Empty => String::new(),
+    }
+}
+
+/// `(NAME ARG ...)` of a condition or applier.
+fn call_of(s: &Sexp) -> Result<(String, Vec<String>), String> {
+    match s {
+        Sexp::List(v) if !v.is_empty() => {
+            let name = atom(&v[0]).ok_or("a call starts with a name")?;
+            let args = v[1..]
+                .iter()
+                .map(|a| {
+                    atom(a)
+                        .map(str::to_string)
+                        .ok_or("call arguments are atoms")
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((name.to_string(), args))
         }
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (head, rest) = line
-            .split_once(':')
-            .ok_or_else(|| at("expected 'name: lhs => rhs'".into()))?;
-        let (lhs, rhs_all) = rest
-            .split_once("=>")
-            .ok_or_else(|| at("expected '=>'".into()))?;
-        let (rhs, conds) = match rhs_all.split_once(" if ") {
-            Some((r, c)) => (r.trim(), c.trim()),
-            None => (rhs_all.trim(), ""),
-        };
-        let conditions = split_conditions(conds)
+        _ => Err(format!("expected (NAME ARG ...), found {}", sexp_text(s))),
+    }
+}
+
+/// A list of atoms, `(a b c)`.
+fn atoms(s: &Sexp) -> Result<Vec<String>, String> {
+    match s {
+        Sexp::List(v) => v
             .iter()
-            .map(|c| parse_call(c).map_err(at))
-            .collect::<Result<Vec<_>, _>>()?;
-        let rhs = match rhs.strip_prefix('!') {
-            Some(call) => {
-                let (n, a) = parse_call(call).map_err(at)?;
-                Rhs::Applier(n, a)
+            .map(|a| {
+                atom(a)
+                    .map(str::to_string)
+                    .ok_or_else(|| "expected atoms".into())
+            })
+            .collect(),
+        _ => Err(format!("expected a list, found {}", sexp_text(s))),
+    }
+}
+
+/// `(rule NAME LHS [RHS] :if C ... :applier (F ?a ...) :tags (..) :for (X a b ..))`.
+fn parse_rule(
+    file: &'static str,
+    group: &str,
+    group_tags: &[String],
+    items: &[Sexp],
+    out: &mut Vec<RuleSpec>,
+) -> Result<(), String> {
+    let name = items
+        .get(1)
+        .and_then(atom)
+        .ok_or("(rule NAME LHS RHS ...): missing name")?
+        .to_string();
+    let at = |m: String| format!("rule {name}: {m}");
+    let lhs = items
+        .get(2)
+        .ok_or_else(|| at("missing left-hand side".into()))?;
+    let mut rest = &items[3..];
+    let mut rhs = None;
+    if let Some(r) = rest.first() {
+        if !atom(r).is_some_and(|a| a.starts_with(':')) {
+            rhs = Some(Rhs::Pattern(sexp_text(r)));
+            rest = &rest[1..];
+        }
+    }
+    let (mut conditions, mut tags, mut template) = (vec![], group_tags.to_vec(), None);
+    while let Some(key) = rest.first() {
+        let value = rest
+            .get(1)
+            .ok_or_else(|| at(format!("{} without a value", sexp_text(key))))?;
+        match atom(key) {
+            Some(":if") => conditions.push(call_of(value).map_err(at)?),
+            Some(":applier") => {
+                let (n, a) = call_of(value).map_err(at)?;
+                if rhs.replace(Rhs::Applier(n, a)).is_some() {
+                    return Err(at("both a right-hand side and an applier".into()));
+                }
             }
-            None => Rhs::Pattern(rhs.to_string()),
-        };
-        let head = head.trim();
-        let (name, instances) = match head.split_once('[') {
-            Some((n, t)) => {
-                let t = t
-                    .strip_suffix(']')
-                    .ok_or_else(|| at("unclosed template".into()))?;
-                let (var, vals) = t
-                    .split_once('=')
-                    .ok_or_else(|| at("template is [X=a,b]".into()))?;
-                let vals: Vec<(String, String)> = vals
-                    .split(',')
-                    .map(|v| (var.trim().to_string(), v.trim().to_string()))
-                    .collect();
-                (n.trim().to_string(), vals)
+            Some(":tags") => tags.extend(atoms(value).map_err(at)?),
+            Some(":for") => {
+                let v = atoms(value).map_err(at)?;
+                if v.len() < 2 {
+                    return Err(at(":for (VAR value ...)".into()));
+                }
+                template = Some((v[0].clone(), v[1..].to_vec()));
             }
-            None => (head.to_string(), vec![]),
+            _ => return Err(at(format!("unknown keyword {}", sexp_text(key)))),
+        }
+        rest = &rest[2..];
+    }
+    let rhs = rhs.ok_or_else(|| at("no right-hand side and no :applier".into()))?;
+    let spec = RuleSpec {
+        file,
+        group: group.to_string(),
+        name: name.clone(),
+        lhs: sexp_text(lhs),
+        rhs,
+        conditions,
+        tags,
+    };
+    let Some((var, vals)) = template else {
+        out.push(spec);
+        return Ok(());
+    };
+    // one rule per value, the template variable replaced by the value
+    for val in vals {
+        let replace = |text: &str| -> Result<String, String> {
+            let parsed =
+                symbolic_expressions::parser::parse_str(text).map_err(|e| at(format!("{e}")))?;
+            fn go(s: &Sexp, var: &str, val: &str) -> Sexp {
+                match s {
+                    Sexp::String(a) if a == var => Sexp::String(val.to_string()),
+                    Sexp::List(v) => Sexp::List(v.iter().map(|x| go(x, var, val)).collect()),
+                    other => other.clone(),
+                }
+            }
+            Ok(sexp_text(&go(&parsed, &var, &val)))
         };
-        let spec = RuleSpec {
-            file,
-            group: group.clone(),
-            name: name.clone(),
-            lhs: lhs.trim().to_string(),
-            rhs,
-            conditions,
+        let mut s = spec.clone();
+        s.name = format!("{name}-{val}");
+        s.lhs = replace(&spec.lhs)?;
+        if let Rhs::Pattern(p) = &spec.rhs {
+            s.rhs = Rhs::Pattern(replace(p)?);
+        }
+        out.push(s);
+    }
+    Ok(())
+}
+
+/// Parse one rule file (templates expanded): a sequence of
+/// `(group "TITLE" :tags (SET ...) (rule ...) ...)`; see `rules/README.md`.
+pub fn parse_rules(file: &'static str, text: &str) -> Result<Vec<RuleSpec>, String> {
+    let at = |m: String| format!("{file}: {m}");
+    let whole = format!("({})", strip_comments(text));
+    let top = symbolic_expressions::parser::parse_str(&whole).map_err(|e| at(format!("{e}")))?;
+    let Sexp::List(groups) = top else {
+        return Err(at("expected (group ...) forms".into()));
+    };
+    let mut out = vec![];
+    for g in &groups {
+        let items = match g {
+            Sexp::List(v) if v.first().and_then(atom) == Some("group") => v,
+            _ => {
+                return Err(at(format!(
+                    "expected (group \"TITLE\" ...), found {}",
+                    sexp_text(g)
+                )))
+            }
         };
-        if instances.is_empty() {
-            out.push(spec);
-        } else {
-            for (var, val) in instances {
-                let subst = |s: &str| {
-                    s.split_inclusive(['(', ' ', ')'])
-                        .map(|tok| {
-                            let core = tok.trim_end_matches(['(', ' ', ')']);
-                            if core == var {
-                                format!("{val}{}", &tok[core.len()..])
-                            } else {
-                                tok.to_string()
-                            }
-                        })
-                        .collect::<String>()
-                };
-                let mut s = spec.clone();
-                s.name = format!("{name}-{val}");
-                s.lhs = subst(&spec.lhs);
-                s.rhs = match &spec.rhs {
-                    Rhs::Pattern(p) => Rhs::Pattern(subst(p)),
-                    a => a.clone(),
-                };
-                out.push(s);
+        let title = items
+            .get(1)
+            .and_then(atom)
+            .ok_or_else(|| at("(group \"TITLE\" ...): missing title".into()))?;
+        let mut rest = &items[2..];
+        let mut tags = vec![];
+        if rest.first().and_then(atom) == Some(":tags") {
+            tags = atoms(
+                rest.get(1)
+                    .ok_or_else(|| at(":tags without a value".into()))?,
+            )
+            .map_err(at)?;
+            rest = &rest[2..];
+        }
+        for r in rest {
+            match r {
+                Sexp::List(v) if v.first().and_then(atom) == Some("rule") => {
+                    parse_rule(file, title, &tags, v, &mut out).map_err(at)?
+                }
+                _ => return Err(at(format!("expected (rule ...), found {}", sexp_text(r)))),
             }
         }
     }
@@ -454,6 +551,11 @@ const MAX_SUBST_SIZE: usize = 4000;
 pub struct Ctx<'a> {
     egraph: &'a mut AtlGraph,
     ids: Vec<Id>,
+    /// What this application is (rule and matched classes): names made by
+    /// the applier are keyed by it, so reapplying makes the same names.
+    key: String,
+    /// Names made so far in this application.
+    made: usize,
 }
 
 impl Ctx<'_> {
@@ -482,17 +584,31 @@ impl Ctx<'_> {
     fn aff(&self, k: usize) -> Option<Affine> {
         self.egraph[self.id(k)].data.aff.clone()
     }
+    /// The `made`-th name of this application, based on `base`: the same
+    /// each time the rule fires on the same classes.
     fn fresh(&mut self, base: Symbol) -> Symbol {
-        self.egraph.analysis.fresh_name(base)
+        let key = format!("{}/{}", self.key, self.made);
+        self.made += 1;
+        self.egraph.analysis.name_for(&key, base.as_str())
     }
     fn subst(&mut self, e: &Expr, r: Replace) -> Option<Expr> {
+        let (key, made) = (&self.key, &mut self.made);
         let analysis: &mut AtlAnalysis = &mut self.egraph.analysis;
-        let mut fresh = |b: Symbol| analysis.fresh_name(b);
+        let mut fresh = |b: Symbol| {
+            let k = format!("{key}/{made}");
+            *made += 1;
+            analysis.name_for(&k, b.as_str())
+        };
         Substituter::new(&mut fresh).expr(e, &r).ok()
     }
     fn subst_pred(&mut self, p: &Pred, r: Replace) -> Option<Pred> {
+        let (key, made) = (&self.key, &mut self.made);
         let analysis: &mut AtlAnalysis = &mut self.egraph.analysis;
-        let mut fresh = |b: Symbol| analysis.fresh_name(b);
+        let mut fresh = |b: Symbol| {
+            let k = format!("{key}/{made}");
+            *made += 1;
+            analysis.name_for(&k, b.as_str())
+        };
         Substituter::new(&mut fresh).pred(p, &r).ok()
     }
 }
@@ -633,13 +749,13 @@ fn d_var(c: &mut Ctx) -> Option<Built> {
         return Some(Built::Expr(Expr::Var(dx)));
     }
     let t = c.egraph.analysis.constants.get(&x)?.clone();
-    let analysis = &mut c.egraph.analysis;
     let mut made = vec![];
     let zero = crate::front::types::zero_of(&t, &mut || {
-        let k = analysis.fresh_name(Symbol::from("z"));
+        let k = c.fresh(Symbol::from("z"));
         made.push(k);
         k
     });
+    let analysis = &mut c.egraph.analysis;
     // register the extents of the zero's generators, outermost first
     let mut ty = &t;
     let mut k = 0;
@@ -673,7 +789,10 @@ fn d_let(c: &mut Ctx) -> Option<Built> {
     let dx = match c.egraph.analysis.tangents.get(&x) {
         Some(dx) => *dx,
         None => {
-            let dx = c.egraph.analysis.fresh_name(Symbol::from(format!("d{x}")));
+            let dx = c
+                .egraph
+                .analysis
+                .fresh_name(Symbol::from(format!("d{}", names::base(x.as_str()))));
             c.egraph.analysis.add_tangent(x, dx);
             dx
         }
@@ -758,7 +877,7 @@ fn adj_rev_let(c: &mut Ctx) -> Option<Built> {
     let cx = c
         .egraph
         .analysis
-        .name_for(&format!("{x}"), &format!("d{x}"));
+        .name_for(&format!("{x}"), &format!("{}_bar", names::base(x.as_str())));
     c.egraph.analysis.types.insert(cx, t.clone());
     let g = &mut *c.egraph;
     let dxname = g.add(Atl::Sym(dx));
@@ -862,10 +981,16 @@ impl Applier<Atl, AtlAnalysis> for RustApplier {
         eclass: Id,
         subst: &Subst,
         _ast: Option<&PatternAst<Atl>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
-        let ids = self.vars.iter().map(|v| subst[*v]).collect();
-        let mut ctx = Ctx { egraph, ids };
+        let ids: Vec<Id> = self.vars.iter().map(|v| egraph.find(subst[*v])).collect();
+        let key = format!("{rule}/{}/{ids:?}", egraph.find(eclass));
+        let mut ctx = Ctx {
+            egraph,
+            ids,
+            key,
+            made: 0,
+        };
         let Some(built) = (self.f)(&mut ctx) else {
             return vec![];
         };
@@ -934,24 +1059,34 @@ pub fn compile(spec: &RuleSpec) -> Result<Rewrite<Atl, AtlAnalysis>, String> {
     }
 }
 
-/// Rewrites of the named files (every optimization file when `files` is
-/// empty; the derivative files only when named).
-pub fn rewrites(files: &[&str]) -> Vec<Rewrite<Atl, AtlAnalysis>> {
-    const DERIVATIVE_FILES: [&str; 3] = ["forward.rules", "derivatives.rules", "adjoint.rules"];
-    all_specs()
-        .iter()
-        .filter(|s| {
-            if files.is_empty() {
-                !DERIVATIVE_FILES.contains(&s.file)
-            } else {
-                files.contains(&s.file)
-            }
-        })
-        .map(|s| compile(s).unwrap_or_else(|e| panic!("{e}")))
-        .collect()
+/// A compiled rule and the rule sets it belongs to.
+type Tagged = (Vec<String>, Rewrite<Atl, AtlAnalysis>);
+
+/// Every rule, compiled once, with its rule sets.
+fn compiled() -> &'static [Tagged] {
+    static RULES: OnceLock<Vec<Tagged>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        all_specs()
+            .iter()
+            .map(|s| (s.tags.clone(), compile(s).unwrap_or_else(|e| panic!("{e}"))))
+            .collect()
+    })
 }
 
-/// Shared, compiled rule sets.
-pub fn shared_rewrites(files: &[&str]) -> Arc<Vec<Rewrite<Atl, AtlAnalysis>>> {
-    Arc::new(rewrites(files))
+/// The rules of the rule sets `tags` (the tags written in `rules/`): those
+/// of the first set in file order, then those of the next set not taken yet,
+/// and so on.
+pub fn rule_set(tags: &[&str]) -> Vec<Rewrite<Atl, AtlAnalysis>> {
+    let all = compiled();
+    let mut taken = vec![false; all.len()];
+    let mut out = vec![];
+    for tag in tags {
+        for (k, (ts, r)) in all.iter().enumerate() {
+            if !taken[k] && ts.iter().any(|t| t == tag) {
+                taken[k] = true;
+                out.push(r.clone());
+            }
+        }
+    }
+    out
 }

@@ -18,11 +18,10 @@
 use super::analysis::{AtlAnalysis, AtlGraph};
 use super::extract::{cost_at, extract_best, Sample, WorkCost, UNUSABLE};
 use super::language::to_rec;
-use super::rules::rewrites;
+use super::rules::rule_set;
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, ParamKind, Pred, Program};
-use crate::front::{parse_program, print};
 use crate::semantics::value::{Relation, Sizes};
 use egg::{BackoffScheduler, Runner, StopReason, Symbol};
 use serde::Serialize;
@@ -269,24 +268,13 @@ fn stop_reason(r: &Option<StopReason>) -> String {
     }
 }
 
-/// Phase names and the rule files they use (empty: all files).
-pub const PHASES: &[(&str, &[&str])] = &[
-    (
-        "normalize",
-        &[
-            "let-lifting.rules",
-            "pair-elimination.rules",
-            "gen-pushout.rules",
-            "iverson.rules",
-        ],
-    ),
-    ("simplify", &[]),
-];
+/// The optimizer's phases; each runs the rule set of its name (the tags of
+/// `rules/`).
+pub const PHASES: &[&str] = &["normalize", "simplify"];
 
 /// What one phase works on.
 struct PhaseInput<'a> {
     name: &'a str,
-    files: &'a [&'a str],
     body: &'a Expr,
     extents: &'a HashMap<Symbol, Affine>,
     samples: &'a [Sample],
@@ -304,7 +292,6 @@ struct PhaseInput<'a> {
 fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
     let PhaseInput {
         name,
-        files,
         body,
         extents,
         samples,
@@ -314,18 +301,7 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
         alternatives,
     } = input;
     let started = Instant::now();
-    let mut rules = rewrites(files);
-    if name == "normalize" {
-        // inlining belongs to normalization; the rest of algebra.rules waits
-        rules.extend(rewrites(&["algebra.rules"]).into_iter().filter(|r| {
-            let n = r.name.as_str();
-            n.starts_with("let-")
-                || n.ends_with("-zero-left")
-                || n.ends_with("-one-left")
-                || n.ends_with("-zero-right")
-                || n.ends_with("-one-right")
-        }));
-    }
+    let rules = rule_set(&[name]);
     let analysis = AtlAnalysis {
         extents: extents.clone(),
         fresh: crate::front::subst::max_fresh_suffix(body),
@@ -383,11 +359,11 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     // factoring out of a sum can cost more (an empty loop costs nothing);
     // the last phase therefore also extracts smallest-sizes-first.
     let small_first = small_first_samples(prog, opts.sizes.as_ref());
-    let mut body = canonical_binders(&prog.body);
+    let (mut body, hints) = canonical_binders_with_hints(&prog.body);
     collect_extents(&body, &mut extents);
     let mut candidates = vec![];
     let mut phases = vec![];
-    for (k, (name, files)) in PHASES.iter().enumerate() {
+    for (k, name) in PHASES.iter().enumerate() {
         let last = k + 1 == PHASES.len();
         let left = (PHASES.len() - k) as u32 * 2;
         let alternatives = if last {
@@ -397,7 +373,6 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         };
         let (mut next, st) = run_phase(PhaseInput {
             name,
-            files,
             body: &body,
             extents: &extents,
             samples: &samples,
@@ -423,7 +398,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         .collect();
     let (program, kept_input, cost_before, cost_after) = guard(prog, candidates, opts)?;
     Ok(Optimized {
-        program,
+        program: crate::front::names::readable(&program, &hints),
         stats: Stats {
             phases,
             cost_before,
@@ -436,7 +411,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
 
 type Costs = Vec<(String, u128)>;
 
-/// Rename index binders by nesting depth and extent (`i2~x0` is the index
+/// Rename index binders by nesting depth and extent (`i2#x0` is the index
 /// at depth 2 over the first extent met), so that terms equal up to the
 /// names of their indices become equal terms and share an e-class (the k
 /// traces of `trace(diag(x)) + ...` are then one sum, and `e + e = 2e`
@@ -444,9 +419,17 @@ type Costs = Vec<(String, u128)>;
 /// extent map stays exact; nested binders differ in depth, so no name is
 /// shadowed.
 pub fn canonical_binders(e: &Expr) -> Expr {
+    canonical_binders_with_hints(e).0
+}
+
+/// [`canonical_binders`], and for each canonical name the first source name
+/// it stands for (printed programs show that name, see
+/// [`crate::front::names::readable`]).
+pub fn canonical_binders_with_hints(e: &Expr) -> (Expr, HashMap<Symbol, Symbol>) {
     struct Canon {
         extents: Vec<Affine>,
         ren: HashMap<Symbol, Vec<Symbol>>,
+        hints: HashMap<Symbol, Symbol>,
     }
     impl Canon {
         fn name(&mut self, depth: usize, d: &Affine) -> Symbol {
@@ -457,7 +440,7 @@ pub fn canonical_binders(e: &Expr) -> Expr {
                     self.extents.len() - 1
                 }
             };
-            Symbol::from(format!("i{depth}~x{k}"))
+            crate::front::names::make(&format!("i{depth}"), format!("x{k}"))
         }
         fn aff(&self, a: &Affine) -> Affine {
             let mut out = a.clone();
@@ -469,6 +452,7 @@ pub fn canonical_binders(e: &Expr) -> Expr {
             out
         }
         fn enter(&mut self, i: Symbol, c: Symbol) {
+            self.hints.entry(c).or_insert(i);
             self.ren.entry(i).or_default().push(c);
         }
         fn leave(&mut self, i: Symbol) {
@@ -524,11 +508,13 @@ pub fn canonical_binders(e: &Expr) -> Expr {
             }
         }
     }
-    Canon {
+    let mut c = Canon {
         extents: vec![],
         ren: HashMap::new(),
-    }
-    .expr(e, 0)
+        hints: HashMap::new(),
+    };
+    let out = c.expr(e, 0);
+    (out, c.hints)
 }
 
 /// The extraction samples ordered smallest first: uniform sizes 0, 1, 2,
@@ -549,9 +535,9 @@ fn small_first_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
     out
 }
 
-/// The first candidate that reads back as a well-typed program with the
-/// same signature and costs no more than the input at every sample; the
-/// input when there is none.
+/// The first candidate that is well formed (the input's type, no undeclared
+/// name) and costs no more than the input at every sample, checked on the
+/// extracted core program itself; the input when there is none.
 fn guard(
     prog: &Program,
     candidates: Vec<Program>,
@@ -564,20 +550,32 @@ fn guard(
         .iter()
         .map(|s| (label(s), cost_at(&prog.body, &extents, s)))
         .collect();
+    let declared: std::collections::BTreeSet<Symbol> = prog
+        .params
+        .iter()
+        .map(|p| p.name)
+        .chain(prog.sizes.iter().copied())
+        .collect();
     for candidate in candidates {
-        let text = print::program_to_string(&candidate);
-        let reread = match parse_program(text.as_bytes()) {
-            Ok(p) if p.ret == prog.ret && p.params == prog.params => p,
-            _ => continue,
-        };
+        // well-formed: the input's type, no name the input does not declare
+        let typed = crate::front::types::type_of(
+            &candidate.body,
+            &mut crate::front::types::param_env(prog),
+        );
+        let closed = crate::front::subst::free_names(&candidate.body)
+            .iter()
+            .all(|x| declared.contains(x));
+        if !closed || typed.ok().as_ref() != Some(&prog.ret) {
+            continue;
+        }
         let mut ext2 = HashMap::new();
-        collect_extents(&reread.body, &mut ext2);
+        collect_extents(&candidate.body, &mut ext2);
         let after: Costs = samples
             .iter()
-            .map(|s| (label(s), cost_at(&reread.body, &ext2, s)))
+            .map(|s| (label(s), cost_at(&candidate.body, &ext2, s)))
             .collect();
         if after.iter().zip(&before).all(|(a, b)| a.1 <= b.1) {
-            return Ok((reread, false, before, after));
+            return Ok((candidate, false, before, after));
         }
     }
     Ok((prog.clone(), true, before.clone(), before))
@@ -585,5 +583,8 @@ fn guard(
 
 /// Rule names of every phase (for reports and tests).
 pub fn phase_rule_names() -> Vec<String> {
-    rewrites(&[]).iter().map(|r| r.name.to_string()).collect()
+    rule_set(&["simplify"])
+        .iter()
+        .map(|r| r.name.to_string())
+        .collect()
 }

@@ -44,8 +44,6 @@ pub fn type_str(t: &Type) -> String {
 
 struct Elab {
     scope: HashMap<String, Binding>,
-    /// Every symbol of the source plus every name handed out so far.
-    used: HashSet<String>,
     counter: u64,
 }
 
@@ -76,14 +74,12 @@ impl Elab {
         crate::diagnostics::did_you_mean(name, names)
     }
 
+
+    /// A made name (`base#N`, see [`super::names`]): never one the source
+    /// can spell.
     fn fresh(&mut self, base: &str) -> Symbol {
-        loop {
-            self.counter += 1;
-            let name = format!("{base}{}", self.counter);
-            if self.used.insert(name.clone()) {
-                return Symbol::from(name);
-            }
-        }
+        self.counter += 1;
+        super::names::make(base, self.counter)
     }
 
     /// The unique name a source binder gets: itself the first time, a fresh
@@ -92,10 +88,7 @@ impl Elab {
         if claimed.insert(name.to_string()) {
             Symbol::from(name)
         } else {
-            let base = format!("{name}_");
-            let s = self.fresh(&base);
-            claimed.insert(s.to_string());
-            s
+            self.fresh(name)
         }
     }
 
@@ -776,19 +769,6 @@ impl Elab {
     }
 }
 
-fn all_symbols(data: &[Sexp], out: &mut HashSet<String>) {
-    let mut stack: Vec<&Sexp> = data.iter().collect();
-    while let Some(x) = stack.pop() {
-        match x {
-            Sexp::Sym(s, _) => {
-                out.insert(s.clone());
-            }
-            Sexp::List(items, _) => stack.extend(items.iter()),
-            Sexp::Num(..) => {}
-        }
-    }
-}
-
 /// Elaborate the top-level forms of a file into a core program.
 pub fn elaborate(data: &[Sexp]) -> Result<Program> {
     let Some(top) = data.first() else {
@@ -833,11 +813,8 @@ pub fn elaborate(data: &[Sexp]) -> Result<Program> {
             "expected a parameter list (PARAM ...)",
         ));
     };
-    let mut used = HashSet::new();
-    all_symbols(data, &mut used);
     let mut el = Elab {
         scope: HashMap::new(),
-        used,
         counter: 0,
     };
     // First pass: names and kinds, so types may mention sizes declared later.

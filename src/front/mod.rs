@@ -3,6 +3,7 @@
 pub mod affine;
 pub mod ast;
 pub mod elaborate;
+pub mod names;
 pub mod pretty;
 pub mod print;
 pub mod reader;

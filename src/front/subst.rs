@@ -102,16 +102,14 @@ fn expr_names(e: &Expr, bound: &mut Bound, out: &mut BTreeSet<Symbol>) {
     }
 }
 
-/// The largest `N` of the names `stem~N` in an expression (binders
-/// included): passes that make fresh `~` names start above it, so names made
+/// The largest id `N` of the made names `base#N` in an expression (binders
+/// included, see [`super::names`]): passes that make fresh names start above it, so names made
 /// by an earlier pass (say, the gradient that `hvp` differentiates) never
 /// clash with new ones.
 pub fn max_fresh_suffix(e: &Expr) -> u64 {
     fn name(s: Symbol, m: &mut u64) {
-        if let Some((_, n)) = s.as_str().rsplit_once('~') {
-            if let Ok(k) = n.parse::<u64>() {
-                *m = (*m).max(k);
-            }
+        if let Some(k) = super::names::id(s.as_str()) {
+            *m = (*m).max(k);
         }
     }
     fn pred(p: &Pred, m: &mut u64) {
@@ -344,7 +342,7 @@ mod tests {
         let mut k = 0;
         let mut fresh = |b: Symbol| {
             k += 1;
-            Symbol::from(format!("{b}~{k}"))
+            crate::front::names::make(b.as_str(), k)
         };
         let mut sub = Substituter::new(&mut fresh);
         let out = sub
@@ -353,10 +351,10 @@ mod tests {
         let Expr::Sum(b, _, body) = &out else {
             panic!()
         };
-        assert_eq!(b.as_str(), "j~1");
+        assert_eq!(b.as_str(), "j#1");
         let Expr::Get(_, a) = &**body else { panic!() };
         assert_eq!(a.coeff(s("j")), 1);
-        assert_eq!(a.coeff(s("j~1")), 1);
+        assert_eq!(a.coeff(s("j#1")), 1);
         assert!(free_names(&out).contains(&s("j")));
     }
 

@@ -1,0 +1,266 @@
+//! The one name supply.
+//!
+//! A name made by the compiler is a **base** and an **id**, written
+//! `base#id`: the base says what it names (`t`, `dx`, `x_bar`, the user's
+//! `i`), the id makes it unique. The reader rejects `#`, so such a name never
+//! collides with one a user can write. Printed programs never show them:
+//! [`readable`] renames every binder to its base (or the user's name it
+//! stands for), then `base1`, `base2`, ... where taken; every printed name is
+//! a C identifier.
+
+use super::ast::{Expr, Pred, Program};
+use egg::Symbol;
+use std::collections::{HashMap, HashSet};
+
+/// The separator between base and id; the reader does not accept it.
+pub const SEP: char = '#';
+
+/// The name with base `base` (its own base if it is already a made name)
+/// and id `id`.
+pub fn make(base: &str, id: impl std::fmt::Display) -> Symbol {
+    Symbol::from(format!("{}{SEP}{id}", self::base(base)))
+}
+
+/// The base of a name (the name itself for a user's name).
+pub fn base(s: &str) -> &str {
+    s.split(SEP).next().unwrap_or(s)
+}
+
+/// The numeric id of a made name.
+pub fn id(s: &str) -> Option<u64> {
+    s.rsplit_once(SEP).and_then(|(_, n)| n.parse().ok())
+}
+
+/// Is this a name the compiler made (one a user cannot write)?
+pub fn is_made(s: &str) -> bool {
+    s.contains(SEP)
+}
+
+const C_KEYWORDS: &[&str] = &[
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "_Bool",
+    "_Complex",
+    "_Imaginary",
+    "bool",
+    "true",
+    "false",
+    "main",
+];
+
+/// `base` as the stem of a C identifier: invalid characters become `_`, no
+/// leading digit, no trailing `_` or `_N` (numbers are appended to it).
+fn c_stem(base: &str) -> String {
+    let mut s: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    // a trailing `_N` would read as a numbering suffix
+    loop {
+        let t = s.trim_end_matches(|c: char| c.is_ascii_digit());
+        if t.len() < s.len() && t.ends_with('_') {
+            s = t.trim_end_matches('_').to_string();
+        } else {
+            s = s.trim_end_matches('_').to_string();
+            break;
+        }
+    }
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, 'v');
+    }
+    s
+}
+
+/// Every parameter, size and relation name of `prog` (free in its body).
+fn declared(prog: &Program) -> HashSet<String> {
+    let mut out: HashSet<String> = prog.params.iter().map(|p| p.name.to_string()).collect();
+    out.insert(prog.name.to_string());
+    for s in super::subst::free_names(&prog.body) {
+        out.insert(s.to_string());
+    }
+    out
+}
+
+struct Readable<'h> {
+    hints: &'h HashMap<Symbol, Symbol>,
+    taken: HashSet<String>,
+    scope: HashMap<Symbol, Vec<Symbol>>,
+}
+
+impl Readable<'_> {
+    fn pick(&mut self, b: Symbol) -> Symbol {
+        let hinted = self.hints.get(&b).copied().unwrap_or(b);
+        let stem = c_stem(base(hinted.as_str()));
+        let ok = |s: &str, taken: &HashSet<String>| {
+            !taken.contains(s) && !C_KEYWORDS.contains(&s) && !super::ast::Func::is_name(s)
+        };
+        let mut name = stem.clone();
+        let mut k = 1;
+        while !ok(&name, &self.taken) {
+            name = format!("{stem}{k}");
+            k += 1;
+        }
+        self.taken.insert(name.clone());
+        Symbol::from(name)
+    }
+    fn enter(&mut self, b: Symbol) -> Symbol {
+        let n = self.pick(b);
+        self.scope.entry(b).or_default().push(n);
+        n
+    }
+    fn leave(&mut self, b: Symbol) {
+        if let Some(v) = self.scope.get_mut(&b) {
+            v.pop();
+        }
+    }
+    fn name(&self, s: Symbol) -> Symbol {
+        self.scope
+            .get(&s)
+            .and_then(|v| v.last())
+            .copied()
+            .unwrap_or(s)
+    }
+    fn aff(&self, a: &super::Affine) -> super::Affine {
+        let mut out = a.clone();
+        let names: Vec<Symbol> = a.names().collect();
+        // rename through a temporary so that a swap cannot merge two names
+        let tmp: Vec<Symbol> = names
+            .iter()
+            .enumerate()
+            .map(|(k, _)| make("tmp", format!("r{k}")))
+            .collect();
+        for (n, t) in names.iter().zip(&tmp) {
+            out = out.rename(*n, *t);
+        }
+        for (n, t) in names.iter().zip(&tmp) {
+            out = out.rename(*t, self.name(*n));
+        }
+        out
+    }
+    fn pred(&mut self, p: &Pred) -> Pred {
+        match p {
+            Pred::True | Pred::False => p.clone(),
+            Pred::Cmp(op, a, b) => Pred::Cmp(*op, self.aff(a), self.aff(b)),
+            Pred::And(ps) => Pred::And(ps.iter().map(|q| self.pred(q)).collect()),
+            Pred::Or(ps) => Pred::Or(ps.iter().map(|q| self.pred(q)).collect()),
+            Pred::Exists(i, d, q) => {
+                let d = self.aff(d);
+                let n = self.enter(*i);
+                let q = self.pred(q);
+                self.leave(*i);
+                Pred::Exists(n, d, Box::new(q))
+            }
+            Pred::Rel(r, idx) => Pred::Rel(*r, idx.iter().map(|a| self.aff(a)).collect()),
+        }
+    }
+    fn expr(&mut self, e: &Expr) -> Expr {
+        use super::ast::build::*;
+        match e {
+            Expr::Var(x) => var(self.name(*x)),
+            Expr::Const(_) => e.clone(),
+            Expr::Add(a, b) => add(self.expr(a), self.expr(b)),
+            Expr::Mul(a, b) => mul(self.expr(a), self.expr(b)),
+            Expr::Pair(a, b) => pair(self.expr(a), self.expr(b)),
+            Expr::Call(f, a) => call(*f, self.expr(a)),
+            Expr::Fst(a) => fst(self.expr(a)),
+            Expr::Snd(a) => snd(self.expr(a)),
+            Expr::Get(a, i) => get(self.expr(a), self.aff(i)),
+            Expr::Iverson(p, a) => iverson(self.pred(p), self.expr(a)),
+            Expr::Let(x, a, b) => {
+                let a = self.expr(a);
+                let n = self.enter(*x);
+                let b = self.expr(b);
+                self.leave(*x);
+                let_(n, a, b)
+            }
+            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+                let d = self.aff(d);
+                let n = self.enter(*i);
+                let b = self.expr(b);
+                self.leave(*i);
+                if matches!(e, Expr::Gen(..)) {
+                    gen(n, d, b)
+                } else {
+                    sum(n, d, b)
+                }
+            }
+        }
+    }
+}
+
+/// `prog` with readable binder names: each binder gets the base of its name
+/// (or of `hints[name]`, the user's name a canonical name stands for), made
+/// unique in the whole program with a number, a C identifier. Parameters are
+/// kept. Idempotent on programs whose binder names are already distinct
+/// readable identifiers.
+pub fn readable(prog: &Program, hints: &HashMap<Symbol, Symbol>) -> Program {
+    let mut r = Readable {
+        hints,
+        taken: declared(prog),
+        scope: HashMap::new(),
+    };
+    Program {
+        body: r.expr(&prog.body),
+        ..prog.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems() {
+        assert_eq!(c_stem("x_1"), "x");
+        assert_eq!(c_stem("i"), "i");
+        assert_eq!(c_stem("a-b"), "a_b");
+        assert_eq!(c_stem("1x"), "v1x");
+        assert_eq!(c_stem("x_bar"), "x_bar");
+        assert_eq!(base("dx#12"), "dx");
+        assert_eq!(id("dx#12"), Some(12));
+        assert!(!is_made("i0~x0"));
+    }
+
+    #[test]
+    fn readable_names() {
+        let p = crate::front::parse_program(
+            b"(fn f ((x (tensor n R))) (+ (sum i n (get x i)) (sum i n (get x i))))",
+        )
+        .unwrap();
+        let text = crate::front::print::program_to_string(&readable(&p, &HashMap::new()));
+        assert!(text.contains("(sum i n (get x i))"), "{text}");
+        assert!(text.contains("(sum i1 n (get x i1))"), "{text}");
+    }
+}
