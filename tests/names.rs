@@ -10,7 +10,8 @@ use atl_egg::front::parse_program;
 use atl_egg::front::print::program_to_string;
 use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
-use atl_egg::semantics::value::{inner_product, random_value, Sizes, Value};
+use atl_egg::semantics::numerics::inner_product;
+use atl_egg::semantics::value::{random_value, Sizes, Value};
 use egg::Symbol;
 use std::collections::HashMap;
 

@@ -74,7 +74,6 @@ impl Elab {
         crate::diagnostics::did_you_mean(name, names)
     }
 
-
     /// A made name (`base#N`, see [`super::names`]): never one the source
     /// can spell.
     fn fresh(&mut self, base: &str) -> Symbol {
