@@ -4,14 +4,14 @@
 //! `coeff`, `drop`), and extract the cheapest such terms by the work cost.
 
 use crate::egraph::analysis::AtlGraph;
-use crate::egraph::extract::{extract_all, Term, WorkCost, UNUSABLE};
+use crate::egraph::extract::{extract_all, Sample, Term, WorkCost, UNUSABLE};
 use crate::egraph::language::Atl;
 use crate::egraph::runner::{extraction_samples, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Program};
 use egg::{Id, Language, Rewrite, Runner};
 use std::collections::{HashSet, VecDeque};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Most e-nodes a differentiation e-graph may grow to.
 pub const NODE_LIMIT: usize = 1_000_000;
@@ -37,9 +37,9 @@ pub fn run_and_extract(
         .run(rules);
     let unfinished = || {
         Error::transform(format!(
-            "differentiation did not finish ({:?}); the program may be too large \
+            "differentiation did not finish ({}); the program may be too large \
              (try a larger --time-limit)",
-            runner.stop_reason
+            crate::egraph::runner::stop_reason(&runner.stop_reason)
         ))
     };
     // After a limit, extension forms may remain; check that every root has
@@ -86,4 +86,111 @@ pub fn has_core_term(egraph: &AtlGraph, root: Id) -> bool {
         }
     }
     ok.contains(&egraph.find(root))
+}
+
+/// Most e-nodes one binding's e-graph may grow to.
+pub const SMALL_NODE_LIMIT: usize = 50_000;
+
+/// One binding's e-graph: saturate `egraph` with `rules` until `deadline`
+/// and extract one core expression per root; also returns the name
+/// counter the appliers reached (later names must be above it).
+pub fn run_small(
+    egraph: AtlGraph,
+    roots: &[Id],
+    rules: &[Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>],
+    samples: &[Sample],
+    deadline: Instant,
+) -> Result<(Vec<Expr>, PhaseStats, u64)> {
+    let started = Instant::now();
+    let left = deadline.saturating_duration_since(started);
+    let runner = Runner::default()
+        .with_scheduler(Bounded::new(SMALL_NODE_LIMIT))
+        .with_egraph(egraph)
+        .with_node_limit(usize::MAX)
+        .with_iter_limit(1_000)
+        .with_time_limit(left.max(Duration::from_millis(1)))
+        .run(rules);
+    let unfinished = || {
+        Error::transform(format!(
+            "differentiation did not finish ({}); the program may be too large \
+             (try a larger --time-limit)",
+            crate::egraph::runner::stop_reason(&runner.stop_reason)
+        ))
+    };
+    if !roots.iter().all(|r| has_core_term(&runner.egraph, *r)) {
+        return Err(unfinished());
+    }
+    let egraph = &runner.egraph;
+    let extract_started = Instant::now();
+    let cost = WorkCost::new(egraph, samples).with_max_term_size(50_000);
+    let best = extract_all(egraph, cost);
+    let out = roots
+        .iter()
+        .map(|r| {
+            let b = best.get(&egraph.find(*r));
+            match b.and_then(|b| b.term().map(|t| (t, b))) {
+                Some((Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => Ok(e),
+                _ => Err(unfinished()),
+            }
+        })
+        .collect::<Result<Vec<Expr>>>()?;
+    let stats = PhaseStats::of("differentiate (binding)", &runner, started, extract_started);
+    Ok((out, stats, runner.egraph.analysis.fresh))
+}
+
+/// Every rule every iteration (like egg's `SimpleScheduler`), with the live
+/// e-node count checked while matches are applied, a few at a time: egg's
+/// own node limit compares the hashcons memo, which keeps stale entries,
+/// and only between rules, so one rule could grow the graph by millions of
+/// nodes before it is looked at.
+pub struct Bounded {
+    limit: usize,
+    over: bool,
+}
+
+impl Bounded {
+    pub fn new(limit: usize) -> Bounded {
+        Bounded { limit, over: false }
+    }
+}
+
+impl egg::RewriteScheduler<Atl, crate::egraph::analysis::AtlAnalysis> for Bounded {
+    fn search_rewrites<'a>(
+        &mut self,
+        iteration: usize,
+        egraph: &AtlGraph,
+        rewrites: &[&'a Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>],
+        limits: &egg::RunnerLimits,
+    ) -> egg::RunnerResult<Vec<Vec<egg::SearchMatches<'a, Atl>>>> {
+        if self.over || egraph.total_number_of_nodes() > self.limit {
+            self.over = true;
+            return Err(egg::StopReason::NodeLimit(self.limit));
+        }
+        let mut matches = Vec::new();
+        for rw in rewrites {
+            matches.push(rw.search(egraph));
+            limits.check_limits(iteration, egraph)?;
+        }
+        Ok(matches)
+    }
+
+    fn apply_rewrite(
+        &mut self,
+        _iteration: usize,
+        egraph: &mut AtlGraph,
+        rewrite: &Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>,
+        matches: Vec<egg::SearchMatches<Atl>>,
+    ) -> usize {
+        let mut applied = 0;
+        for chunk in matches.chunks(16) {
+            if self.over {
+                break;
+            }
+            applied += rewrite.apply(egraph, chunk).len();
+            if egraph.total_number_of_nodes() > self.limit {
+                self.over = true;
+            }
+        }
+        applied
+    }
 }
