@@ -25,7 +25,7 @@
 //! and every binding; other real inputs are constants (tangent zero).
 
 use super::normalize::{anf, dead_code, lift, unflatten, Fresh};
-use super::phase::run_small;
+use super::phase::{run_and_extract, run_small};
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
 use crate::egraph::extract::Sample;
 use crate::egraph::language::{to_rec, Atl};
@@ -110,6 +110,24 @@ pub fn vjp_body(
     let mut fresh = Fresh::above(&prog.body);
     let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let (binds, result) = dead_code(flat);
+    if binds.len() <= WHOLE_PROGRAM_BINDINGS {
+        // a small program: one e-graph over every binding first, which
+        // gathers and cancels terms across bindings; binding by binding
+        // when it stops at a limit
+        if let Ok((egraph, root)) = adjoint_egraph(prog, wrt, seed.clone(), true) {
+            let whole = run_and_extract(
+                prog,
+                egraph,
+                &[root],
+                &adjoint_rules(),
+                time_limit / 10,
+                "differentiate (adjoint)",
+            );
+            if let Ok((mut out, stats)) = whole {
+                return Ok((out.pop().expect("one root"), stats));
+            }
+        }
+    }
     let mut types = param_env(prog);
     for (x, e) in &binds {
         let t = type_of(e, &mut types.clone())?;
@@ -184,6 +202,10 @@ pub fn vjp_body(
     stats.seconds = started.elapsed().as_secs_f64();
     Ok((unflatten((all, out)), stats))
 }
+
+/// Programs of at most this many bindings are first differentiated in one
+/// e-graph over all of them.
+const WHOLE_PROGRAM_BINDINGS: usize = 12;
 
 /// What every binding's e-graph shares.
 struct Ctx<'a> {

@@ -13,8 +13,8 @@ use egg::{Id, Language, Rewrite, Runner};
 use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Most e-nodes a differentiation e-graph may grow to.
-pub const NODE_LIMIT: usize = 1_000_000;
+/// Most live e-nodes a differentiation e-graph may grow to.
+pub const NODE_LIMIT: usize = 100_000;
 
 /// Saturate `egraph` with `rules` and extract one core expression per root.
 pub fn run_and_extract(
@@ -29,9 +29,9 @@ pub fn run_and_extract(
     // The rules of differentiation terminate (they push forms down and
     // gather): the simple scheduler applies every match each iteration.
     let runner = Runner::default()
-        .with_scheduler(egg::SimpleScheduler)
+        .with_scheduler(Bounded::new(NODE_LIMIT, started + time_limit))
         .with_egraph(egraph)
-        .with_node_limit(NODE_LIMIT)
+        .with_node_limit(usize::MAX)
         .with_iter_limit(1_000)
         .with_time_limit(time_limit)
         .run(rules);
@@ -104,7 +104,7 @@ pub fn run_small(
     let started = Instant::now();
     let left = deadline.saturating_duration_since(started);
     let runner = Runner::default()
-        .with_scheduler(Bounded::new(SMALL_NODE_LIMIT))
+        .with_scheduler(Bounded::new(SMALL_NODE_LIMIT, deadline))
         .with_egraph(egraph)
         .with_node_limit(usize::MAX)
         .with_iter_limit(1_000)
@@ -145,12 +145,31 @@ pub fn run_small(
 /// nodes before it is looked at.
 pub struct Bounded {
     limit: usize,
+    deadline: Instant,
     over: bool,
 }
 
 impl Bounded {
-    pub fn new(limit: usize) -> Bounded {
-        Bounded { limit, over: false }
+    /// At most `limit` live e-nodes, until `deadline` (also checked between
+    /// the rules' searches and while matches are applied).
+    pub fn new(limit: usize, deadline: Instant) -> Bounded {
+        Bounded {
+            limit,
+            deadline,
+            over: false,
+        }
+    }
+
+    fn check(&mut self, egraph: &AtlGraph) -> bool {
+        // the memo (stale entries included) is bounded too: classes pruned
+        // and merged over and over grow it while the live count stays small
+        if egraph.total_number_of_nodes() > self.limit
+            || egraph.total_size() > 4 * self.limit
+            || Instant::now() > self.deadline
+        {
+            self.over = true;
+        }
+        self.over
     }
 }
 
@@ -162,14 +181,23 @@ impl egg::RewriteScheduler<Atl, crate::egraph::analysis::AtlAnalysis> for Bounde
         rewrites: &[&'a Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>],
         limits: &egg::RunnerLimits,
     ) -> egg::RunnerResult<Vec<Vec<egg::SearchMatches<'a, Atl>>>> {
-        if self.over || egraph.total_number_of_nodes() > self.limit {
-            self.over = true;
-            return Err(egg::StopReason::NodeLimit(self.limit));
-        }
+        let stop = |b: &mut Bounded| {
+            if b.check(egraph) {
+                if Instant::now() > b.deadline {
+                    Err(egg::StopReason::Other("time limit".into()))
+                } else {
+                    Err(egg::StopReason::NodeLimit(b.limit))
+                }
+            } else {
+                Ok(())
+            }
+        };
+        stop(self)?;
         let mut matches = Vec::new();
         for rw in rewrites {
             matches.push(rw.search(egraph));
             limits.check_limits(iteration, egraph)?;
+            stop(self)?;
         }
         Ok(matches)
     }
@@ -182,13 +210,18 @@ impl egg::RewriteScheduler<Atl, crate::egraph::analysis::AtlAnalysis> for Bounde
         matches: Vec<egg::SearchMatches<Atl>>,
     ) -> usize {
         let mut applied = 0;
-        for chunk in matches.chunks(16) {
-            if self.over {
-                break;
-            }
-            applied += rewrite.apply(egraph, chunk).len();
-            if egraph.total_number_of_nodes() > self.limit {
-                self.over = true;
+        for m in matches {
+            for substs in m.substs.chunks(16) {
+                if self.over {
+                    return applied;
+                }
+                let part = egg::SearchMatches {
+                    eclass: m.eclass,
+                    substs: substs.to_vec(),
+                    ast: m.ast.clone(),
+                };
+                applied += rewrite.apply(egraph, std::slice::from_ref(&part)).len();
+                self.check(egraph);
             }
         }
         applied
