@@ -205,7 +205,7 @@ pub fn vjp_body(
 
 /// Programs of at most this many bindings are first differentiated in one
 /// e-graph over all of them.
-const WHOLE_PROGRAM_BINDINGS: usize = 12;
+const WHOLE_PROGRAM_BINDINGS: usize = 32;
 
 /// What every binding's e-graph shares.
 struct Ctx<'a> {
