@@ -89,7 +89,10 @@ pub fn has_core_term(egraph: &AtlGraph, root: Id) -> bool {
 }
 
 /// Most e-nodes one binding's e-graph may grow to.
-pub const SMALL_NODE_LIMIT: usize = 50_000;
+pub const SMALL_NODE_LIMIT: usize = 10_000;
+
+/// Most iterations of one binding's e-graph.
+pub const SMALL_ITER_LIMIT: usize = 60;
 
 /// One binding's e-graph: saturate `egraph` with `rules` until `deadline`
 /// and extract one core expression per root; also returns the name
@@ -107,7 +110,7 @@ pub fn run_small(
         .with_scheduler(Bounded::new(SMALL_NODE_LIMIT, deadline))
         .with_egraph(egraph)
         .with_node_limit(usize::MAX)
-        .with_iter_limit(1_000)
+        .with_iter_limit(SMALL_ITER_LIMIT)
         .with_time_limit(left.max(Duration::from_millis(1)))
         .run(rules);
     let unfinished = || {
