@@ -25,17 +25,20 @@
 //! and every binding; other real inputs are constants (tangent zero).
 
 use super::normalize::{anf, dead_code, lift, unflatten, Fresh};
-use super::phase::run_and_extract;
+use super::phase::{run_and_extract, run_small};
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
+use crate::egraph::extract::Sample;
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::{coefficients, rule_set};
-use crate::egraph::runner::{collect_extents, PhaseStats};
+use crate::egraph::runner::{collect_extents, extraction_samples, PhaseStats};
 use crate::error::Result;
-use crate::front::ast::{Expr, ParamKind, Program};
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, ParamKind, Program, Type};
+use crate::front::subst::free_names;
 use crate::front::types::{param_env, type_of};
 use egg::{Id, Rewrite, Symbol};
-use std::collections::HashMap;
-use std::time::Duration;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 /// The rules of the adjoint phase: the adjoint rules, the forward rules
 /// that push `D` to the variables (not d-let: adj-unpack-let takes the
@@ -46,27 +49,231 @@ pub fn adjoint_rules() -> Vec<Rewrite<Atl, AtlAnalysis>> {
 }
 
 /// The body of the vector-Jacobian product: with `seed` (of the output's
-/// type) the cotangent of the output, the cotangents of the `wrt` inputs
-/// (one as itself, several as right-nested pairs).
+/// type, `seed_type`) the cotangent of the output, the cotangents of the
+/// `wrt` inputs (one as itself, several as right-nested pairs).
+///
+/// Binding by binding, in the paper's order: the tensor SSA
+/// `let X1 = e1 in ... let Xk = ek in r` is reversed one differential
+/// binding at a time. The cotangent of `Xj` is the gathered coefficient of
+/// `dXj` in the inner products `<cXl | D[el]>` of the later bindings that
+/// use `Xj` (and `<seed | D[r]>`); each is computed by the rules of
+/// `rules/adjoint.rules` in its own small e-graph, in which only `Xj` has a
+/// tangent. The result is
+/// `let X1 .. Xk (primal) in let cXk = .. in .. let cX1 = .. in outputs`.
+/// Each e-graph holds one binding's definition and the few inner products
+/// on it, so the phase is linear in the number of bindings.
 pub fn vjp_body(
     prog: &Program,
     wrt: &[Symbol],
     seed: Expr,
+    seed_type: &Type,
     time_limit: Duration,
 ) -> Result<(Expr, PhaseStats)> {
-    let (egraph, root) = adjoint_egraph(prog, wrt, seed, true)?;
+    let started = Instant::now();
+    let deadline = started + time_limit;
+    let mut fresh = Fresh::above(&prog.body);
+    let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
+    let (binds, result) = dead_code(flat);
+    if binds.len() <= WHOLE_PROGRAM_BINDINGS {
+        // a small program: one e-graph over every binding first, which
+        // gathers and cancels terms across bindings; binding by binding
+        // when it stops at a limit
+        if let Ok((egraph, root)) = adjoint_egraph(prog, wrt, seed.clone(), true) {
+            let whole = run_and_extract(
+                prog,
+                egraph,
+                &[root],
+                &adjoint_rules(),
+                time_limit / 10,
+                "differentiate (adjoint)",
+            );
+            if let Ok((mut out, stats)) = whole {
+                return Ok((out.pop().expect("one root"), stats));
+            }
+        }
+    }
+    let mut types = param_env(prog);
+    for (x, e) in &binds {
+        let t = type_of(e, &mut types.clone())?;
+        types.insert(*x, t);
+    }
+    if let Expr::Var(s) = &seed {
+        types.insert(*s, seed_type.clone());
+    }
+    let mut extents = HashMap::new();
+    for (_, e) in &binds {
+        collect_extents(e, &mut extents);
+    }
+    collect_extents(&result, &mut extents);
+    // activity: a binding is active when it depends on a wrt input
+    let mut active: HashSet<Symbol> = wrt.iter().copied().collect();
+    for (x, e) in &binds {
+        if free_names(e).iter().any(|n| active.contains(n)) {
+            active.insert(*x);
+        }
+    }
     let rules = adjoint_rules();
-    let (mut out, stats) = run_and_extract(
-        prog,
-        egraph,
-        &[root],
-        &rules,
-        time_limit,
-        "differentiate (adjoint)",
-    )?;
-    Ok((out.pop().expect("one root"), stats))
+    let samples = extraction_samples(prog, None);
+    // the inner products: (cotangent, expression, free names of expression)
+    let mut forms: Vec<(Expr, Expr, BTreeSet<Symbol>)> = vec![];
+    if free_names(&result).iter().any(|n| active.contains(n)) {
+        forms.push((seed, result.clone(), free_names(&result)));
+    }
+    let mut stats = PhaseStats {
+        phase: "differentiate (adjoint)".to_string(),
+        iterations: 0,
+        nodes: 0,
+        classes: 0,
+        stop_reason: "saturated".to_string(),
+        seconds: 0.0,
+        extract_seconds: 0.0,
+    };
+    let ctx = Ctx {
+        types: &types,
+        extents: &extents,
+        rules: &rules,
+        samples: &samples,
+        deadline,
+    };
+    let mut cotangents: Vec<(Symbol, Expr)> = vec![];
+    for (x, e) in binds.iter().rev() {
+        if !active.contains(x) {
+            continue;
+        }
+        let using: Vec<&(Expr, Expr, BTreeSet<Symbol>)> =
+            forms.iter().filter(|f| f.2.contains(x)).collect();
+        if using.is_empty() {
+            continue;
+        }
+        let c = ctx.coefficient(*x, &using, &mut fresh, &mut stats)?;
+        let cx = fresh.name(&format!("c{x}"));
+        cotangents.push((cx, c));
+        forms.push((Expr::Var(cx), e.clone(), free_names(e)));
+    }
+    let mut outputs = vec![];
+    for x in wrt {
+        let using: Vec<&(Expr, Expr, BTreeSet<Symbol>)> =
+            forms.iter().filter(|f| f.2.contains(x)).collect();
+        outputs.push(ctx.coefficient(*x, &using, &mut fresh, &mut stats)?);
+    }
+    let out = outputs
+        .into_iter()
+        .rev()
+        .reduce(|acc, o| crate::front::ast::build::pair(o, acc))
+        .expect("at least one input");
+    let mut all = binds;
+    all.extend(cotangents);
+    stats.seconds = started.elapsed().as_secs_f64();
+    Ok((unflatten((all, out)), stats))
 }
 
+/// Programs of at most this many bindings are first differentiated in one
+/// e-graph over all of them.
+const WHOLE_PROGRAM_BINDINGS: usize = 32;
+
+/// What every binding's e-graph shares.
+struct Ctx<'a> {
+    types: &'a HashMap<Symbol, Type>,
+    extents: &'a HashMap<Symbol, Affine>,
+    rules: &'a [Rewrite<Atl, AtlAnalysis>],
+    samples: &'a [Sample],
+    deadline: Instant,
+}
+
+/// At most this many inner products share one e-graph (the coefficient is
+/// linear: larger groups are split and their coefficients added).
+const GROUP: usize = 8;
+
+impl Ctx<'_> {
+    /// The coefficient built without an e-graph (always finishes).
+    fn direct(
+        &self,
+        x: Symbol,
+        forms: &[&(Expr, Expr, BTreeSet<Symbol>)],
+        fresh: &mut Fresh,
+    ) -> Expr {
+        let pairs: Vec<(&Expr, &Expr)> = forms.iter().map(|f| (&f.0, &f.1)).collect();
+        super::direct::coefficient(x, &self.types[&x], &pairs, fresh)
+    }
+
+    /// The coefficients of the tangent of `x` in the sum of the inner
+    /// products `<c | D[e]>` of `forms` (zero when there are none), as a
+    /// value of `x`'s type.
+    fn coefficient(
+        &self,
+        x: Symbol,
+        forms: &[&(Expr, Expr, BTreeSet<Symbol>)],
+        fresh: &mut Fresh,
+        stats: &mut PhaseStats,
+    ) -> Result<Expr> {
+        if forms.len() > GROUP {
+            let parts = forms
+                .chunks(GROUP)
+                .map(|g| self.coefficient(x, g, fresh, stats))
+                .collect::<Result<Vec<_>>>()?;
+            return Ok(parts
+                .into_iter()
+                .reduce(|a, b| add_values(a, b, &self.types[&x], fresh))
+                .expect("a group"));
+        }
+        if Instant::now() >= self.deadline {
+            stats.stop_reason = "time limit; the remaining adjoints were built directly".into();
+            return Ok(self.direct(x, forms, fresh));
+        }
+        let mut analysis = AtlAnalysis {
+            extents: self.extents.clone(),
+            prune_to_variables: true,
+            ..Default::default()
+        };
+        let dx = fresh.name(&format!("t{x}"));
+        let t = self.types[&x].clone();
+        analysis.add_tangent(x, dx);
+        analysis.types.insert(dx, t.clone());
+        for (name, ty) in self.types {
+            analysis.types.insert(*name, ty.clone());
+            if *name != x {
+                analysis.constants.insert(*name, ty.clone());
+            }
+        }
+        analysis.fresh = fresh.counter();
+        let mut egraph = AtlGraph::new(analysis);
+        let mut form: Option<Id> = None;
+        for (c, e, _) in forms {
+            let w = egraph.add_expr(&to_rec(c));
+            let e = egraph.add_expr(&to_rec(e));
+            let de = egraph.add(Atl::D(e));
+            let dot = egraph.add(Atl::Dot([w, de]));
+            form = Some(match form {
+                None => dot,
+                Some(f) => egraph.add(Atl::Add([f, dot])),
+            });
+        }
+        let form = match form {
+            Some(f) => f,
+            None => egraph.add_expr(&to_rec(&crate::front::ast::build::num(0.0))),
+        };
+        let name = egraph.add(Atl::Sym(dx));
+        let root = egraph.add(Atl::Var(name));
+        let root = coefficients(&mut egraph, &t, &format!("out {x}"), root, form);
+        let (mut out, st, counter) =
+            match run_small(egraph, &[root], self.rules, self.samples, self.deadline) {
+                Ok(r) => r,
+                Err(_) => {
+                    // a limit stopped the rules: the adjoint built directly
+                    stats.stop_reason = "a binding's e-graph stopped at a limit; \
+                                         its adjoint was built directly"
+                        .to_string();
+                    return Ok(self.direct(x, forms, fresh));
+                }
+            };
+        stats.iterations += st.iterations;
+        stats.nodes = stats.nodes.max(st.nodes);
+        stats.classes = stats.classes.max(st.classes);
+        stats.extract_seconds += st.extract_seconds;
+        fresh.raise_to(counter);
+        Ok(out.pop().expect("one root"))
+    }
+}
 /// The differentiation phase's starting e-graph and its root: the
 /// coefficients of the `wrt` inputs' tangents in `(dot seed (D body))`,
 /// with sigma, the types and the extents in the analysis. With
@@ -140,4 +347,25 @@ pub fn adjoint_egraph(
         .reduce(|acc, o| egraph.add(Atl::Pair([o, acc])))
         .expect("at least one input");
     Ok((egraph, root))
+}
+
+/// `a + b` for two values of type `t` (pointwise on tensors and pairs).
+fn add_values(a: Expr, b: Expr, t: &Type, fresh: &mut Fresh) -> Expr {
+    use crate::front::ast::build;
+    match t {
+        Type::Real => build::add(a, b),
+        Type::Pair(ta, tb) => build::pair(
+            add_values(build::fst(a.clone()), build::fst(b.clone()), ta, fresh),
+            add_values(build::snd(a), build::snd(b), tb, fresh),
+        ),
+        Type::Tensor(n, te) => {
+            let g = fresh.name("g");
+            let i = Affine::var(g);
+            build::gen(
+                g,
+                n.clone(),
+                add_values(build::get(a, i.clone()), build::get(b, i), te, fresh),
+            )
+        }
+    }
 }

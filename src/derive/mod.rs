@@ -18,6 +18,7 @@
 //! design names, [`optimize_gradient`].
 
 pub mod adjoint;
+pub mod direct;
 pub mod forward;
 pub mod normalize;
 pub mod phase;
@@ -81,7 +82,7 @@ pub fn vjp_program(
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let mut taken = forward::names_in(prog);
     let w = forward::unused_name("ct", &mut taken);
-    let (body, stats) = adjoint::vjp_body(prog, &wrt, Expr::Var(w), time_limit)?;
+    let (body, stats) = adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, time_limit)?;
     let mut params = prog.params.clone();
     params.push(Param {
         name: w,
@@ -116,8 +117,13 @@ pub fn grad_program(
         )));
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;
-    let (body, stats) =
-        adjoint::vjp_body(prog, &wrt, crate::front::ast::build::num(1.0), time_limit)?;
+    let (body, stats) = adjoint::vjp_body(
+        prog,
+        &wrt,
+        crate::front::ast::build::num(1.0),
+        &Type::Real,
+        time_limit,
+    )?;
     let p = Program {
         name: prog.name,
         params: prog.params.clone(),

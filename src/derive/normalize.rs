@@ -37,6 +37,11 @@ impl Fresh {
         self.n
     }
 
+    /// Hand out only names above `n` from now on.
+    pub fn raise_to(&mut self, n: u64) {
+        self.n = self.n.max(n);
+    }
+
     pub fn name(&mut self, base: &str) -> Symbol {
         self.n += 1;
         crate::front::names::make(base, self.n)

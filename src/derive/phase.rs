@@ -4,17 +4,17 @@
 //! `coeff`, `drop`), and extract the cheapest such terms by the work cost.
 
 use crate::egraph::analysis::AtlGraph;
-use crate::egraph::extract::{extract_all, Term, WorkCost, UNUSABLE};
+use crate::egraph::extract::{extract_all, Sample, Term, WorkCost, UNUSABLE};
 use crate::egraph::language::Atl;
 use crate::egraph::runner::{extraction_samples, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Program};
 use egg::{Id, Language, Rewrite, Runner};
 use std::collections::{HashSet, VecDeque};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Most e-nodes a differentiation e-graph may grow to.
-pub const NODE_LIMIT: usize = 1_000_000;
+/// Most live e-nodes a differentiation e-graph may grow to.
+pub const NODE_LIMIT: usize = 100_000;
 
 /// Saturate `egraph` with `rules` and extract one core expression per root.
 pub fn run_and_extract(
@@ -29,9 +29,9 @@ pub fn run_and_extract(
     // The rules of differentiation terminate (they push forms down and
     // gather): the simple scheduler applies every match each iteration.
     let runner = Runner::default()
-        .with_scheduler(egg::SimpleScheduler)
+        .with_scheduler(Bounded::new(NODE_LIMIT, started + time_limit))
         .with_egraph(egraph)
-        .with_node_limit(NODE_LIMIT)
+        .with_node_limit(usize::MAX)
         .with_iter_limit(1_000)
         .with_time_limit(time_limit)
         .run(rules);
@@ -101,4 +101,147 @@ pub fn has_core_term(egraph: &AtlGraph, root: Id) -> bool {
         }
     }
     ok.contains(&egraph.find(root))
+}
+
+/// Most e-nodes one binding's e-graph may grow to.
+pub const SMALL_NODE_LIMIT: usize = 10_000;
+
+/// Most iterations of one binding's e-graph.
+pub const SMALL_ITER_LIMIT: usize = 60;
+
+/// One binding's e-graph: saturate `egraph` with `rules` until `deadline`
+/// and extract one core expression per root; also returns the name
+/// counter the appliers reached (later names must be above it).
+pub fn run_small(
+    egraph: AtlGraph,
+    roots: &[Id],
+    rules: &[Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>],
+    samples: &[Sample],
+    deadline: Instant,
+) -> Result<(Vec<Expr>, PhaseStats, u64)> {
+    let started = Instant::now();
+    let left = deadline.saturating_duration_since(started);
+    let runner = Runner::default()
+        .with_scheduler(Bounded::new(SMALL_NODE_LIMIT, deadline))
+        .with_egraph(egraph)
+        .with_node_limit(usize::MAX)
+        .with_iter_limit(SMALL_ITER_LIMIT)
+        .with_time_limit(left.max(Duration::from_millis(1)))
+        .run(rules);
+    let unfinished = || {
+        Error::transform(format!(
+            "differentiation did not finish ({}); the program may be too large \
+             (try a larger --time-limit)",
+            crate::egraph::runner::stop_reason(&runner.stop_reason)
+        ))
+    };
+    if !roots.iter().all(|r| has_core_term(&runner.egraph, *r)) {
+        return Err(unfinished());
+    }
+    let egraph = &runner.egraph;
+    let extract_started = Instant::now();
+    let cost = WorkCost::new(egraph, samples).with_max_term_size(50_000);
+    let best = extract_all(egraph, cost);
+    let out = roots
+        .iter()
+        .map(|r| {
+            let b = best.get(&egraph.find(*r));
+            match b.and_then(|b| b.term().map(|t| (t, b))) {
+                Some((Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => Ok(e),
+                _ => Err(unfinished()),
+            }
+        })
+        .collect::<Result<Vec<Expr>>>()?;
+    let stats = PhaseStats::of("differentiate (binding)", &runner, started, extract_started);
+    Ok((out, stats, runner.egraph.analysis.fresh))
+}
+
+/// Every rule every iteration (like egg's `SimpleScheduler`), with the live
+/// e-node count checked while matches are applied, a few at a time: egg's
+/// own node limit compares the hashcons memo, which keeps stale entries,
+/// and only between rules, so one rule could grow the graph by millions of
+/// nodes before it is looked at.
+pub struct Bounded {
+    limit: usize,
+    deadline: Instant,
+    over: bool,
+}
+
+impl Bounded {
+    /// At most `limit` live e-nodes, until `deadline` (also checked between
+    /// the rules' searches and while matches are applied).
+    pub fn new(limit: usize, deadline: Instant) -> Bounded {
+        Bounded {
+            limit,
+            deadline,
+            over: false,
+        }
+    }
+
+    fn check(&mut self, egraph: &AtlGraph) -> bool {
+        // the memo (stale entries included) is bounded too: classes pruned
+        // and merged over and over grow it while the live count stays small
+        if egraph.total_number_of_nodes() > self.limit
+            || egraph.total_size() > 4 * self.limit
+            || Instant::now() > self.deadline
+        {
+            self.over = true;
+        }
+        self.over
+    }
+}
+
+impl egg::RewriteScheduler<Atl, crate::egraph::analysis::AtlAnalysis> for Bounded {
+    fn search_rewrites<'a>(
+        &mut self,
+        iteration: usize,
+        egraph: &AtlGraph,
+        rewrites: &[&'a Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>],
+        limits: &egg::RunnerLimits,
+    ) -> egg::RunnerResult<Vec<Vec<egg::SearchMatches<'a, Atl>>>> {
+        let stop = |b: &mut Bounded| {
+            if b.check(egraph) {
+                if Instant::now() > b.deadline {
+                    Err(egg::StopReason::Other("time limit".into()))
+                } else {
+                    Err(egg::StopReason::NodeLimit(b.limit))
+                }
+            } else {
+                Ok(())
+            }
+        };
+        stop(self)?;
+        let mut matches = Vec::new();
+        for rw in rewrites {
+            matches.push(rw.search(egraph));
+            limits.check_limits(iteration, egraph)?;
+            stop(self)?;
+        }
+        Ok(matches)
+    }
+
+    fn apply_rewrite(
+        &mut self,
+        _iteration: usize,
+        egraph: &mut AtlGraph,
+        rewrite: &Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>,
+        matches: Vec<egg::SearchMatches<Atl>>,
+    ) -> usize {
+        let mut applied = 0;
+        for m in matches {
+            for substs in m.substs.chunks(16) {
+                if self.over {
+                    return applied;
+                }
+                let part = egg::SearchMatches {
+                    eclass: m.eclass,
+                    substs: substs.to_vec(),
+                    ast: m.ast.clone(),
+                };
+                applied += rewrite.apply(egraph, std::slice::from_ref(&part)).len();
+                self.check(egraph);
+            }
+        }
+        applied
+    }
 }

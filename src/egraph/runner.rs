@@ -257,7 +257,7 @@ fn label(s: &Sample) -> String {
         .join(",")
 }
 
-fn stop_reason(r: &Option<StopReason>) -> String {
+pub fn stop_reason(r: &Option<StopReason>) -> String {
     match r {
         Some(StopReason::Saturated) => "saturated".into(),
         Some(StopReason::IterationLimit(n)) => format!("iteration limit ({n})"),

@@ -1,0 +1,186 @@
+//! Issue 9's measurements, reproducible by one command:
+//!
+//!     cargo build --release && cargo run --release --example scaling [-- KS]
+//!
+//! For each family of programs (the k-binding tensor chain of `benches/`,
+//! a k-layer MLP, a chain of k 3-tap stencils, a sum of k slice dot
+//! products) and each k (default 8 16 32 64 128 256 512), runs
+//! `target/release/atl-egg grad` on the program under `/usr/bin/time` and
+//! prints its wall time, peak memory (max RSS) and the gradient's io-cost
+//! ratio at n = 16; then the growth exponent of the time fitted over
+//! k >= 64. `--time-limit 600` so that no limit changes the work done.
+
+use atl_egg::front::parse_program;
+use atl_egg::semantics::cost::io_cost;
+use atl_egg::semantics::value::Sizes;
+use egg::Symbol;
+use std::fmt::Write as _;
+use std::process::Command;
+
+/// The k-binding chain of `benches/optimize.rs`.
+fn let_chain(k: usize) -> String {
+    let mut vecs: Vec<String> = vec!["x".into()];
+    let mut last_scalar: Option<String> = None;
+    let mut text = String::from("(fn let_chain ((x (tensor n R)))\n");
+    for j in 1..=k {
+        let v = vecs.last().unwrap().clone();
+        let u = vecs[vecs.len() / 2].clone();
+        let name = format!("a{j}");
+        let e = match (j % 4, &last_scalar) {
+            (1, _) if j == 1 => "(gen i n (* (get x i) 2.0))".to_string(),
+            (0, _) => format!("(gen i n (* (get {v} i) (get {u} i)))"),
+            (1, _) => format!("(gen i n (+ (get {v} i) (* 0.5 (get {u} i))))"),
+            (2, _) => format!("(sum i n (* (get {v} i) (get x i)))"),
+            (_, Some(s)) => format!("(gen i n (+ (* {s} (get {v} i)) (tanh (get {u} i))))"),
+            (_, None) => format!("(gen i n (tanh (get {v} i)))"),
+        };
+        writeln!(text, "  (let {name} {e}").unwrap();
+        if j % 4 == 2 {
+            last_scalar = Some(name);
+        } else {
+            vecs.push(name);
+        }
+    }
+    let v = vecs.last().unwrap();
+    let tail = match &last_scalar {
+        Some(s) => format!("(+ (sum i n (get {v} i)) {s})"),
+        None => format!("(sum i n (get {v} i))"),
+    };
+    text.push_str(&format!("  {tail}{})\n", ")".repeat(k)));
+    text
+}
+
+/// A k-layer MLP: `h_{l+1} = tanh(W_l h_l)`, loss `sum h_k`.
+fn mlp(k: usize) -> String {
+    let mut text = String::from("(fn mlp ((x (tensor n R)) (W (tensor ");
+    writeln!(text, "{k} n n R)))").unwrap();
+    let mut prev = "x".to_string();
+    for l in 0..k {
+        let name = format!("h{l}");
+        writeln!(
+            text,
+            "  (let {name} (gen i n (tanh (sum j n (* (get W {l} i j) (get {prev} j)))))"
+        )
+        .unwrap();
+        prev = name;
+    }
+    text.push_str(&format!("  (sum i n (get {prev} i)){})\n", ")".repeat(k)));
+    text
+}
+
+/// A chain of k 3-tap stencils `y_{l+1}[i] = sum_j w[l][j] y_l[i+j-1]`.
+fn stencil(k: usize) -> String {
+    let mut text = String::from("(fn stencil ((x (tensor n R)) (w (tensor ");
+    writeln!(text, "{k} 3 R)))").unwrap();
+    let mut prev = "x".to_string();
+    for l in 0..k {
+        let name = format!("y{l}");
+        writeln!(
+            text,
+            "  (let {name} (gen i n (sum j 3 (* (get w {l} j) (get {prev} (- (+ i j) 1)))))"
+        )
+        .unwrap();
+        prev = name;
+    }
+    text.push_str(&format!("  (sum i n (get {prev} i)){})\n", ")".repeat(k)));
+    text
+}
+
+/// The sum of k dot products of disjoint slices (issue 9).
+fn slice_sum(k: usize) -> String {
+    let mut text = String::new();
+    write!(
+        text,
+        "(fn slices ((x (tensor (* {k} n) R)) (y (tensor (* {k} n) R)))\n  (+ 0"
+    )
+    .unwrap();
+    for t in 0..k {
+        let a = if t == 0 {
+            "i".to_string()
+        } else {
+            format!("(+ i (* {t} n))")
+        };
+        let b = format!("(+ i (* {} n))", k - 1 - t);
+        write!(text, "\n    (sum i n (* (get x {a}) (get y {b})))").unwrap();
+    }
+    text.push_str("))\n");
+    text
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let ks = if args.is_empty() {
+        vec![8, 16, 32, 64, 128, 256, 512]
+    } else {
+        args
+    };
+    let bin = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/atl-egg");
+    let dir = std::env::temp_dir().join("atl-egg-scaling");
+    std::fs::create_dir_all(&dir).unwrap();
+    type Family = (&'static str, fn(usize) -> String);
+    let families: [Family; 4] = [
+        ("let_chain", let_chain),
+        ("mlp", mlp),
+        ("stencil", stencil),
+        ("slice_sum", slice_sum),
+    ];
+    println!("| program | k | grad time (s) | peak memory (MiB) | io-cost ratio (n=16) |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (name, make) in families {
+        let mut points = vec![];
+        for &k in &ks {
+            let text = make(k);
+            let file = dir.join(format!("{name}_{k}.atl"));
+            std::fs::write(&file, &text).unwrap();
+            let out = Command::new("/usr/bin/time")
+                .args(["-f", "TIME %e %M", bin, "grad"])
+                .arg(&file)
+                .args(["--time-limit", "600"])
+                .output()
+                .expect("runs /usr/bin/time");
+            let err = String::from_utf8_lossy(&out.stderr);
+            let line = err.lines().find(|l| l.starts_with("TIME")).unwrap_or("");
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            let secs: f64 = parts
+                .get(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(f64::NAN);
+            let kb: f64 = parts
+                .get(2)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(f64::NAN);
+            let ratio = if out.status.success() {
+                let f = parse_program(text.as_bytes()).unwrap();
+                let g = parse_program(&out.stdout).unwrap();
+                let sizes: Sizes = [(Symbol::from("n"), 16)].into_iter().collect();
+                let rel = Default::default();
+                let a = io_cost(&f, &sizes, &rel).unwrap() as f64;
+                let b = io_cost(&g, &sizes, &rel).unwrap() as f64;
+                format!("{:.3}", b / a.max(1.0))
+            } else {
+                format!("error: {}", err.lines().next().unwrap_or(""))
+            };
+            println!(
+                "| {name} | {k} | {secs:.2} | {:.0} | {ratio} |",
+                kb / 1024.0
+            );
+            if k >= 64 && secs.is_finite() {
+                points.push(((k as f64).ln(), secs.max(1e-3).ln()));
+            }
+        }
+        if points.len() >= 2 {
+            let n = points.len() as f64;
+            let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+            let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+            let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+            let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+            println!(
+                "| {name} | growth exponent (k >= 64) | {:.2} | | |",
+                sxy / sxx
+            );
+        }
+    }
+}

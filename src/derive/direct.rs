@@ -1,0 +1,211 @@
+//! The adjoint of one binding built directly, without an e-graph: the
+//! fallback of the per-binding differentiation when a binding's e-graph
+//! stops at a limit. It follows the same rules as `rules/adjoint.rules`
+//! (the inner product pushed through every form, a coefficient at a leaf
+//! `<c | dx[a]>` being `[g == a]·c`) but applies each exactly once, in one
+//! pass over the term, so it always finishes in time linear in the term;
+//! the brackets it leaves are for the simplify phase to solve.
+
+use super::normalize::Fresh;
+use crate::front::affine::Affine;
+use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real, Type};
+use crate::front::subst::free_names;
+use egg::Symbol;
+
+/// One step of a path into a value: an access or a projection.
+#[derive(Clone, Debug)]
+enum Step {
+    Get(Affine),
+    Fst,
+    Snd,
+}
+
+fn is_zero(e: &Expr) -> bool {
+    matches!(e, Expr::Const(Real(x)) if *x == 0.0)
+}
+
+fn add(a: Expr, b: Expr) -> Expr {
+    if is_zero(&a) {
+        b
+    } else if is_zero(&b) {
+        a
+    } else {
+        build::add(a, b)
+    }
+}
+
+fn mul(a: Expr, b: Expr) -> Expr {
+    if is_zero(&a) || is_zero(&b) {
+        build::num(0.0)
+    } else {
+        build::mul(a, b)
+    }
+}
+
+fn wrap_sum(i: Symbol, n: &Affine, e: Expr) -> Expr {
+    if is_zero(&e) {
+        e
+    } else {
+        build::sum(i, n.clone(), e)
+    }
+}
+
+fn wrap_iverson(p: Pred, e: Expr) -> Expr {
+    if is_zero(&e) {
+        e
+    } else {
+        build::iverson(p, e)
+    }
+}
+
+/// The derivative of a black box at `a` (the table of
+/// `rules/derivatives.rules`, first derivatives only).
+fn derivative(f: &Func, a: Expr) -> Expr {
+    use build::{call, num};
+    match f {
+        Func::Exp => call(Func::Exp, a),
+        Func::Log => call(Func::Recip, a),
+        Func::Sin => call(Func::Cos, a),
+        Func::Cos => call(Func::DCos, a),
+        Func::Tanh => call(Func::DTanh, a),
+        Func::Sqrt => call(Func::DSqrt, a),
+        Func::Recip => call(Func::DRecip, a),
+        Func::Sigmoid => call(Func::DSigmoid, a),
+        Func::Relu => call(Func::Step, a),
+        Func::Step => num(0.0),
+        Func::Pow(k) => call(Func::DPow(*k), a),
+        Func::DTanh => mul(
+            num(-2.0),
+            mul(call(Func::Tanh, a.clone()), call(Func::DTanh, a)),
+        ),
+        Func::DSigmoid => mul(
+            call(Func::DSigmoid, a.clone()),
+            add(num(1.0), mul(num(-2.0), call(Func::Sigmoid, a))),
+        ),
+        Func::DSqrt => mul(num(-0.25), call(Func::Pow(Real(-1.5)), a)),
+        Func::DRecip => mul(num(2.0), call(Func::Pow(Real(-3.0)), a)),
+        Func::DCos => mul(num(-1.0), call(Func::Cos, a)),
+        Func::DPow(k) => mul(num(k.0), call(Func::DPow(Real(k.0 - 1.0)), a)),
+    }
+}
+
+struct Adjoint {
+    x: Symbol,
+    /// The path to the coefficient's entry: `dx[P]`.
+    path: Vec<Step>,
+}
+
+impl Adjoint {
+    /// The coefficient of `dx[P]` in `<c | (D e)[acc]>`.
+    fn coef(&self, c: Expr, e: &Expr, acc: &[Step]) -> Expr {
+        if !free_names(e).contains(&self.x) {
+            return build::num(0.0);
+        }
+        match e {
+            Expr::Const(_) => build::num(0.0),
+            Expr::Var(_) => self.leaf(c, acc),
+            Expr::Add(a, b) => add(self.coef(c.clone(), a, acc), self.coef(c, b, acc)),
+            Expr::Mul(a, b) => add(
+                self.coef(mul(c.clone(), (**b).clone()), a, acc),
+                self.coef(mul(c, (**a).clone()), b, acc),
+            ),
+            Expr::Call(f, a) => self.coef(mul(c, derivative(f, (**a).clone())), a, acc),
+            Expr::Pair(a, b) => match acc.split_first() {
+                Some((Step::Fst, rest)) => self.coef(c, a, rest),
+                Some((Step::Snd, rest)) => self.coef(c, b, rest),
+                _ => add(
+                    self.coef(build::fst(c.clone()), a, acc),
+                    self.coef(build::snd(c), b, acc),
+                ),
+            },
+            Expr::Fst(a) => self.coef(c, a, &prepend(Step::Fst, acc)),
+            Expr::Snd(a) => self.coef(c, a, &prepend(Step::Snd, acc)),
+            Expr::Get(a, i) => self.coef(c, a, &prepend(Step::Get(i.clone()), acc)),
+            Expr::Gen(i, n, body) => match acc.split_first() {
+                Some((Step::Get(idx), rest)) => wrap_sum(
+                    *i,
+                    n,
+                    wrap_iverson(
+                        Pred::Cmp(CmpOp::Eq, Affine::var(*i), idx.clone()),
+                        self.coef(c, body, rest),
+                    ),
+                ),
+                _ => wrap_sum(*i, n, self.coef(build::get(c, Affine::var(*i)), body, acc)),
+            },
+            Expr::Sum(i, n, body) => wrap_sum(*i, n, self.coef(c, body, acc)),
+            Expr::Iverson(p, body) => wrap_iverson(p.clone(), self.coef(c, body, acc)),
+            Expr::Let(..) => unreachable!("the tensor SSA's bindings are let-free"),
+        }
+    }
+
+    /// The coefficient of `dx[P]` in `<c | dx[acc]>`: brackets where the
+    /// accesses meet the path's indices, then `c` at the rest of the path.
+    fn leaf(&self, mut c: Expr, acc: &[Step]) -> Expr {
+        let mut conds = vec![];
+        for (k, p) in self.path.iter().enumerate() {
+            match (p, acc.get(k)) {
+                (Step::Get(g), Some(Step::Get(a))) => {
+                    conds.push(Pred::Cmp(CmpOp::Eq, g.clone(), a.clone()))
+                }
+                (Step::Fst, Some(Step::Fst)) | (Step::Snd, Some(Step::Snd)) => {}
+                (_, Some(_)) => return build::num(0.0),
+                (Step::Get(g), None) => c = build::get(c, g.clone()),
+                (Step::Fst, None) => c = build::fst(c),
+                (Step::Snd, None) => c = build::snd(c),
+            }
+        }
+        match conds.len() {
+            0 => c,
+            1 => build::iverson(conds.pop().expect("one"), c),
+            _ => build::iverson(Pred::And(conds), c),
+        }
+    }
+}
+
+fn prepend(s: Step, acc: &[Step]) -> Vec<Step> {
+    let mut v = vec![s];
+    v.extend_from_slice(acc);
+    v
+}
+
+/// The coefficients of the tangent of `x` (of type `t`) in the sum of the
+/// inner products `<c | D[e]>` of `forms`, as a value of type `t`, built
+/// directly. The expressions must be let-free.
+pub fn coefficient(x: Symbol, t: &Type, forms: &[(&Expr, &Expr)], fresh: &mut Fresh) -> Expr {
+    fn build_value(
+        x: Symbol,
+        t: &Type,
+        path: &mut Vec<Step>,
+        forms: &[(&Expr, &Expr)],
+        fresh: &mut Fresh,
+    ) -> Expr {
+        match t {
+            Type::Real => {
+                let adj = Adjoint {
+                    x,
+                    path: path.clone(),
+                };
+                forms.iter().fold(build::num(0.0), |acc, (c, e)| {
+                    add(acc, adj.coef((*c).clone(), e, &[]))
+                })
+            }
+            Type::Pair(a, b) => {
+                path.push(Step::Fst);
+                let va = build_value(x, a, path, forms, fresh);
+                path.pop();
+                path.push(Step::Snd);
+                let vb = build_value(x, b, path, forms, fresh);
+                path.pop();
+                build::pair(va, vb)
+            }
+            Type::Tensor(n, elem) => {
+                let g = fresh.name("g");
+                path.push(Step::Get(Affine::var(g)));
+                let v = build_value(x, elem, path, forms, fresh);
+                path.pop();
+                build::gen(g, n.clone(), v)
+            }
+        }
+    }
+    build_value(x, t, &mut vec![], forms, fresh)
+}
