@@ -12,6 +12,7 @@
 //! * [`mod@derive`]: forward and adjoint derivatives;
 //! * the `atl-egg` binary (`src/main.rs`) drives all of it.
 
+pub mod constraints;
 pub mod corpus;
 pub mod derive;
 pub mod egraph;
