@@ -79,6 +79,32 @@ pub enum Command {
     Vjp(DeriveArgs),
     /// Hessian-vector product (forward over reverse): extra directions.
     Hvp(DeriveArgs),
+    /// Compile a program to native code: C source (`-o F.c`, or standard
+    /// output without `-o`), a shared library (`.so`) or its manifest (`.json`).
+    Compile {
+        #[command(flatten)]
+        file: FileArg,
+        /// Output file; its extension says what to write.
+        #[arg(short = 'o', long = "output")]
+        output: Option<String>,
+    },
+    /// Compile (cached), run on JSON inputs and print the result as JSON.
+    Run {
+        #[command(flatten)]
+        file: FileArg,
+        /// A JSON file holding an object from parameter names to values.
+        #[arg(long)]
+        inputs: String,
+        #[command(flatten)]
+        sizes: SizesArg,
+        /// Run N times; print the best and median time on stderr.
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Run an instrumented build; the last line of stderr is
+        /// `ops: ADDS MULS CALLS`.
+        #[arg(long)]
+        count_ops: bool,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -280,7 +306,92 @@ pub fn run(cmd: Command) -> Result<String> {
             };
             render(&out.program, &out.stats, &a.opt)
         }
+        Command::Compile { file, output } => compile_cmd(&file.file, output.as_deref()),
+        Command::Run {
+            file,
+            inputs,
+            sizes,
+            repeat,
+            count_ops,
+        } => run_cmd(&file.file, &inputs, &sizes, repeat, count_ops),
     }
+}
+
+/// `compile FILE [-o OUT]`.
+fn compile_cmd(file: &str, output: Option<&str>) -> Result<String> {
+    use atl_egg::backend;
+    let prog = load_program(file)?;
+    let src = backend::generate(&prog)?;
+    let Some(out) = output else {
+        return Ok(src.source);
+    };
+    let write = |bytes: &[u8]| {
+        std::fs::write(out, bytes).map_err(|e| Error::input(format!("cannot write {out}: {e}")))
+    };
+    match std::path::Path::new(out)
+        .extension()
+        .and_then(|e| e.to_str())
+    {
+        Some("c") => write(src.source.as_bytes())?,
+        Some("json") => write(
+            (serde_json::to_string_pretty(&src.manifest).unwrap_or_default() + "\n").as_bytes(),
+        )?,
+        Some("so") => {
+            let lib = backend::build::shared_library(
+                &src.source,
+                false,
+                &backend::build::Flags::default(),
+            )?;
+            std::fs::copy(&lib, out)
+                .map_err(|e| Error::input(format!("cannot write {out}: {e}")))?;
+        }
+        _ => {
+            return Err(Error::usage(format!(
+                "-o {out}: the extension must be .c, .so or .json"
+            )))
+        }
+    }
+    Ok(String::new())
+}
+
+/// `run FILE --inputs J [--sizes S] [--repeat N] [--count-ops]`.
+fn run_cmd(
+    file: &str,
+    inputs: &str,
+    sizes: &SizesArg,
+    repeat: usize,
+    count_ops: bool,
+) -> Result<String> {
+    if repeat == 0 {
+        return Err(Error::usage("--repeat must be at least 1"));
+    }
+    let prog = load_program(file)?;
+    let inputs = inputs_for(&prog, sizes, Some(inputs), true)?;
+    let compiled = atl_egg::backend::compile_with(&prog, count_ops)?;
+    let mut times = vec![];
+    let mut result = None;
+    for _ in 0..repeat {
+        let t = std::time::Instant::now();
+        let r = compiled.call_counted(&inputs)?;
+        times.push(t.elapsed().as_secs_f64());
+        result = Some(r);
+    }
+    let Some((v, ops)) = result else {
+        return Err(Error::usage("--repeat must be at least 1"));
+    };
+    let text = value::value_to_json_string(&v, &prog.ret, &inputs.sizes)? + "\n";
+    if repeat > 1 {
+        times.sort_by(f64::total_cmp);
+        eprintln!(
+            "time: best {:.6} s, median {:.6} s ({repeat} runs)",
+            times[0],
+            times[times.len() / 2]
+        );
+    }
+    if let Some([a, m, c]) = ops {
+        eprintln!("ops: {a} {m} {c}");
+    }
+    Ok(text)
 }
 
 /// Exit status for an error: 2 for usage errors, 1 otherwise.

@@ -12,12 +12,14 @@
 //! * [`mod@derive`]: forward and adjoint derivatives;
 //! * the `atl-egg` binary (`src/main.rs`) drives all of it.
 
+pub mod backend;
 pub mod constraints;
 pub mod corpus;
 pub mod derive;
 pub mod egraph;
 pub mod error;
 pub mod front;
+pub mod lower;
 pub mod semantics;
 
 pub use error::{Error, ErrorKind, Pos, Result};
@@ -33,3 +35,5 @@ pub fn with_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
         .join()
         .unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
+
+pub use backend::{compile, Compiled};

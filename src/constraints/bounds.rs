@@ -77,7 +77,9 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
                 for (depth, &v) in loops.iter().enumerate() {
                     let k = f.coeff(v).abs();
                     if k != 0
-                        && best.is_none_or(|(_, _, bk, bd)| (k, usize::MAX - depth) < (bk, usize::MAX - bd))
+                        && best.is_none_or(|(_, _, bk, bd)| {
+                            (k, usize::MAX - depth) < (bk, usize::MAX - bd)
+                        })
                     {
                         best = Some((ci, v, k, depth));
                     }
@@ -199,7 +201,10 @@ mod tests {
     struct Rng(u64);
     impl Rng {
         fn next(&mut self, n: u64) -> i128 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((self.0 >> 33) % n) as i128
         }
     }
@@ -240,9 +245,21 @@ mod tests {
                 return;
             }
             let l = &p.levels[d];
-            let ev = |f: &LinForm, env: &HashMap<Symbol, i128>| f.eval(&|v| env.get(&v).copied()).unwrap();
-            let lo = l.lower.iter().map(|b| ceil_div(ev(&b.form, env), b.div)).max().expect("lower");
-            let hi = l.upper.iter().map(|b| floor_div(ev(&b.form, env), b.div)).min().expect("upper");
+            let ev = |f: &LinForm, env: &HashMap<Symbol, i128>| {
+                f.eval(&|v| env.get(&v).copied()).unwrap()
+            };
+            let lo = l
+                .lower
+                .iter()
+                .map(|b| ceil_div(ev(&b.form, env), b.div))
+                .max()
+                .expect("lower");
+            let hi = l
+                .upper
+                .iter()
+                .map(|b| floor_div(ev(&b.form, env), b.div))
+                .min()
+                .expect("upper");
             let v = l.var.unwrap();
             for x in lo..=hi {
                 env.insert(v, x);
@@ -270,7 +287,11 @@ mod tests {
                 let c = rng.next(3);
                 sys.push(Constraint::Ge(LinForm::var(v)));
                 sys.push(Constraint::Ge(
-                    LinForm::var(n).add_constant(c - 1).unwrap().combine(1, &LinForm::var(v), -1).unwrap(),
+                    LinForm::var(n)
+                        .add_constant(c - 1)
+                        .unwrap()
+                        .combine(1, &LinForm::var(v), -1)
+                        .unwrap(),
                 ));
             }
             for _ in 0..rng.next(4) {
@@ -296,7 +317,10 @@ mod tests {
                     for (v, x) in vs.iter().zip(&pt) {
                         env.insert(*v, range[*x as usize]);
                     }
-                    if sys.iter().all(|c| c.holds(&|v| env.get(&v).copied()).unwrap()) {
+                    if sys
+                        .iter()
+                        .all(|c| c.holds(&|v| env.get(&v).copied()).unwrap())
+                    {
                         let mut t: Vec<(Symbol, i128)> = vs.iter().map(|v| (*v, env[v])).collect();
                         t.sort();
                         want.insert(t);

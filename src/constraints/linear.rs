@@ -121,7 +121,13 @@ impl fmt::Display for LinForm {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         let mut first = true;
         for (v, k) in &self.terms {
-            let sign = if *k < 0 { "-" } else if first { "" } else { "+" };
+            let sign = if *k < 0 {
+                "-"
+            } else if first {
+                ""
+            } else {
+                "+"
+            };
             let mag = k.abs();
             if mag == 1 {
                 write!(f, "{sign}{v}")?;
