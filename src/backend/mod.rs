@@ -4,7 +4,7 @@
 
 pub mod build;
 pub mod c;
-mod marshal;
+pub mod marshal;
 
 use crate::error::{Error, Result};
 use crate::front::ast::{ParamKind, Program};
