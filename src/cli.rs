@@ -368,17 +368,7 @@ fn run_cmd(
     let prog = load_program(file)?;
     let inputs = inputs_for(&prog, sizes, Some(inputs), true)?;
     let compiled = atl_egg::backend::compile_with(&prog, count_ops)?;
-    let mut times = vec![];
-    let mut result = None;
-    for _ in 0..repeat {
-        let t = std::time::Instant::now();
-        let r = compiled.call_counted(&inputs)?;
-        times.push(t.elapsed().as_secs_f64());
-        result = Some(r);
-    }
-    let Some((v, ops)) = result else {
-        return Err(Error::usage("--repeat must be at least 1"));
-    };
+    let (v, ops, mut times) = compiled.call_timed(&inputs, repeat)?;
     let text = value::value_to_json_string(&v, &prog.ret, &inputs.sizes)? + "\n";
     if repeat > 1 {
         times.sort_by(f64::total_cmp);

@@ -77,6 +77,18 @@ impl Compiled {
     /// Run on `inputs`; with an instrumented build also the additions,
     /// multiplications and black-box calls executed.
     pub fn call_counted(&self, inputs: &Inputs) -> Result<(Value, Option<[u64; 3]>)> {
+        let (v, ops, _) = self.call_timed(inputs, 1)?;
+        Ok((v, ops))
+    }
+
+    /// Run `repeat >= 1` times on `inputs` (marshalled once): the value,
+    /// the operations of the last call (instrumented builds) and the
+    /// seconds each native call took.
+    pub fn call_timed(
+        &self,
+        inputs: &Inputs,
+        repeat: usize,
+    ) -> Result<(Value, Option<[u64; 3]>, Vec<f64>)> {
         let prog = &self.program;
         let _env: Env = Env::for_program(prog, inputs)?;
         for (name, ty) in prog.real_params() {
@@ -126,21 +138,29 @@ impl Compiled {
         let real_ptrs: Vec<*const f64> = reals.iter().map(|v| v.as_ptr()).collect();
         let rel_ptrs: Vec<*const u8> = rels.iter().map(|v| v.as_ptr()).collect();
         let out_ptrs: Vec<*mut f64> = outs.iter_mut().map(|v| v.as_mut_ptr()).collect();
-        // SAFETY: `atlpacked_entry` has the `Entry` signature (see `c::emit`);
-        // every pointer is to a live buffer of the size the manifest says,
-        // checked above against the program's types at these sizes.
-        let rc = unsafe {
-            let entry: libloading::Symbol<Entry> = self
-                .library
-                .get(b"atlpacked_entry\0")
-                .map_err(|e| Error::eval(format!("compiled library has no entry point: {e}")))?;
-            entry(
-                sizes.as_ptr(),
-                real_ptrs.as_ptr(),
-                rel_ptrs.as_ptr(),
-                out_ptrs.as_ptr(),
-            )
-        };
+        // SAFETY: `atlpacked_entry` has the `Entry` signature (see `c::emit`).
+        let entry: libloading::Symbol<Entry> = unsafe { self.library.get(b"atlpacked_entry\0") }
+            .map_err(|e| Error::eval(format!("compiled library has no entry point: {e}")))?;
+        let mut times = vec![];
+        let mut rc = c::RET_OK;
+        for _ in 0..repeat.max(1) {
+            let t = std::time::Instant::now();
+            // SAFETY: every pointer is to a live buffer of the size the
+            // manifest says, checked above against the program's types at
+            // these sizes.
+            rc = unsafe {
+                entry(
+                    sizes.as_ptr(),
+                    real_ptrs.as_ptr(),
+                    rel_ptrs.as_ptr(),
+                    out_ptrs.as_ptr(),
+                )
+            };
+            times.push(t.elapsed().as_secs_f64());
+            if rc != c::RET_OK {
+                break;
+            }
+        }
         match rc {
             c::RET_OK => {}
             c::RET_NEGATIVE_DIMENSION => {
@@ -177,6 +197,6 @@ impl Compiled {
             None
         };
         let v = marshal::value_from_leaves(&prog.ret, &inputs.sizes, &outs)?;
-        Ok((v, ops))
+        Ok((v, ops, times))
     }
 }

@@ -357,7 +357,16 @@ impl Lowerer {
     /// Bind a `let` (or evaluate its right side): returns what to restore.
     fn bind_let(&mut self, x: Symbol, e0: &Expr) -> Result<(Option<V>, Option<Type>)> {
         let t = self.type_of(e0)?;
-        let v = self.val(e0, x.as_str())?;
+        let v = match lazy_gen(e0) {
+            Some((params, body)) => V::Lazy {
+                params,
+                args: vec![],
+                conds: vec![],
+                body: Box::new(body.clone()),
+                ty: t.clone(),
+            },
+            None => self.val(e0, x.as_str())?,
+        };
         let v = match v {
             V::Scalar(s) if !is_simple(&s) => {
                 let c = self.fresh("s", x.as_str());
@@ -477,8 +486,8 @@ impl Lowerer {
                 V::Scalar(t)
             }
             Expr::Pair(a, b) => V::pair(self.val(a, base)?, self.val(b, base)?),
-            Expr::Fst(a) => self.val(a, base)?.split_pair()?.0,
-            Expr::Snd(a) => self.val(a, base)?.split_pair()?.1,
+            Expr::Fst(a) => self.val(a, base)?.materialize(self)?.split_pair()?.0,
+            Expr::Snd(a) => self.val(a, base)?.materialize(self)?.split_pair()?.1,
             Expr::Get(a, i) => {
                 let v = self.val(a, base)?;
                 v.index(i, self)?
@@ -737,6 +746,26 @@ impl Lowerer {
 
 fn overflow() -> Error {
     Error::eval("index arithmetic overflows 64-bit integers")
+}
+
+/// A `gen` chain whose body does no arithmetic and binds nothing: its
+/// variables with their dimensions, and the body.
+fn lazy_gen(e: &Expr) -> Option<(Vec<(Symbol, Affine)>, &Expr)> {
+    fn free_of_work(e: &Expr) -> bool {
+        match e {
+            Expr::Var(_) | Expr::Const(_) => true,
+            Expr::Get(a, _) | Expr::Fst(a) | Expr::Snd(a) | Expr::Iverson(_, a) => free_of_work(a),
+            Expr::Pair(a, b) => free_of_work(a) && free_of_work(b),
+            _ => false,
+        }
+    }
+    let mut params = vec![];
+    let mut e = e;
+    while let Expr::Gen(i, d, body) = e {
+        params.push((*i, d.clone()));
+        e = body;
+    }
+    (!params.is_empty() && free_of_work(e)).then_some((params, e))
 }
 
 /// The conjuncts of a predicate (nested `and`s flattened).

@@ -5,6 +5,8 @@
 use super::Lowerer;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
+use crate::front::ast::{Expr, Type};
+use egg::Symbol;
 
 use super::ir::Stmt;
 
@@ -24,6 +26,17 @@ pub(crate) enum V {
     Rel {
         buf: String,
         dims: Vec<Affine>,
+    },
+    /// A `gen` chain whose body does no arithmetic (a copy, a shift, a
+    /// bracketed read): not materialized, each read evaluates the body at
+    /// its indices. `args` are the C indices applied so far, `conds` their
+    /// range conditions, `ty` the type of the unapplied rest.
+    Lazy {
+        params: Vec<(Symbol, Affine)>,
+        args: Vec<String>,
+        conds: Vec<String>,
+        body: Box<Expr>,
+        ty: Type,
     },
 }
 
@@ -53,6 +66,7 @@ impl V {
 
     pub(crate) fn split_pair(&self) -> Result<(V, V)> {
         match self {
+            V::Lazy { .. } => Err(mismatch("projection of an unmaterialized view")),
             V::Pair(a, b) => Ok(((**a).clone(), (**b).clone())),
             _ => Err(mismatch("projection")),
         }
@@ -90,6 +104,43 @@ impl V {
     /// `(get self i)`: zero out of range.
     pub(crate) fn index(&self, i: &Affine, lw: &mut Lowerer) -> Result<V> {
         Ok(match self {
+            V::Lazy {
+                params,
+                args,
+                conds,
+                body,
+                ty,
+            } => {
+                let k = args.len();
+                let idx = lw.aff(i)?;
+                let mut conds = conds.clone();
+                let in_range = i.constant == 0
+                    && i.terms.len() == 1
+                    && i.terms[0].1 == 1
+                    && lw.full_range.get(&i.terms[0].0) == Some(&params[k].1);
+                if !in_range {
+                    let d = lw.dim(&params[k].1)?;
+                    conds.push(format!("0 <= {idx} && {idx} < {d}"));
+                }
+                let mut args = args.clone();
+                args.push(idx);
+                let ty = match ty {
+                    Type::Tensor(_, t) => (**t).clone(),
+                    _ => return Err(mismatch("get")),
+                };
+                let lazy = V::Lazy {
+                    params: params.clone(),
+                    args,
+                    conds,
+                    body: body.clone(),
+                    ty,
+                };
+                if k + 1 == params.len() {
+                    lazy.force(lw)?
+                } else {
+                    lazy
+                }
+            }
             V::Pair(a, b) => V::pair(a.index(i, lw)?, b.index(i, lw)?),
             V::Leaf {
                 buf,
@@ -117,6 +168,107 @@ impl V {
             }
             _ => return Err(mismatch("get")),
         })
+    }
+
+    /// A fully applied lazy view: its body at the applied indices (zero
+    /// where a range condition fails).
+    fn force(&self, lw: &mut Lowerer) -> Result<V> {
+        let V::Lazy {
+            params,
+            args,
+            conds,
+            body,
+            ..
+        } = self
+        else {
+            return Ok(self.clone());
+        };
+        let saved: Vec<(Symbol, Option<String>, Option<Affine>)> = params
+            .iter()
+            .zip(args)
+            .map(|((i, _), a)| (*i, lw.names.insert(*i, a.clone()), lw.full_range.remove(i)))
+            .collect();
+        let v = lw.val(body, "z");
+        for (i, n, r) in saved.into_iter().rev() {
+            match n {
+                Some(n) => lw.names.insert(i, n),
+                None => lw.names.remove(&i),
+            };
+            if let Some(r) = r {
+                lw.full_range.insert(i, r);
+            }
+        }
+        let v = v?;
+        if conds.is_empty() {
+            return Ok(v);
+        }
+        v.guarded(conds, lw)
+    }
+
+    /// This value where `conds` hold, zero elsewhere.
+    fn guarded(self, conds: &[String], lw: &mut Lowerer) -> Result<V> {
+        Ok(match self {
+            V::Pair(a, b) => V::pair(a.guarded(conds, lw)?, b.guarded(conds, lw)?),
+            V::Leaf {
+                buf,
+                off,
+                dims,
+                conds: mut c,
+            } => {
+                c.extend(conds.iter().cloned());
+                V::Leaf {
+                    buf,
+                    off,
+                    dims,
+                    conds: c,
+                }
+            }
+            V::Scalar(x) => V::Scalar(format!("(({}) ? {x} : 0.0)", conds.join(" && "))),
+            v @ V::Lazy { .. } => {
+                let m = v.materialize(lw)?;
+                m.guarded(conds, lw)?
+            }
+            V::Rel { .. } => return Err(mismatch("bracket")),
+        })
+    }
+
+    /// A lazy view written into a fresh place (other values unchanged).
+    pub(crate) fn materialize(&self, lw: &mut Lowerer) -> Result<V> {
+        let V::Lazy { ty, .. } = self else {
+            return Ok(self.clone());
+        };
+        let place = lw.place("view", ty)?;
+        self.force_into(&place, lw)?;
+        Ok(place)
+    }
+
+    /// Write a lazy view into `dest`, element by element.
+    fn force_into(&self, dest: &V, lw: &mut Lowerer) -> Result<()> {
+        let V::Lazy { params, args, .. } = self else {
+            return self.copy_into(dest, lw);
+        };
+        let k = args.len();
+        let d = &params[k].1;
+        let dn = lw.dim(d)?;
+        let iv = lw.fresh("k", "");
+        let (body, ()) = lw.block(|lw| {
+            let idx_sym = Symbol::from(iv.as_str());
+            lw.names.insert(idx_sym, iv.clone());
+            lw.full_range.insert(idx_sym, d.clone());
+            let inner = self.index(&Affine::var(idx_sym), lw)?;
+            let place = dest.index_unchecked(&iv, lw)?;
+            let r = inner.copy_into(&place, lw);
+            lw.names.remove(&idx_sym);
+            lw.full_range.remove(&idx_sym);
+            r
+        })?;
+        lw.out.push(Stmt::For {
+            var: iv,
+            lo: "0".into(),
+            hi: dn,
+            body,
+        });
+        Ok(())
     }
 
     /// Index a place by a loop variable over exactly its first dimension.
@@ -159,6 +311,9 @@ impl V {
 
     /// Write this value into the place `dest`.
     pub(crate) fn copy_into(&self, dest: &V, lw: &mut Lowerer) -> Result<()> {
+        if let V::Lazy { .. } = self {
+            return self.force_into(dest, lw);
+        }
         match dest {
             V::Pair(a, b) => {
                 let (x, y) = self.split_pair()?;
