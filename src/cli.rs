@@ -373,7 +373,7 @@ fn run_cmd(
     if repeat > 1 {
         times.sort_by(f64::total_cmp);
         eprintln!(
-            "time: best {:.6} s, median {:.6} s ({repeat} runs)",
+            "time: best {:.3e} s, median {:.3e} s ({repeat} runs)",
             times[0],
             times[times.len() / 2]
         );
