@@ -3,6 +3,7 @@
 //!     cargo run --release --example compiled_report            # both tables
 //!     cargo run --release --example compiled_report -- ops     # ops/cost only
 //!     cargo run --release --example compiled_report -- time    # timings only
+//!     cargo run --release --example compiled_report -- time conv1d_padded matmul
 //!
 //! * ops: per program of `corpus/` (and `examples/programs/`), executed
 //!   operations / model cost of the function and of its derivative (`grad`
@@ -63,7 +64,7 @@ const LARGE: &[(&str, &str)] = &[
     ("deconv_kernel_loss", "n=1000000,m=16"),
     ("deconv_signal_loss", "n=1000000,m=16"),
     ("derivative_boxes", "n=1000000"),
-    ("diag_matvec", "n=1000000"),
+    ("diag_matvec", "n=4096"),
     ("dot_diag_col_row", "n=1000000"),
     ("exists_parity", "n=100000,m=100"),
     ("graph_smoothness", "n=1024"),
@@ -119,6 +120,11 @@ fn main() {
             let Some((_, s)) = LARGE.iter().find(|(n, _)| *n == p.name) else {
                 continue;
             };
+            // `time NAME ...`: only these programs.
+            let only: Vec<String> = std::env::args().skip(2).collect();
+            if !only.is_empty() && !only.contains(&p.name) {
+                continue;
+            }
             let Ok(sizes) = parse_size_set(s) else {
                 continue;
             };

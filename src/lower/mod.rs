@@ -498,10 +498,16 @@ impl Lowerer {
                 if t == Type::Real {
                     let (x, _) = self.bracketed(e)?;
                     V::Scalar(x)
+                } else if free_of_work(body) {
+                    // A bracketed view (`[i < 2] y`): the bracket becomes a
+                    // condition of the view, nothing is copied.
+                    let c = self.pred(p)?;
+                    let cv = self.fresh("c", "");
+                    self.line(format!("const int ATL_MAYBE_UNUSED {cv} = {c};"));
+                    self.val(body, base)?.guarded(&[cv], self)?
                 } else {
                     let place = self.place(base, &t)?;
                     self.store(e, &place)?;
-                    let _ = (p, body);
                     place
                 }
             }
@@ -748,17 +754,20 @@ fn overflow() -> Error {
     Error::eval("index arithmetic overflows 64-bit integers")
 }
 
+/// Does `e` do no arithmetic and bind nothing (a read, a projection, a
+/// bracket of those)?
+fn free_of_work(e: &Expr) -> bool {
+    match e {
+        Expr::Var(_) | Expr::Const(_) => true,
+        Expr::Get(a, _) | Expr::Fst(a) | Expr::Snd(a) | Expr::Iverson(_, a) => free_of_work(a),
+        Expr::Pair(a, b) => free_of_work(a) && free_of_work(b),
+        _ => false,
+    }
+}
+
 /// A `gen` chain whose body does no arithmetic and binds nothing: its
 /// variables with their dimensions, and the body.
 fn lazy_gen(e: &Expr) -> Option<(Vec<(Symbol, Affine)>, &Expr)> {
-    fn free_of_work(e: &Expr) -> bool {
-        match e {
-            Expr::Var(_) | Expr::Const(_) => true,
-            Expr::Get(a, _) | Expr::Fst(a) | Expr::Snd(a) | Expr::Iverson(_, a) => free_of_work(a),
-            Expr::Pair(a, b) => free_of_work(a) && free_of_work(b),
-            _ => false,
-        }
-    }
     let mut params = vec![];
     let mut e = e;
     while let Expr::Gen(i, d, body) = e {

@@ -206,7 +206,7 @@ impl V {
     }
 
     /// This value where `conds` hold, zero elsewhere.
-    fn guarded(self, conds: &[String], lw: &mut Lowerer) -> Result<V> {
+    pub(crate) fn guarded(self, conds: &[String], lw: &mut Lowerer) -> Result<V> {
         Ok(match self {
             V::Pair(a, b) => V::pair(a.guarded(conds, lw)?, b.guarded(conds, lw)?),
             V::Leaf {
