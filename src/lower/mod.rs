@@ -571,47 +571,72 @@ impl Lowerer {
             ));
         }
         let mut others: Vec<Pred> = vec![];
+        // A conjunct that is a disjunction of affine predicates splits the
+        // loops into disjoint parts: p1, then p2 where not p1, ... (so no
+        // tuple is counted twice, and each part gets its own bounds).
+        let mut split: Option<Vec<Pred>> = None;
         if let Some(p) = p {
             for atom in conjuncts(p) {
-                match pred::affine(atom) {
-                    Some(cs) => system.extend(cs),
-                    None => others.push(atom.clone()),
+                match (pred::affine(atom), atom) {
+                    (Some(cs), _) => system.extend(cs),
+                    (None, Pred::Or(ps))
+                        if split.is_none() && ps.iter().all(|q| pred::affine(q).is_some()) =>
+                    {
+                        split = Some(ps.clone())
+                    }
+                    _ => others.push(atom.clone()),
                 }
             }
         }
-        let plan = match constraints::plan(&system, &vars) {
-            Some(plan) => plan,
-            None => return Err(overflow()),
+        let parts: Vec<(Vec<Constraint>, Vec<Pred>)> = match &split {
+            None => vec![(vec![], vec![])],
+            Some(ps) => ps
+                .iter()
+                .enumerate()
+                .map(|(j, q)| (pred::affine(q).unwrap_or_default(), ps[..j].to_vec()))
+                .collect(),
         };
-        // Where a non-affine conjunct can be tested: the innermost level
-        // binding one of its variables (after all loops if it mentions an
-        // eliminated variable).
-        let level_vars: Vec<Symbol> = plan.levels.iter().filter_map(|l| l.var).collect();
-        let mut placed: Vec<Vec<Pred>> = vec![vec![]; level_vars.len() + 1];
-        for q in others {
-            let mut free = std::collections::BTreeSet::new();
-            crate::front::subst::pred_free(&q, &mut free);
-            let at = if plan.defs.iter().any(|d| free.contains(&d.var)) {
-                level_vars.len()
-            } else {
-                level_vars
-                    .iter()
-                    .rposition(|v| free.contains(v))
-                    .map_or(0, |k| k + 1)
+        for (extra, excluded) in parts {
+            let mut system = system.clone();
+            system.extend(extra);
+            let plan = match constraints::plan(&system, &vars) {
+                Some(plan) => plan,
+                None => return Err(overflow()),
             };
-            placed[at].push(q);
-        }
-        let top = self.constraint_conds(&plan.top)?;
-        let (stmts, ()) =
-            self.block(|lw| lw.levels(&plan, 0, &placed, body, &acc, &first, &chain))?;
-        if top.is_empty() {
-            self.out.extend(stmts);
-        } else {
-            self.out.push(Stmt::If {
-                cond: top.join(" && "),
-                then: stmts,
-                els: vec![],
-            });
+            // Where a non-affine conjunct can be tested: the innermost level
+            // binding one of its variables (after all loops if it mentions an
+            // eliminated variable). `true` marks an excluded (negated) part.
+            let level_vars: Vec<Symbol> = plan.levels.iter().filter_map(|l| l.var).collect();
+            let mut placed: Vec<Vec<(bool, Pred)>> = vec![vec![]; level_vars.len() + 1];
+            let tagged = others
+                .iter()
+                .map(|q| (false, q.clone()))
+                .chain(excluded.into_iter().map(|q| (true, q)));
+            for (neg, q) in tagged {
+                let mut free = std::collections::BTreeSet::new();
+                crate::front::subst::pred_free(&q, &mut free);
+                let at = if plan.defs.iter().any(|d| free.contains(&d.var)) {
+                    level_vars.len()
+                } else {
+                    level_vars
+                        .iter()
+                        .rposition(|v| free.contains(v))
+                        .map_or(0, |k| k + 1)
+                };
+                placed[at].push((neg, q));
+            }
+            let top = self.constraint_conds(&plan.top)?;
+            let (stmts, ()) =
+                self.block(|lw| lw.levels(&plan, 0, &placed, body, &acc, &first, &chain))?;
+            if top.is_empty() {
+                self.out.extend(stmts);
+            } else {
+                self.out.push(Stmt::If {
+                    cond: top.join(" && "),
+                    then: stmts,
+                    els: vec![],
+                });
+            }
         }
         Ok(acc)
     }
@@ -621,7 +646,7 @@ impl Lowerer {
         &mut self,
         plan: &constraints::LoopPlan,
         k: usize,
-        placed: &[Vec<Pred>],
+        placed: &[Vec<(bool, Pred)>],
         body: &Expr,
         acc: &str,
         first: &str,
@@ -629,11 +654,12 @@ impl Lowerer {
     ) -> Result<()> {
         // Non-affine conjuncts whose variables are all bound by now.
         let mut conds = vec![];
-        for q in &placed[k] {
+        for (neg, q) in &placed[k] {
             if k == placed.len() - 1 && !plan.defs.is_empty() {
                 continue; // tested after the definitions
             }
-            conds.push(self.pred(q)?);
+            let c = self.pred(q)?;
+            conds.push(if *neg { format!("!{c}") } else { c });
         }
         let inner = |lw: &mut Lowerer| -> Result<()> {
             if k == plan.levels.len() {
@@ -652,8 +678,9 @@ impl Lowerer {
                 }
                 let mut late = vec![];
                 if !plan.defs.is_empty() {
-                    for q in &placed[k] {
-                        late.push(lw.pred(q)?);
+                    for (neg, q) in &placed[k] {
+                        let c = lw.pred(q)?;
+                        late.push(if *neg { format!("!{c}") } else { c });
                     }
                 }
                 let (stmts, ()) = lw.block(|lw| {

@@ -43,7 +43,16 @@ impl Lowerer {
         Ok(match p {
             Pred::True => "1".into(),
             Pred::False => "0".into(),
-            Pred::Cmp(op, a, b) => format!("({} {} {})", self.aff(a)?, op.name(), self.aff(b)?),
+            Pred::Cmp(op, a, b) => {
+                let (x, y) = (self.aff(a)?, self.aff(b)?);
+                if x == y {
+                    // The same index (e.g. a view read at its own diagonal):
+                    // decided here, no self-comparison for the C compiler.
+                    let holds = matches!(op, CmpOp::Eq | CmpOp::Le | CmpOp::Ge);
+                    return Ok(if holds { "1" } else { "0" }.into());
+                }
+                format!("({x} {} {y})", op.name())
+            }
             Pred::And(ps) | Pred::Or(ps) => {
                 if ps.is_empty() {
                     return Ok(if matches!(p, Pred::And(_)) { "1" } else { "0" }.into());
