@@ -138,6 +138,33 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Compile a program to native code: C source (`-o F.c`, or standard
+    /// output without `-o`), a shared library (`.so`) or its manifest (`.json`).
+    Compile {
+        #[command(flatten)]
+        file: FileArg,
+        /// Output file; its extension says what to write.
+        #[arg(short = 'o', long = "output")]
+        output: Option<String>,
+    },
+    /// Compile (cached), run on the inputs and print the result as `eval` does.
+    Run {
+        #[command(flatten)]
+        file: FileArg,
+        #[arg(long, help = INPUTS_HELP)]
+        inputs: String,
+        #[command(flatten)]
+        sizes: SizesArg,
+        /// Run N times; print the best and median time on stderr.
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Run an instrumented build; the last line of stderr is
+        /// `ops: ADDS MULS CALLS`.
+        #[arg(long)]
+        count_ops: bool,
+        #[command(flatten)]
+        output: OutputArg,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -422,6 +449,25 @@ fn emit(text: String, output: &OutputArg) -> Result<String> {
     }
 }
 
+/// A result value as JSON (or NumPy files, for `-o X.npz`/`.npy`).
+fn emit_value(
+    v: &value::Value,
+    prog: &Program,
+    inputs: &value::Inputs,
+    output: &OutputArg,
+) -> Result<String> {
+    if let Some(path) = &output.output {
+        if path.ends_with(".npz") || path.ends_with(".npy") {
+            npz::write_value(std::path::Path::new(path), v, &prog.ret, &inputs.sizes)?;
+            return Ok(String::new());
+        }
+    }
+    emit(
+        json::value_to_json_string(v, &prog.ret, &inputs.sizes)? + "\n",
+        output,
+    )
+}
+
 /// Run a command; returns what to print on stdout.
 pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
     let which = match &cmd {
@@ -445,16 +491,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
             let prog = load_program(&file.file, session)?;
             let inputs = inputs_for(&prog, &sizes, Some(&inputs), true, session)?;
             let v = eval::evaluate(&prog, &inputs)?;
-            if let Some(path) = &output.output {
-                if path.ends_with(".npz") || path.ends_with(".npy") {
-                    npz::write_value(std::path::Path::new(path), &v, &prog.ret, &inputs.sizes)?;
-                    return Ok(String::new());
-                }
-            }
-            emit(
-                json::value_to_json_string(&v, &prog.ret, &inputs.sizes)? + "\n",
-                &output,
-            )
+            emit_value(&v, &prog, &inputs, &output)
         }
         Command::Cost {
             file,
@@ -498,7 +535,88 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
             clap_complete::generate(shell, &mut Cli::command(), "atl-egg", &mut buf);
             Ok(String::from_utf8_lossy(&buf).into_owned())
         }
+        Command::Compile { file, output } => {
+            let prog = load_program(&file.file, session)?;
+            compile_cmd(&prog, output.as_deref())
+        }
+        Command::Run {
+            file,
+            inputs,
+            sizes,
+            repeat,
+            count_ops,
+            output,
+        } => {
+            let prog = load_program(&file.file, session)?;
+            let inputs = inputs_for(&prog, &sizes, Some(&inputs), true, session)?;
+            run_cmd(&prog, &inputs, repeat, count_ops, &output)
+        }
     }
+}
+
+/// `compile FILE [-o OUT]`.
+fn compile_cmd(prog: &Program, output: Option<&str>) -> Result<String> {
+    use atl_egg::backend;
+    let src = backend::generate(prog)?;
+    let Some(out) = output else {
+        return Ok(src.source);
+    };
+    let write = |bytes: &[u8]| {
+        std::fs::write(out, bytes).map_err(|e| Error::input(format!("cannot write {out}: {e}")))
+    };
+    match std::path::Path::new(out)
+        .extension()
+        .and_then(|e| e.to_str())
+    {
+        Some("c") => write(src.source.as_bytes())?,
+        Some("json") => write(
+            (serde_json::to_string_pretty(&src.manifest).unwrap_or_default() + "\n").as_bytes(),
+        )?,
+        Some("so") => {
+            let lib = backend::build::shared_library(
+                &src.source,
+                false,
+                &backend::build::Flags::default(),
+            )?;
+            std::fs::copy(&lib, out)
+                .map_err(|e| Error::input(format!("cannot write {out}: {e}")))?;
+        }
+        _ => {
+            return Err(Error::usage(format!(
+                "-o {out}: the extension must be .c, .so or .json"
+            )))
+        }
+    }
+    Ok(String::new())
+}
+
+/// `run FILE --inputs J [--sizes S] [--repeat N] [--count-ops]`.
+fn run_cmd(
+    prog: &Program,
+    inputs: &value::Inputs,
+    repeat: usize,
+    count_ops: bool,
+    output: &OutputArg,
+) -> Result<String> {
+    if repeat == 0 {
+        return Err(Error::usage("--repeat must be at least 1"));
+    }
+    let compiled = atl_egg::backend::compile_with(prog, count_ops)?;
+    let (v, ops, mut times) = compiled.call_timed(inputs, repeat)?;
+    let text = emit_value(&v, prog, inputs, output)?;
+    if repeat > 1 {
+        times.sort_by(f64::total_cmp);
+        eprintln!(
+            "time: best {:.3e} s, median {:.3e} s ({repeat} runs)",
+            times[0],
+            times[times.len() / 2]
+        );
+    }
+    // last on stderr, as ATL.md says
+    if let Some([a, m, c]) = ops {
+        eprintln!("ops: {a} {m} {c}");
+    }
+    Ok(text)
 }
 
 /// Exit status for an error: 2 for usage errors, 1 otherwise.

@@ -48,6 +48,10 @@
 #![warn(missing_docs)]
 
 #[doc(hidden)]
+pub mod backend;
+#[doc(hidden)]
+pub mod constraints;
+#[doc(hidden)]
 pub mod corpus;
 #[doc(hidden)]
 pub mod derive;
@@ -57,10 +61,13 @@ pub mod egraph;
 pub mod error;
 #[doc(hidden)]
 pub mod front;
+#[doc(hidden)]
+pub mod lower;
 pub mod npz;
 #[doc(hidden)]
 pub mod semantics;
 
+pub use backend::{compile, Compiled};
 pub use derive::Derived;
 pub use egraph::{Optimized, Options, Stats};
 pub use error::{Error, ErrorKind, Pos, Result};
@@ -253,3 +260,4 @@ pub fn print(prog: &Program) -> String {
 pub fn pretty(prog: &Program) -> String {
     front::pretty::program(prog)
 }
+

@@ -1,0 +1,51 @@
+//! Compiled f and gradient of the paper's examples (criterion): native
+//! calls only (inputs marshalled once per benchmark).
+//!
+//!     cargo bench --bench compiled
+
+use atl_egg::backend;
+use atl_egg::corpus::{parse_size_set, random_inputs, CorpusProgram, Lcg};
+use atl_egg::front::ast::{Program, Type};
+use atl_egg::{derive, egraph};
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::path::Path;
+
+const CASES: &[(&str, &str)] = &[
+    ("conv1d_padded", "n=100000,m=16"),
+    ("matmul", "n=128,k=128,m=128"),
+    ("trace_diag_k8", "n=1000000"),
+    ("dot_diag_col_row", "n=1000000"),
+    ("paper_linear_dag", ""),
+];
+
+fn bench(c: &mut Criterion) {
+    let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    for (name, sizes) in CASES {
+        let p = progs.iter().find(|p| p.name == *name).expect("program");
+        let sizes = parse_size_set(sizes).expect("sizes");
+        let o = egraph::Options::default();
+        let wrt = p.wrt_or_all();
+        let d = if p.program.ret == Type::Real {
+            derive::grad(&p.program, &wrt, &o)
+        } else {
+            derive::vjp(&p.program, &wrt, &o)
+        }
+        .expect("derivative")
+        .program;
+        for (what, prog) in [("f", &p.program), ("grad", &d)] {
+            let prog: &Program = prog;
+            let compiled = backend::compile(prog).expect("compile");
+            let inputs = random_inputs(prog, &sizes, &mut Lcg(p.seed)).expect("inputs");
+            c.bench_function(&format!("compiled {name} {what}"), |b| {
+                b.iter(|| compiled.call_timed(&inputs, 1).expect("run"))
+            });
+        }
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(10);
+    targets = bench
+}
+criterion_main!(benches);

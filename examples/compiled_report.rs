@@ -1,0 +1,157 @@
+//! The executed table of the README's "Compiled code" section:
+//!
+//!     cargo run --release --example compiled_report            # both tables
+//!     cargo run --release --example compiled_report -- ops     # ops/cost only
+//!     cargo run --release --example compiled_report -- time    # timings only
+//!     cargo run --release --example compiled_report -- time conv1d_padded matmul
+//!
+//! * ops: per program of `corpus/` (and `examples/programs/`), executed
+//!   operations / model cost of the function and of its derivative (`grad`
+//!   when it returns R, else `vjp`) at every size set of the file;
+//! * time: native run time of f and of the derivative at a large size
+//!   (best of 3 calls, inputs marshalled once) and their ratio.
+
+use atl_egg::backend;
+use atl_egg::corpus::{parse_size_set, random_inputs, CorpusProgram, Lcg};
+use atl_egg::front::ast::{Program, Type};
+use atl_egg::semantics::cost;
+use atl_egg::{derive, egraph};
+use std::path::Path;
+
+fn derivative(p: &CorpusProgram) -> (String, Program) {
+    let o = egraph::Options::default();
+    let wrt = p.wrt_or_all();
+    if p.program.ret == Type::Real {
+        (
+            "grad".into(),
+            derive::grad(&p.program, &wrt, &o).expect("grad").program,
+        )
+    } else {
+        (
+            "vjp".into(),
+            derive::vjp(&p.program, &wrt, &o).expect("vjp").program,
+        )
+    }
+}
+
+fn ratio(prog: &Program, sizes: &atl_egg::semantics::value::Sizes, seed: u64) -> String {
+    let inputs = random_inputs(prog, sizes, &mut Lcg(seed)).expect("inputs");
+    let compiled = backend::compile_with(prog, true).expect("compile");
+    let (_, ops) = compiled.call_counted(&inputs).expect("run");
+    let total: u64 = ops.expect("counters").iter().sum();
+    let c = cost::cost(prog, &inputs.sizes, &inputs.relations).expect("cost");
+    format!("{:.2}", total as f64 / c.max(1) as f64)
+}
+
+fn time(
+    prog: &Program,
+    sizes: &atl_egg::semantics::value::Sizes,
+    seed: u64,
+) -> Result<f64, String> {
+    let inputs = random_inputs(prog, sizes, &mut Lcg(seed)).map_err(|e| e.to_string())?;
+    let compiled = backend::compile(prog).map_err(|e| e.to_string())?;
+    let (_, _, times) = compiled.call_timed(&inputs, 3).map_err(|e| e.to_string())?;
+    Ok(times.into_iter().fold(f64::INFINITY, f64::min))
+}
+
+/// Large sizes per program (vectors of 10^6, matrices of 512-1024).
+const LARGE: &[(&str, &str)] = &[
+    ("activation_zoo", "n=1000000"),
+    ("band_comparisons", "n=2048"),
+    ("batched_deconv_loss", "B=64,n=16384,m=16"),
+    ("causal_attention", "t=512,d=64"),
+    ("conv1d_padded", "n=1000000,m=16"),
+    ("deconv_kernel_loss", "n=1000000,m=16"),
+    ("deconv_signal_loss", "n=1000000,m=16"),
+    ("derivative_boxes", "n=1000000"),
+    ("diag_matvec", "n=4096"),
+    ("dot_diag_col_row", "n=1000000"),
+    ("exists_parity", "n=100000,m=100"),
+    ("graph_smoothness", "n=1024"),
+    ("iverson_any_type", "n=1000000"),
+    ("laplacian_energy", "n=1000000"),
+    ("let_chain_tensor", "n=1000000"),
+    ("matmul", "n=512,k=512,m=512"),
+    ("mlp_sigmoid_bce", "h=1024,d=512"),
+    ("nested_lets", "n=1024,m=1024"),
+    ("pair_moments", "n=1000000"),
+    ("polar_points", "n=1000000"),
+    ("rank3_batched_bilinear", "B=64,n=128,m=128"),
+    ("rank3_transpose_scale", "a=128,b=128,c=64"),
+    ("skip_x1_predicate", "n=1000000"),
+    ("softmax_labels_relation", "b=1024,c=512,d=64"),
+    ("strided_pool", "n=500000"),
+    ("sugar_tour", "a=64,n=128,m=128"),
+    ("toeplitz_conv1d", "n=1000000,m=16"),
+    ("trace_diag_k2", "n=1000000"),
+    ("trace_diag_k8", "n=1000000"),
+    ("two_layer_mlp", "b=512,d=512,h=512,o=64"),
+    ("blur3x3", "h=1024,w=1024"),
+];
+
+fn main() {
+    let what = std::env::args().nth(1).unwrap_or_default();
+    let mut progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    progs.extend(CorpusProgram::load_dir(Path::new("examples/programs")).expect("examples"));
+    if what != "time" {
+        println!("| program | derivative | f: ops/cost per size set | derivative: ops/cost per size set |");
+        println!("| --- | --- | --- | --- |");
+        for p in &progs {
+            let (dname, d) = derivative(p);
+            let rf: Vec<String> = p
+                .size_sets
+                .iter()
+                .map(|s| ratio(&p.program, s, p.seed))
+                .collect();
+            let rd: Vec<String> = p.size_sets.iter().map(|s| ratio(&d, s, p.seed)).collect();
+            println!(
+                "| {} | {dname} | {} | {} |",
+                p.name,
+                rf.join(" "),
+                rd.join(" ")
+            );
+        }
+        println!();
+    }
+    if what != "ops" {
+        println!("| program | sizes | t_f (ms) | t_derivative (ms) | t_derivative / t_f |");
+        println!("| --- | --- | --- | --- | --- |");
+        for p in &progs {
+            let Some((_, s)) = LARGE.iter().find(|(n, _)| *n == p.name) else {
+                continue;
+            };
+            // `time NAME ...`: only these programs.
+            let only: Vec<String> = std::env::args().skip(2).collect();
+            if !only.is_empty() && !only.contains(&p.name) {
+                continue;
+            }
+            let Ok(sizes) = parse_size_set(s) else {
+                continue;
+            };
+            if sizes.keys().any(|k| !p.program.sizes.contains(k))
+                || sizes.len() != p.program.sizes.len()
+            {
+                println!(
+                    "| {} | {s} | (size names differ from the program's) | | |",
+                    p.name
+                );
+                continue;
+            }
+            let (dname, d) = derivative(p);
+            let (tf, td) = match (time(&p.program, &sizes, p.seed), time(&d, &sizes, p.seed)) {
+                (Ok(tf), Ok(td)) => (tf, td),
+                (Err(e), _) | (_, Err(e)) => {
+                    println!("| {} ({dname}) | {s} | not run: {e} | | |", p.name);
+                    continue;
+                }
+            };
+            println!(
+                "| {} ({dname}) | {s} | {:.3} | {:.3} | {:.2} |",
+                p.name,
+                tf * 1e3,
+                td * 1e3,
+                td / tf.max(1e-9)
+            );
+        }
+    }
+}

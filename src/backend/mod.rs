@@ -1,0 +1,202 @@
+//! Native code: the C emitter ([`c`]), building shared libraries with the
+//! system C compiler and a cache ([`build`]), and loading and calling them
+//! ([`Compiled`]).
+
+pub mod build;
+pub mod c;
+pub mod marshal;
+
+use crate::error::{Error, Result};
+use crate::front::ast::{ParamKind, Program};
+use crate::lower::ir::{Function, ParamC};
+use crate::semantics::eval::{check_dimensions, Env};
+use crate::semantics::value::{check_value, type_size, Inputs, Value, MAX_OUTPUT_REALS};
+use std::path::PathBuf;
+
+/// A program's C source and manifest.
+pub struct CSource {
+    pub function: Function,
+    pub source: String,
+    pub manifest: serde_json::Value,
+}
+
+/// Lower `prog` and emit its C source and manifest.
+pub fn generate(prog: &Program) -> Result<CSource> {
+    let function = crate::lower::lower(prog)?;
+    let source = c::emit(&function, prog.name.as_str());
+    let manifest = c::manifest(&function);
+    Ok(CSource {
+        function,
+        source,
+        manifest,
+    })
+}
+
+/// A program compiled to a loaded shared library.
+pub struct Compiled {
+    program: Program,
+    function: Function,
+    library: libloading::Library,
+    /// The library's path (in the cache).
+    pub path: PathBuf,
+    counts_ops: bool,
+}
+
+/// Compile `prog` to native code (cached) and load it.
+pub fn compile(prog: &Program) -> Result<Compiled> {
+    compile_with(prog, false)
+}
+
+/// As [`compile`]; `count_ops` builds the instrumented variant
+/// (`-DATL_COUNT_OPS`), whose calls also report the operations executed.
+pub fn compile_with(prog: &Program, count_ops: bool) -> Result<Compiled> {
+    let src = generate(prog)?;
+    let path = build::shared_library(&src.source, count_ops, &build::Flags::default())?;
+    // SAFETY: the library is one we just compiled from generated C; its
+    // initializers do nothing but set up the C runtime.
+    let library = unsafe { libloading::Library::new(&path) }
+        .map_err(|e| Error::eval(format!("cannot load {}: {e}", path.display())))?;
+    Ok(Compiled {
+        program: prog.clone(),
+        function: src.function,
+        library,
+        path,
+        counts_ops: count_ops,
+    })
+}
+
+type Entry =
+    unsafe extern "C" fn(*const i64, *const *const f64, *const *const u8, *const *mut f64) -> i32;
+
+impl Compiled {
+    /// Run on `inputs`: the program's value (as `eval` gives it).
+    pub fn call(&self, inputs: &Inputs) -> Result<Value> {
+        Ok(self.call_counted(inputs)?.0)
+    }
+
+    /// Run on `inputs`; with an instrumented build also the additions,
+    /// multiplications and black-box calls executed.
+    pub fn call_counted(&self, inputs: &Inputs) -> Result<(Value, Option<[u64; 3]>)> {
+        let (v, ops, _) = self.call_timed(inputs, 1)?;
+        Ok((v, ops))
+    }
+
+    /// Run `repeat >= 1` times on `inputs` (marshalled once): the value,
+    /// the operations of the last call (instrumented builds) and the
+    /// seconds each native call took.
+    pub fn call_timed(
+        &self,
+        inputs: &Inputs,
+        repeat: usize,
+    ) -> Result<(Value, Option<[u64; 3]>, Vec<f64>)> {
+        let prog = &self.program;
+        let _env: Env = Env::for_program(prog, inputs)?;
+        for (name, ty) in prog.real_params() {
+            let v = inputs
+                .values
+                .get(&name)
+                .ok_or_else(|| Error::input(format!("missing input '{name}'")))?;
+            check_value(v, ty, &inputs.sizes, name.as_str())?;
+        }
+        check_dimensions(&prog.body, &inputs.sizes)?;
+        if type_size(&prog.ret, &inputs.sizes)? > MAX_OUTPUT_REALS {
+            return Err(Error::eval(format!(
+                "the result would have more than {MAX_OUTPUT_REALS} reals at these sizes"
+            )));
+        }
+        let mut sizes = vec![];
+        for p in &self.function.params {
+            if p.kind == ParamC::Size {
+                let s = egg::Symbol::from(p.source.as_str());
+                sizes.push(
+                    *inputs
+                        .sizes
+                        .get(&s)
+                        .ok_or_else(|| Error::input(format!("size {s} is not given")))?,
+                );
+            }
+        }
+        let mut reals: Vec<Vec<f64>> = vec![];
+        let mut rels: Vec<Vec<u8>> = vec![];
+        for p in &prog.params {
+            match &p.kind {
+                ParamKind::Size => {}
+                ParamKind::Relation(_) => {
+                    let r = inputs
+                        .relations
+                        .get(&p.name)
+                        .ok_or_else(|| Error::input(format!("missing input '{}'", p.name)))?;
+                    rels.push(r.bits.iter().map(|&b| b as u8).collect());
+                }
+                ParamKind::Real(t) => {
+                    let v = &inputs.values[&p.name];
+                    reals.extend(marshal::leaves_of(v, t, &inputs.sizes)?);
+                }
+            }
+        }
+        let mut outs = marshal::output_buffers(&prog.ret, &inputs.sizes)?;
+        let real_ptrs: Vec<*const f64> = reals.iter().map(|v| v.as_ptr()).collect();
+        let rel_ptrs: Vec<*const u8> = rels.iter().map(|v| v.as_ptr()).collect();
+        let out_ptrs: Vec<*mut f64> = outs.iter_mut().map(|v| v.as_mut_ptr()).collect();
+        // SAFETY: `atlpacked_entry` has the `Entry` signature (see `c::emit`).
+        let entry: libloading::Symbol<Entry> = unsafe { self.library.get(b"atlpacked_entry\0") }
+            .map_err(|e| Error::eval(format!("compiled library has no entry point: {e}")))?;
+        let mut times = vec![];
+        let mut rc = c::RET_OK;
+        for _ in 0..repeat.max(1) {
+            let t = std::time::Instant::now();
+            // SAFETY: every pointer is to a live buffer of the size the
+            // manifest says, checked above against the program's types at
+            // these sizes.
+            rc = unsafe {
+                entry(
+                    sizes.as_ptr(),
+                    real_ptrs.as_ptr(),
+                    rel_ptrs.as_ptr(),
+                    out_ptrs.as_ptr(),
+                )
+            };
+            times.push(t.elapsed().as_secs_f64());
+            if rc != c::RET_OK {
+                break;
+            }
+        }
+        match rc {
+            c::RET_OK => {}
+            c::RET_NEGATIVE_DIMENSION => {
+                return Err(Error::eval(
+                    "compiled code: a size or dimension is negative",
+                ))
+            }
+            c::RET_ALLOCATION => {
+                return Err(Error::eval(
+                    "compiled code: cannot allocate the intermediates (out of memory)",
+                ))
+            }
+            c::RET_OVERFLOW => {
+                return Err(Error::eval(
+                    "compiled code: the intermediates' size overflows 64 bits",
+                ))
+            }
+            k => {
+                return Err(Error::eval(format!(
+                    "compiled code returned the unknown code {k}"
+                )))
+            }
+        }
+        let ops = if self.counts_ops {
+            // SAFETY: the instrumented build exports `uint64_t atlpacked_ops[3]`.
+            unsafe {
+                let sym: libloading::Symbol<*const [u64; 3]> =
+                    self.library.get(b"atlpacked_ops\0").map_err(|e| {
+                        Error::eval(format!("instrumented library has no counters: {e}"))
+                    })?;
+                Some(**sym)
+            }
+        } else {
+            None
+        };
+        let v = marshal::value_from_leaves(&prog.ret, &inputs.sizes, &outs)?;
+        Ok((v, ops, times))
+    }
+}

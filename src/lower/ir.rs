@@ -1,0 +1,73 @@
+//! The loop IR the lowering produces and the C emitter prints: structured
+//! statements (`for` over `[lo, hi)`, `if`/`else`, straight-line C
+//! statements) whose leaves are C expressions over `int64_t` indices and
+//! `double` scalars, plus the function's frame: parameters, result leaves,
+//! the dimensions it checks and the arena slots of its intermediates.
+
+use crate::front::affine::Affine;
+
+/// A statement of the loop IR.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// One C statement (declaration, assignment, counter update).
+    Line(String),
+    /// `for (int64_t var = lo; var < hi; var++) body`
+    For {
+        var: String,
+        lo: String,
+        hi: String,
+        body: Vec<Stmt>,
+    },
+    /// `if (cond) then else els`
+    If {
+        cond: String,
+        then: Vec<Stmt>,
+        els: Vec<Stmt>,
+    },
+}
+
+/// What a C parameter is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamC {
+    /// `int64_t`: a size (implicit sizes come first, then the parameters).
+    Size,
+    /// `double`: a real parameter (or a real leaf of a pair parameter).
+    Real,
+    /// `const double *`: a row-major tensor leaf.
+    Tensor(Vec<Affine>),
+    /// `const uint8_t *`: a row-major relation.
+    Relation(Vec<Affine>),
+}
+
+/// One C parameter: its C name, the ATL name it comes from (with a
+/// `.0`/`.1` path for leaves of pairs) and its kind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CParam {
+    pub cname: String,
+    pub source: String,
+    pub kind: ParamC,
+}
+
+/// An intermediate tensor: a slot of the per-call arena.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slot {
+    pub cname: String,
+    pub dims: Vec<Affine>,
+}
+
+/// A lowered program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    /// The C name (`atl_` and the program name with non-identifier
+    /// characters replaced).
+    pub name: String,
+    pub params: Vec<CParam>,
+    /// One `double *` per leaf of the result (pairs flattened left to
+    /// right): C name, leaf path, dimensions.
+    pub outputs: Vec<(String, String, Vec<Affine>)>,
+    /// Dimension locals: C name and the affine form in sizes; each is
+    /// checked non-negative on entry.
+    pub dims: Vec<(String, Affine)>,
+    pub slots: Vec<Slot>,
+    pub body: Vec<Stmt>,
+}

@@ -1,0 +1,141 @@
+//! Predicates: affine conjuncts become constraints (loop bounds), the rest
+//! C conditions; an `exists` whose body is affine is projected to a closed
+//! form (`∃j<n. i < j` is `i+1 < n`), any other is a loop that stops at
+//! the first witness.
+
+use super::ir::Stmt;
+use super::Lowerer;
+use crate::constraints::{self, Constraint, LinForm};
+use crate::error::{Error, Result};
+use crate::front::ast::{CmpOp, Pred};
+
+/// The constraints an affine atom stands for (`None`: not affine).
+pub(crate) fn affine(p: &Pred) -> Option<Vec<Constraint>> {
+    Some(match p {
+        Pred::True => vec![],
+        Pred::False => vec![Constraint::Ge(LinForm::constant(-1))],
+        Pred::Cmp(op, a, b) => {
+            let (a, b) = (LinForm::from_affine(a), LinForm::from_affine(b));
+            let d = b.combine(1, &a, -1)?; // b - a
+            vec![match op {
+                CmpOp::Lt => Constraint::Ge(d.add_constant(-1)?),
+                CmpOp::Le => Constraint::Ge(d),
+                CmpOp::Eq => Constraint::Eq(d),
+                CmpOp::Gt => Constraint::Ge(d.scale(-1)?.add_constant(-1)?),
+                CmpOp::Ge => Constraint::Ge(d.scale(-1)?),
+            }]
+        }
+        Pred::And(ps) => {
+            let mut out = vec![];
+            for q in ps {
+                out.extend(affine(q)?);
+            }
+            out
+        }
+        _ => return None,
+    })
+}
+
+impl Lowerer {
+    /// A predicate as a C condition (statements for `exists` loops are
+    /// emitted before it).
+    pub(crate) fn pred(&mut self, p: &Pred) -> Result<String> {
+        Ok(match p {
+            Pred::True => "1".into(),
+            Pred::False => "0".into(),
+            Pred::Cmp(op, a, b) => {
+                let (x, y) = (self.aff(a)?, self.aff(b)?);
+                if x == y {
+                    // The same index (e.g. a view read at its own diagonal):
+                    // decided here, no self-comparison for the C compiler.
+                    let holds = matches!(op, CmpOp::Eq | CmpOp::Le | CmpOp::Ge);
+                    return Ok(if holds { "1" } else { "0" }.into());
+                }
+                format!("({x} {} {y})", op.name())
+            }
+            Pred::And(ps) | Pred::Or(ps) => {
+                if ps.is_empty() {
+                    return Ok(if matches!(p, Pred::And(_)) { "1" } else { "0" }.into());
+                }
+                let sep = if matches!(p, Pred::And(_)) {
+                    " && "
+                } else {
+                    " || "
+                };
+                let parts = ps
+                    .iter()
+                    .map(|q| self.pred(q))
+                    .collect::<Result<Vec<_>>>()?;
+                format!("({})", parts.join(sep))
+            }
+            Pred::Rel(r, args) => {
+                let v = self
+                    .vals
+                    .get(r)
+                    .cloned()
+                    .ok_or_else(|| Error::eval(format!("unknown relation {r}")))?;
+                v.test(args, self)?
+            }
+            Pred::Exists(i, d, q) => {
+                if let Some(c) = self.exists_closed(*i, d, q)? {
+                    return Ok(c);
+                }
+                let dn = self.dim(d)?;
+                let e = self.fresh("e", "");
+                self.line(format!("int {e} = 0;"));
+                let iv = self.bind_index(*i);
+                let (body, ()) = self.block(|lw| {
+                    let c = lw.pred(q)?;
+                    lw.line(format!("if ({c}) {{ {e} = 1; break; }}"));
+                    Ok(())
+                })?;
+                self.out.push(Stmt::For {
+                    var: iv,
+                    lo: "0".into(),
+                    hi: dn,
+                    body,
+                });
+                e
+            }
+        })
+    }
+
+    /// `∃ i < d. q` for an affine `q`, without a loop: the projected
+    /// bounds of `i` are not empty (exact over the integers: one variable,
+    /// its own bounds, and a divisibility guard when an equality fixes it).
+    fn exists_closed(
+        &mut self,
+        i: egg::Symbol,
+        d: &crate::front::affine::Affine,
+        q: &Pred,
+    ) -> Result<Option<String>> {
+        let Some(mut system) = affine(q) else {
+            return Ok(None);
+        };
+        system.push(Constraint::Ge(LinForm::var(i)));
+        let Some(hi) = LinForm::from_affine(d).add_constant(-1) else {
+            return Ok(None);
+        };
+        let Some(hi) = hi.combine(1, &LinForm::var(i), -1) else {
+            return Ok(None);
+        };
+        system.push(Constraint::Ge(hi));
+        let Some(plan) = constraints::plan(&system, &[i]) else {
+            return Ok(None);
+        };
+        if plan.levels.iter().any(|l| !l.guards.is_empty()) {
+            return Ok(None);
+        }
+        let mut conds = self.constraint_conds(&plan.top)?;
+        for l in &plan.levels {
+            let lo = self.bound_expr(&l.lower, "atlh_max", "atlh_ceildiv")?;
+            let hi = self.bound_expr(&l.upper, "atlh_min", "atlh_floordiv")?;
+            conds.push(format!("{lo} <= {hi}"));
+        }
+        Ok(Some(if conds.is_empty() {
+            "1".into()
+        } else {
+            format!("({})", conds.join(" && "))
+        }))
+    }
+}

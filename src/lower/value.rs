@@ -1,0 +1,415 @@
+//! Values during lowering: a scalar C expression, or views of tensor
+//! leaves (a buffer, an offset, the remaining dimensions and the range
+//! conditions under which the view is not zero), or pairs of those.
+
+use super::Lowerer;
+use crate::error::{Error, Result};
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, Type};
+use egg::Symbol;
+
+use super::ir::Stmt;
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum V {
+    /// A `double` C expression (pure and cheap: a literal, a local, a read).
+    Scalar(String),
+    /// `buf[off ...]` with `dims` left; reads zero unless all `conds` hold.
+    Leaf {
+        buf: String,
+        off: String,
+        dims: Vec<Affine>,
+        conds: Vec<String>,
+    },
+    Pair(Box<V>, Box<V>),
+    /// A relation parameter (`uint8_t`, row-major).
+    Rel {
+        buf: String,
+        dims: Vec<Affine>,
+    },
+    /// A `gen` chain whose body does no arithmetic (a copy, a shift, a
+    /// bracketed read): not materialized, each read evaluates the body at
+    /// its indices. `args` are the C indices applied so far, `conds` their
+    /// range conditions, `ty` the type of the unapplied rest.
+    Lazy {
+        params: Vec<(Symbol, Affine)>,
+        args: Vec<String>,
+        conds: Vec<String>,
+        body: Box<Expr>,
+        ty: Type,
+    },
+}
+
+fn mismatch(what: &str) -> Error {
+    Error::eval(format!(
+        "lowering: {what} of a value of the wrong type (internal error)"
+    ))
+}
+
+impl V {
+    pub(crate) fn pair(a: V, b: V) -> V {
+        V::Pair(Box::new(a), Box::new(b))
+    }
+
+    pub(crate) fn leaf(buf: String, dims: Vec<Affine>) -> V {
+        V::Leaf {
+            buf,
+            off: "0".into(),
+            dims,
+            conds: vec![],
+        }
+    }
+
+    pub(crate) fn relation(buf: String, dims: Vec<Affine>) -> V {
+        V::Rel { buf, dims }
+    }
+
+    pub(crate) fn split_pair(&self) -> Result<(V, V)> {
+        match self {
+            V::Lazy { .. } => Err(mismatch("projection of an unmaterialized view")),
+            V::Pair(a, b) => Ok(((**a).clone(), (**b).clone())),
+            _ => Err(mismatch("projection")),
+        }
+    }
+
+    pub(crate) fn is_scalar_place(&self) -> bool {
+        matches!(self, V::Leaf { dims, .. } if dims.is_empty())
+    }
+
+    fn stride(dims: &[Affine], lw: &mut Lowerer) -> Result<String> {
+        let mut parts = vec![];
+        for d in dims {
+            parts.push(lw.dim(d)?);
+        }
+        Ok(if parts.is_empty() {
+            "1".into()
+        } else {
+            parts.join("*")
+        })
+    }
+
+    fn offset(off: &str, idx: &str, stride: &str) -> String {
+        let term = if stride == "1" {
+            idx.to_string()
+        } else {
+            format!("{idx}*{stride}")
+        };
+        if off == "0" {
+            term
+        } else {
+            format!("{off} + {term}")
+        }
+    }
+
+    /// `(get self i)`: zero out of range.
+    pub(crate) fn index(&self, i: &Affine, lw: &mut Lowerer) -> Result<V> {
+        Ok(match self {
+            V::Lazy {
+                params,
+                args,
+                conds,
+                body,
+                ty,
+            } => {
+                let k = args.len();
+                let idx = lw.aff(i)?;
+                let mut conds = conds.clone();
+                let in_range = i.constant == 0
+                    && i.terms.len() == 1
+                    && i.terms[0].1 == 1
+                    && lw.full_range.get(&i.terms[0].0) == Some(&params[k].1);
+                if !in_range {
+                    let d = lw.dim(&params[k].1)?;
+                    conds.push(format!("0 <= {idx} && {idx} < {d}"));
+                }
+                let mut args = args.clone();
+                args.push(idx);
+                let ty = match ty {
+                    Type::Tensor(_, t) => (**t).clone(),
+                    _ => return Err(mismatch("get")),
+                };
+                let lazy = V::Lazy {
+                    params: params.clone(),
+                    args,
+                    conds,
+                    body: body.clone(),
+                    ty,
+                };
+                if k + 1 == params.len() {
+                    lazy.force(lw)?
+                } else {
+                    lazy
+                }
+            }
+            V::Pair(a, b) => V::pair(a.index(i, lw)?, b.index(i, lw)?),
+            V::Leaf {
+                buf,
+                off,
+                dims,
+                conds,
+            } if !dims.is_empty() => {
+                let idx = lw.aff(i)?;
+                let stride = V::stride(&dims[1..], lw)?;
+                let mut conds = conds.clone();
+                let in_range = i.constant == 0
+                    && i.terms.len() == 1
+                    && i.terms[0].1 == 1
+                    && lw.full_range.get(&i.terms[0].0) == Some(&dims[0]);
+                if !in_range {
+                    let d = lw.dim(&dims[0])?;
+                    conds.push(format!("0 <= {idx} && {idx} < {d}"));
+                }
+                V::Leaf {
+                    buf: buf.clone(),
+                    off: V::offset(off, &idx, &stride),
+                    dims: dims[1..].to_vec(),
+                    conds,
+                }
+            }
+            _ => return Err(mismatch("get")),
+        })
+    }
+
+    /// A fully applied lazy view: its body at the applied indices (zero
+    /// where a range condition fails).
+    fn force(&self, lw: &mut Lowerer) -> Result<V> {
+        let V::Lazy {
+            params,
+            args,
+            conds,
+            body,
+            ..
+        } = self
+        else {
+            return Ok(self.clone());
+        };
+        let saved: Vec<(Symbol, Option<String>, Option<Affine>)> = params
+            .iter()
+            .zip(args)
+            .map(|((i, _), a)| (*i, lw.names.insert(*i, a.clone()), lw.full_range.remove(i)))
+            .collect();
+        let v = lw.val(body, "z");
+        for (i, n, r) in saved.into_iter().rev() {
+            match n {
+                Some(n) => lw.names.insert(i, n),
+                None => lw.names.remove(&i),
+            };
+            if let Some(r) = r {
+                lw.full_range.insert(i, r);
+            }
+        }
+        let v = v?;
+        if conds.is_empty() {
+            return Ok(v);
+        }
+        v.guarded(conds, lw)
+    }
+
+    /// This value where `conds` hold, zero elsewhere.
+    pub(crate) fn guarded(self, conds: &[String], lw: &mut Lowerer) -> Result<V> {
+        Ok(match self {
+            V::Pair(a, b) => V::pair(a.guarded(conds, lw)?, b.guarded(conds, lw)?),
+            V::Leaf {
+                buf,
+                off,
+                dims,
+                conds: mut c,
+            } => {
+                c.extend(conds.iter().cloned());
+                V::Leaf {
+                    buf,
+                    off,
+                    dims,
+                    conds: c,
+                }
+            }
+            V::Scalar(x) => V::Scalar(format!("(({}) ? {x} : 0.0)", conds.join(" && "))),
+            v @ V::Lazy { .. } => {
+                let m = v.materialize(lw)?;
+                m.guarded(conds, lw)?
+            }
+            V::Rel { .. } => return Err(mismatch("bracket")),
+        })
+    }
+
+    /// A lazy view written into a fresh place (other values unchanged).
+    pub(crate) fn materialize(&self, lw: &mut Lowerer) -> Result<V> {
+        let V::Lazy { ty, .. } = self else {
+            return Ok(self.clone());
+        };
+        let place = lw.place("view", ty)?;
+        self.force_into(&place, lw)?;
+        Ok(place)
+    }
+
+    /// Write a lazy view into `dest`, element by element.
+    fn force_into(&self, dest: &V, lw: &mut Lowerer) -> Result<()> {
+        let V::Lazy { params, args, .. } = self else {
+            return self.copy_into(dest, lw);
+        };
+        let k = args.len();
+        let d = &params[k].1;
+        let dn = lw.dim(d)?;
+        let iv = lw.fresh("k", "");
+        let (body, ()) = lw.block(|lw| {
+            let idx_sym = Symbol::from(iv.as_str());
+            lw.names.insert(idx_sym, iv.clone());
+            lw.full_range.insert(idx_sym, d.clone());
+            let inner = self.index(&Affine::var(idx_sym), lw)?;
+            let place = dest.index_unchecked(&iv, lw)?;
+            let r = inner.copy_into(&place, lw);
+            lw.names.remove(&idx_sym);
+            lw.full_range.remove(&idx_sym);
+            r
+        })?;
+        lw.out.push(Stmt::For {
+            var: iv,
+            lo: "0".into(),
+            hi: dn,
+            body,
+        });
+        Ok(())
+    }
+
+    /// Index a place by a loop variable over exactly its first dimension.
+    pub(crate) fn index_unchecked(&self, iv: &str, lw: &mut Lowerer) -> Result<V> {
+        Ok(match self {
+            V::Pair(a, b) => V::pair(a.index_unchecked(iv, lw)?, b.index_unchecked(iv, lw)?),
+            V::Leaf {
+                buf,
+                off,
+                dims,
+                conds,
+            } if !dims.is_empty() => V::Leaf {
+                buf: buf.clone(),
+                off: V::offset(off, iv, &V::stride(&dims[1..], lw)?),
+                dims: dims[1..].to_vec(),
+                conds: conds.clone(),
+            },
+            _ => return Err(mismatch("gen store")),
+        })
+    }
+
+    pub(crate) fn as_scalar(&self, _lw: &mut Lowerer) -> Result<String> {
+        Ok(match self {
+            V::Scalar(s) => s.clone(),
+            V::Leaf {
+                buf,
+                off,
+                dims,
+                conds,
+            } if dims.is_empty() => {
+                if conds.is_empty() {
+                    format!("{buf}[{off}]")
+                } else {
+                    format!("(({}) ? {buf}[{off}] : 0.0)", conds.join(" && "))
+                }
+            }
+            _ => return Err(mismatch("scalar use")),
+        })
+    }
+
+    /// Write this value into the place `dest`.
+    pub(crate) fn copy_into(&self, dest: &V, lw: &mut Lowerer) -> Result<()> {
+        if let V::Lazy { .. } = self {
+            return self.force_into(dest, lw);
+        }
+        match dest {
+            V::Pair(a, b) => {
+                let (x, y) = self.split_pair()?;
+                x.copy_into(a, lw)?;
+                y.copy_into(b, lw)
+            }
+            V::Leaf { buf, off, dims, .. } if dims.is_empty() => {
+                let x = self.as_scalar(lw)?;
+                lw.line(format!("{buf}[{off}] = {x};"));
+                Ok(())
+            }
+            V::Leaf {
+                buf: dbuf,
+                off: doff,
+                dims: ddims,
+                ..
+            } => match self {
+                V::Leaf {
+                    buf, off, conds, ..
+                } => {
+                    let total = V::stride(ddims, lw)?;
+                    let k = lw.fresh("k", "");
+                    let body = vec![Stmt::Line(format!(
+                        "{dbuf}[{}] = {buf}[{}];",
+                        V::offset(doff, &k, "1"),
+                        V::offset(off, &k, "1")
+                    ))];
+                    let copy = Stmt::For {
+                        var: k,
+                        lo: "0".into(),
+                        hi: total,
+                        body,
+                    };
+                    if conds.is_empty() {
+                        lw.out.push(copy);
+                    } else {
+                        let (els, ()) = lw.block(|lw| dest.zero_fill(lw))?;
+                        lw.out.push(Stmt::If {
+                            cond: conds.join(" && "),
+                            then: vec![copy],
+                            els,
+                        });
+                    }
+                    Ok(())
+                }
+                _ => Err(mismatch("tensor copy")),
+            },
+            _ => Err(mismatch("store")),
+        }
+    }
+
+    /// Write zeros into every element of the place.
+    pub(crate) fn zero_fill(&self, lw: &mut Lowerer) -> Result<()> {
+        match self {
+            V::Pair(a, b) => {
+                a.zero_fill(lw)?;
+                b.zero_fill(lw)
+            }
+            V::Leaf { buf, off, dims, .. } if dims.is_empty() => {
+                lw.line(format!("{buf}[{off}] = 0.0;"));
+                Ok(())
+            }
+            V::Leaf { buf, off, dims, .. } => {
+                let total = V::stride(dims, lw)?;
+                let k = lw.fresh("k", "");
+                lw.out.push(Stmt::For {
+                    var: k.clone(),
+                    lo: "0".into(),
+                    hi: total,
+                    body: vec![Stmt::Line(format!(
+                        "{buf}[{}] = 0.0;",
+                        V::offset(off, &k, "1")
+                    ))],
+                });
+                Ok(())
+            }
+            _ => Err(mismatch("zero fill")),
+        }
+    }
+
+    /// `(R a ...)` on a relation: false out of range.
+    pub(crate) fn test(&self, args: &[Affine], lw: &mut Lowerer) -> Result<String> {
+        let V::Rel { buf, dims } = self else {
+            return Err(mismatch("relation test"));
+        };
+        if args.len() != dims.len() {
+            return Ok("0".into());
+        }
+        let mut off = "0".to_string();
+        let mut conds = vec![];
+        for (k, (a, d)) in args.iter().zip(dims).enumerate() {
+            let idx = lw.aff(a)?;
+            let dn = lw.dim(d)?;
+            conds.push(format!("0 <= {idx} && {idx} < {dn}"));
+            off = V::offset(&off, &idx, &V::stride(&dims[k + 1..], lw)?);
+        }
+        Ok(format!("(({}) && {buf}[{off}])", conds.join(" && ")))
+    }
+}
