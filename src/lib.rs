@@ -260,4 +260,3 @@ pub fn print(prog: &Program) -> String {
 pub fn pretty(prog: &Program) -> String {
     front::pretty::program(prog)
 }
-
