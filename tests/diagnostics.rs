@@ -252,6 +252,42 @@ const CASES: &[Case] = &[
         inputs: Some("{}"),
         stdin: None,
     },
+    // the compiled path reports like eval
+    Case {
+        name: "run-input-missing",
+        args: &["run", "prog.atl", "--inputs", "in.json", "--sizes", "n=3"],
+        prog: Some(VEC),
+        inputs: Some("{}"),
+        stdin: None,
+    },
+    Case {
+        name: "run-input-wrong-length",
+        args: &["run", "prog.atl", "--inputs", "in.json", "--sizes", "n=3"],
+        prog: Some(VEC),
+        inputs: Some("{\"x\": [1, 2]}"),
+        stdin: None,
+    },
+    Case {
+        name: "run-syntax-error",
+        args: &["run", "prog.atl", "--inputs", "in.json"],
+        prog: Some(b"(fn f ((x R))\n  (+ x\n"),
+        inputs: Some("{\"x\": 1}"),
+        stdin: None,
+    },
+    Case {
+        name: "run-huge-size",
+        args: &[
+            "run",
+            "prog.atl",
+            "--inputs",
+            "in.json",
+            "--sizes",
+            "n=1000000000000000",
+        ],
+        prog: Some(b"(fn f ((n size))\n  (gen i n 1.0))\n"),
+        inputs: Some("{}"),
+        stdin: None,
+    },
     Case {
         name: "huge-size-sum",
         args: &[
