@@ -26,7 +26,6 @@ use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::front::parse_program;
 use criterion::{criterion_group, BenchmarkId, Criterion};
-use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -56,42 +55,6 @@ fn corpus() -> Vec<Case> {
             prog: c.program,
         })
         .collect()
-}
-
-/// A synthetic function of `k` lets over `x : [n]R`, each referencing the
-/// previous vector and an earlier one (`a(j/2)`), cycling through a product,
-/// a scaled sum, a dot product (a scalar let) and a black box scaled by that
-/// scalar; the result adds the last vector's sum and the last scalar.
-fn let_chain(k: usize) -> String {
-    let mut vecs: Vec<String> = vec!["x".into()]; // vector names so far
-    let mut last_scalar: Option<String> = None;
-    let mut text = String::from("(fn let_chain ((x (tensor n R)))\n");
-    for j in 1..=k {
-        let v = vecs.last().unwrap().clone();
-        let u = vecs[vecs.len() / 2].clone();
-        let name = format!("a{j}");
-        let e = match (j % 4, &last_scalar) {
-            (1, _) if j == 1 => "(gen i n (* (get x i) 2.0))".to_string(),
-            (0, _) => format!("(gen i n (* (get {v} i) (get {u} i)))"),
-            (1, _) => format!("(gen i n (+ (get {v} i) (* 0.5 (get {u} i))))"),
-            (2, _) => format!("(sum i n (* (get {v} i) (get x i)))"),
-            (_, Some(s)) => format!("(gen i n (+ (* {s} (get {v} i)) (tanh (get {u} i))))"),
-            (_, None) => format!("(gen i n (tanh (get {v} i)))"),
-        };
-        writeln!(text, "  (let {name} {e}").unwrap();
-        if j % 4 == 2 {
-            last_scalar = Some(name);
-        } else {
-            vecs.push(name);
-        }
-    }
-    let v = vecs.last().unwrap();
-    let tail = match &last_scalar {
-        Some(s) => format!("(+ (sum i n (get {v} i)) {s})"),
-        None => format!("(sum i n (get {v} i))"),
-    };
-    text.push_str(&format!("  {tail}{})\n", ")".repeat(k)));
-    text
 }
 
 fn group<'a>(
@@ -145,7 +108,7 @@ fn bench_let_chain(c: &mut Criterion) {
     let opts = options();
     let mut g = group(c, "let_chain");
     for k in [8, 16, 32, 64] {
-        let text = let_chain(k);
+        let text = atl_egg::corpus::let_chain(k);
         let prog = parse_program(text.as_bytes())
             .unwrap_or_else(|e| panic!("let_chain({k}) does not elaborate: {e}\n{text}"));
         g.bench_with_input(BenchmarkId::new("optimize", k), &prog, |b, p| {

@@ -17,39 +17,6 @@ use egg::Symbol;
 use std::fmt::Write as _;
 use std::process::Command;
 
-/// The k-binding chain of `benches/optimize.rs`.
-fn let_chain(k: usize) -> String {
-    let mut vecs: Vec<String> = vec!["x".into()];
-    let mut last_scalar: Option<String> = None;
-    let mut text = String::from("(fn let_chain ((x (tensor n R)))\n");
-    for j in 1..=k {
-        let v = vecs.last().unwrap().clone();
-        let u = vecs[vecs.len() / 2].clone();
-        let name = format!("a{j}");
-        let e = match (j % 4, &last_scalar) {
-            (1, _) if j == 1 => "(gen i n (* (get x i) 2.0))".to_string(),
-            (0, _) => format!("(gen i n (* (get {v} i) (get {u} i)))"),
-            (1, _) => format!("(gen i n (+ (get {v} i) (* 0.5 (get {u} i))))"),
-            (2, _) => format!("(sum i n (* (get {v} i) (get x i)))"),
-            (_, Some(s)) => format!("(gen i n (+ (* {s} (get {v} i)) (tanh (get {u} i))))"),
-            (_, None) => format!("(gen i n (tanh (get {v} i)))"),
-        };
-        writeln!(text, "  (let {name} {e}").unwrap();
-        if j % 4 == 2 {
-            last_scalar = Some(name);
-        } else {
-            vecs.push(name);
-        }
-    }
-    let v = vecs.last().unwrap();
-    let tail = match &last_scalar {
-        Some(s) => format!("(+ (sum i n (get {v} i)) {s})"),
-        None => format!("(sum i n (get {v} i))"),
-    };
-    text.push_str(&format!("  {tail}{})\n", ")".repeat(k)));
-    text
-}
-
 /// A k-layer MLP: `h_{l+1} = tanh(W_l h_l)`, loss `sum h_k`.
 fn mlp(k: usize) -> String {
     let mut text = String::from("(fn mlp ((x (tensor n R)) (W (tensor ");
@@ -122,7 +89,7 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     type Family = (&'static str, fn(usize) -> String);
     let families: [Family; 4] = [
-        ("let_chain", let_chain),
+        ("let_chain", atl_egg::corpus::let_chain),
         ("mlp", mlp),
         ("stencil", stencil),
         ("slice_sum", slice_sum),

@@ -8,13 +8,15 @@
 //! ```
 //!
 //! Tests, benchmarks and reports share this reader and the deterministic
-//! input generator below.
+//! input generator below, and the synthetic let chain ([`let_chain`]) that the
+//! benchmarks and the scaling report grow.
 
 use crate::error::{Error, Result};
 use crate::front::ast::{ParamKind, Program};
 use crate::front::parse_program;
 use crate::semantics::value::{random_relation, random_value, Inputs, Sizes};
 use egg::Symbol;
+use std::fmt::Write as _;
 
 /// A corpus program with its metadata.
 #[derive(Clone, Debug)]
@@ -141,4 +143,40 @@ pub fn random_inputs(prog: &Program, sizes: &Sizes, rng: &mut Lcg) -> Result<Inp
         }
     }
     Ok(inputs)
+}
+
+/// A synthetic function of `k` lets over `x : [n]R`, each referencing the
+/// previous vector and an earlier one (`a(j/2)`), cycling through a product,
+/// a scaled sum, a dot product (a scalar let) and a black box scaled by that
+/// scalar; the result adds the last vector's sum and the last scalar.
+pub fn let_chain(k: usize) -> String {
+    let mut vecs: Vec<String> = vec!["x".into()]; // vector names so far
+    let mut last_scalar: Option<String> = None;
+    let mut text = String::from("(fn let_chain ((x (tensor n R)))\n");
+    for j in 1..=k {
+        let v = vecs.last().unwrap().clone();
+        let u = vecs[vecs.len() / 2].clone();
+        let name = format!("a{j}");
+        let e = match (j % 4, &last_scalar) {
+            (1, _) if j == 1 => "(gen i n (* (get x i) 2.0))".to_string(),
+            (0, _) => format!("(gen i n (* (get {v} i) (get {u} i)))"),
+            (1, _) => format!("(gen i n (+ (get {v} i) (* 0.5 (get {u} i))))"),
+            (2, _) => format!("(sum i n (* (get {v} i) (get x i)))"),
+            (_, Some(s)) => format!("(gen i n (+ (* {s} (get {v} i)) (tanh (get {u} i))))"),
+            (_, None) => format!("(gen i n (tanh (get {v} i)))"),
+        };
+        writeln!(text, "  (let {name} {e}").unwrap();
+        if j % 4 == 2 {
+            last_scalar = Some(name);
+        } else {
+            vecs.push(name);
+        }
+    }
+    let v = vecs.last().unwrap();
+    let tail = match &last_scalar {
+        Some(s) => format!("(+ (sum i n (get {v} i)) {s})"),
+        None => format!("(sum i n (get {v} i))"),
+    };
+    text.push_str(&format!("  {tail}{})\n", ")".repeat(k)));
+    text
 }

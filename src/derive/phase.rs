@@ -35,40 +35,32 @@ pub fn run_and_extract(
         .with_iter_limit(1_000)
         .with_time_limit(time_limit)
         .run(rules);
-    let unfinished = || {
-        use egg::StopReason::*;
-        let (why, hint) = match &runner.stop_reason {
-            Some(TimeLimit(_)) => (
-                format!("it reached the time limit ({} s)", time_limit.as_secs_f64()),
-                "raise --time-limit",
-            ),
-            Some(IterationLimit(n)) => (
-                format!("it reached its limit of {n} rewriting rounds"),
-                "the limit is fixed; differentiate fewer inputs (--wrt) or split the program",
-            ),
-            Some(NodeLimit(n)) => (
-                format!("the e-graph reached its limit of {n} e-nodes"),
-                "the limit is fixed; differentiate fewer inputs (--wrt) or split the program",
-            ),
-            _ => (
-                "some derivative forms could not be eliminated".to_string(),
-                "this is a limitation of the rules; please report the program",
-            ),
-        };
-        Error::transform(format!("differentiation did not finish: {why}")).with_hint(hint)
-    };
+    let extract_started = Instant::now();
+    let samples = extraction_samples(prog, None);
+    let out = extract_roots(&runner, roots, &samples, time_limit)?;
+    let stats = PhaseStats::of(name, &runner, started, extract_started);
+    Ok((out, stats))
+}
+
+/// The cheapest term free of extension forms of each root, by the work
+/// cost; an error when a root has none (the run stopped too early).
+fn extract_roots(
+    runner: &Runner<Atl, crate::egraph::analysis::AtlAnalysis>,
+    roots: &[Id],
+    samples: &[Sample],
+    time_limit: Duration,
+) -> Result<Vec<Expr>> {
+    let unfinished = || unfinished(&runner.stop_reason, time_limit);
     // After a limit, extension forms may remain; check that every root has
     // a term without them before extracting (which would only fail, slowly)
     if !roots.iter().all(|r| has_core_term(&runner.egraph, *r)) {
         return Err(unfinished());
     }
     let egraph = &runner.egraph;
-    let extract_started = std::time::Instant::now();
-    let samples = extraction_samples(prog, None);
     // derivatives must be extracted whole: allow large terms here
-    let cost = WorkCost::new(egraph, &samples).with_max_term_size(50_000);
+    let cost = WorkCost::new(egraph, samples).with_max_term_size(50_000);
     let best = extract_all(egraph, cost);
-    let out = roots
+    roots
         .iter()
         .map(|r| {
             let b = best.get(&egraph.find(*r));
@@ -77,9 +69,31 @@ pub fn run_and_extract(
                 _ => Err(unfinished()),
             }
         })
-        .collect::<Result<Vec<Expr>>>()?;
-    let stats = PhaseStats::of(name, &runner, started, extract_started);
-    Ok((out, stats))
+        .collect()
+}
+
+/// Why a differentiation run gave no term, and what would help.
+fn unfinished(stop: &Option<egg::StopReason>, time_limit: Duration) -> Error {
+    use egg::StopReason::*;
+    let (why, hint) = match stop {
+        Some(TimeLimit(_)) => (
+            format!("it reached the time limit ({} s)", time_limit.as_secs_f64()),
+            "raise --time-limit",
+        ),
+        Some(IterationLimit(n)) => (
+            format!("it reached its limit of {n} rewriting rounds"),
+            "the limit is fixed; differentiate fewer inputs (--wrt) or split the program",
+        ),
+        Some(NodeLimit(n)) => (
+            format!("the e-graph reached its limit of {n} e-nodes"),
+            "the limit is fixed; differentiate fewer inputs (--wrt) or split the program",
+        ),
+        _ => (
+            "some derivative forms could not be eliminated".to_string(),
+            "this is a limitation of the rules; please report the program",
+        ),
+    };
+    Error::transform(format!("differentiation did not finish: {why}")).with_hint(hint)
 }
 
 /// Does the class of `root` hold a term without extension forms? (A
@@ -128,30 +142,8 @@ pub fn run_small(
         .with_iter_limit(SMALL_ITER_LIMIT)
         .with_time_limit(left.max(Duration::from_millis(1)))
         .run(rules);
-    let unfinished = || {
-        Error::transform(format!(
-            "differentiation did not finish ({}); the program may be too large \
-             (try a larger --time-limit)",
-            crate::egraph::runner::stop_reason(&runner.stop_reason)
-        ))
-    };
-    if !roots.iter().all(|r| has_core_term(&runner.egraph, *r)) {
-        return Err(unfinished());
-    }
-    let egraph = &runner.egraph;
     let extract_started = Instant::now();
-    let cost = WorkCost::new(egraph, samples).with_max_term_size(50_000);
-    let best = extract_all(egraph, cost);
-    let out = roots
-        .iter()
-        .map(|r| {
-            let b = best.get(&egraph.find(*r));
-            match b.and_then(|b| b.term().map(|t| (t, b))) {
-                Some((Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => Ok(e),
-                _ => Err(unfinished()),
-            }
-        })
-        .collect::<Result<Vec<Expr>>>()?;
+    let out = extract_roots(&runner, roots, samples, left)?;
     let stats = PhaseStats::of("differentiate (binding)", &runner, started, extract_started);
     Ok((out, stats, runner.egraph.analysis.fresh))
 }
