@@ -189,6 +189,11 @@ pub fn limit_warnings(stats: &Stats) -> Vec<String> {
         .iter()
         .filter_map(|p| {
             let (what, flag) = limit_flag(p)?;
+            if p.phase.contains("(whole,") {
+                // the optimizer's second look at a small program as a
+                // whole: the per-binding result before it is complete
+                return None;
+            }
             if flag.is_empty() {
                 // a fixed limit of the differentiation phase: no flag helps,
                 // and its result is complete (it has no extension forms);

@@ -74,7 +74,10 @@ pub fn vjp_body(
     let mut fresh = Fresh::above(&prog.body);
     let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let (binds, result) = dead_code(flat);
-    if binds.len() <= WHOLE_PROGRAM_BINDINGS {
+    let small = binds.len() <= WHOLE_PROGRAM_BINDINGS
+        && crate::egraph::bindings::term_size(&unflatten((binds.clone(), result.clone())))
+            <= WHOLE_PROGRAM_NODES;
+    if small {
         // a small program: one e-graph over every binding first, which
         // gathers and cancels terms across bindings; binding by binding
         // when it stops at a limit
@@ -115,9 +118,9 @@ pub fn vjp_body(
     let rules = adjoint_rules();
     let samples = extraction_samples(prog, None);
     // the inner products: (cotangent, expression, free names of expression)
-    let mut forms: Vec<(Expr, Expr, BTreeSet<Symbol>)> = vec![];
+    let mut forms: Vec<Form> = vec![];
     if free_names(&result).iter().any(|n| active.contains(n)) {
-        forms.push((seed, result.clone(), free_names(&result)));
+        push_forms(&mut forms, seed, &result);
     }
     let mut stats = PhaseStats {
         phase: "differentiate (adjoint)".to_string(),
@@ -140,20 +143,18 @@ pub fn vjp_body(
         if !active.contains(x) {
             continue;
         }
-        let using: Vec<&(Expr, Expr, BTreeSet<Symbol>)> =
-            forms.iter().filter(|f| f.2.contains(x)).collect();
+        let using: Vec<&Form> = forms.iter().filter(|f| f.2.contains(x)).collect();
         if using.is_empty() {
             continue;
         }
         let c = ctx.coefficient(*x, &using, &mut fresh, &mut stats)?;
         let cx = fresh.name(&format!("c{x}"));
         cotangents.push((cx, c));
-        forms.push((Expr::Var(cx), e.clone(), free_names(e)));
+        push_forms(&mut forms, Expr::Var(cx), e);
     }
     let mut outputs = vec![];
     for x in wrt {
-        let using: Vec<&(Expr, Expr, BTreeSet<Symbol>)> =
-            forms.iter().filter(|f| f.2.contains(x)).collect();
+        let using: Vec<&Form> = forms.iter().filter(|f| f.2.contains(x)).collect();
         outputs.push(ctx.coefficient(*x, &using, &mut fresh, &mut stats)?);
     }
     let out = outputs
@@ -167,9 +168,31 @@ pub fn vjp_body(
     Ok((unflatten((all, out)), stats))
 }
 
-/// Programs of at most this many bindings are first differentiated in one
-/// e-graph over all of them.
+/// Programs of at most this many bindings (and nodes) are first
+/// differentiated in one e-graph over all of them.
 const WHOLE_PROGRAM_BINDINGS: usize = 32;
+const WHOLE_PROGRAM_NODES: usize = 400;
+
+/// An inner product `<c | D[e]>`: its cotangent, its expression and the
+/// expression's free names.
+type Form = (Expr, Expr, BTreeSet<Symbol>);
+
+/// Add the inner product `<c | D[e]>` to `forms`; a real `e` that adds
+/// many terms as one inner product per term (`<c | D[a + b]>` is
+/// `<c | D[a]> + <c | D[b]>`), so that no e-graph holds them all.
+fn push_forms(forms: &mut Vec<Form>, c: Expr, e: &Expr) {
+    let mut terms = vec![];
+    crate::egraph::bindings::add_terms(e, &mut terms);
+    if terms.len() <= GROUP {
+        forms.push((c, e.clone(), free_names(e)));
+        return;
+    }
+    for t in terms {
+        if !matches!(t, Expr::Const(_)) {
+            forms.push((c.clone(), t.clone(), free_names(t)));
+        }
+    }
+}
 
 /// What every binding's e-graph shares.
 struct Ctx<'a> {
@@ -186,12 +209,7 @@ const GROUP: usize = 8;
 
 impl Ctx<'_> {
     /// The coefficient built without an e-graph (always finishes).
-    fn direct(
-        &self,
-        x: Symbol,
-        forms: &[&(Expr, Expr, BTreeSet<Symbol>)],
-        fresh: &mut Fresh,
-    ) -> Expr {
+    fn direct(&self, x: Symbol, forms: &[&Form], fresh: &mut Fresh) -> Expr {
         let pairs: Vec<(&Expr, &Expr)> = forms.iter().map(|f| (&f.0, &f.1)).collect();
         super::direct::coefficient(x, &self.types[&x], &pairs, fresh)
     }
@@ -202,7 +220,7 @@ impl Ctx<'_> {
     fn coefficient(
         &self,
         x: Symbol,
-        forms: &[&(Expr, Expr, BTreeSet<Symbol>)],
+        forms: &[&Form],
         fresh: &mut Fresh,
         stats: &mut PhaseStats,
     ) -> Result<Expr> {
@@ -349,14 +367,28 @@ pub fn adjoint_egraph(
     Ok((egraph, root))
 }
 
-/// `a + b` for two values of type `t` (pointwise on tensors and pairs).
+/// `a + b` for two values of type `t` (pointwise on tensors and pairs),
+/// fused: a `gen` operand is indexed by substitution, never as
+/// `(get (gen ..) g)` (which the work cost charges as the whole `gen` per
+/// element), and the terms of `b` are added to `a` one at a time, so a
+/// bracketed term keeps its bracket and its addition is charged only where
+/// the bracket holds (ATL.md, "Cost").
 fn add_values(a: Expr, b: Expr, t: &Type, fresh: &mut Fresh) -> Expr {
     use crate::front::ast::build;
     match t {
-        Type::Real => build::add(a, b),
+        Type::Real => {
+            let mut terms = vec![];
+            add_terms(b, &mut terms);
+            terms.into_iter().fold(a, build::add)
+        }
         Type::Pair(ta, tb) => build::pair(
-            add_values(build::fst(a.clone()), build::fst(b.clone()), ta, fresh),
-            add_values(build::snd(a), build::snd(b), tb, fresh),
+            add_values(
+                project(a.clone(), true),
+                project(b.clone(), true),
+                ta,
+                fresh,
+            ),
+            add_values(project(a, false), project(b, false), tb, fresh),
         ),
         Type::Tensor(n, te) => {
             let g = fresh.name("g");
@@ -364,8 +396,48 @@ fn add_values(a: Expr, b: Expr, t: &Type, fresh: &mut Fresh) -> Expr {
             build::gen(
                 g,
                 n.clone(),
-                add_values(build::get(a, i.clone()), build::get(b, i), te, fresh),
+                add_values(index(a, &i, fresh), index(b, &i, fresh), te, fresh),
             )
         }
+    }
+}
+
+/// The summands of `e` (its tree of `+`), left to right.
+fn add_terms(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Add(a, b) => {
+            add_terms(*a, out);
+            add_terms(*b, out);
+        }
+        e => out.push(e),
+    }
+}
+
+/// `e[i]`, with a `gen` indexed by substituting its binder.
+fn index(e: Expr, i: &Affine, fresh: &mut Fresh) -> Expr {
+    use crate::front::subst::{Replace, Substituter};
+    if let Expr::Gen(j, _, body) = &e {
+        let mut names = |b: Symbol| fresh.name(crate::front::names::base(b.as_str()));
+        if let Ok(out) = Substituter::new(&mut names).expr(body, &Replace::Index(*j, i.clone())) {
+            return out;
+        }
+    }
+    crate::front::ast::build::get(e, i.clone())
+}
+
+/// The first (`first`) or second part of a pair `e`, a `pair` node read
+/// directly.
+fn project(e: Expr, first: bool) -> Expr {
+    use crate::front::ast::build;
+    match e {
+        Expr::Pair(a, b) => {
+            if first {
+                *a
+            } else {
+                *b
+            }
+        }
+        e if first => build::fst(e),
+        e => build::snd(e),
     }
 }

@@ -112,15 +112,27 @@ impl CostVal {
 /// that hide a bracket from its context. The work cost of a bracket depends
 /// on where it stands (directly under a chain of sums, or as an operand of
 /// `+`), so among terms of equal cost in isolation extraction prefers one
-/// bracket over nested ones and brackets outside products.
+/// bracket over nested ones and brackets outside products. A loop (`sum`,
+/// `exists`) counts as [`LOOP_PENALTY`] nodes: of equal cost, a bracket
+/// that index elimination solved (`[0 <= g-1 < n]·y[g-1]`) beats the sum it
+/// came from (`Σ[i<n] [g == i+1]·y[i]`), and unlike the sum it shows its
+/// bracket to an addition above it, which is then charged only where the
+/// bracket holds.
 fn shape_penalty(n: &Atl, kids: &[CostVal]) -> usize {
     let is_bracket = |k: &CostVal| matches!(k.tree.node, Atl::Iverson(_));
     match n {
+        // a bracket outside a sum (`[l == t]·Σ_i e`, which an addition
+        // above sees) beats the same bracket inside it (`Σ_i [l == t]·e`)
+        Atl::Sum(_) => LOOP_PENALTY + 2 * usize::from(kids.get(2).is_some_and(is_bracket)),
+        Atl::Exists(_) => LOOP_PENALTY,
         Atl::Iverson(_) => usize::from(kids.get(1).is_some_and(is_bracket)),
         Atl::Mul(_) => kids.iter().filter(|k| is_bracket(k)).count(),
         _ => 0,
     }
 }
+
+/// What a loop adds to the size that breaks ties (see [`shape_penalty`]).
+const LOOP_PENALTY: usize = 12;
 
 /// Is this node an expression (as opposed to a predicate, index or name)?
 fn is_expression(n: &Atl) -> bool {

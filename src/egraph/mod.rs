@@ -55,12 +55,15 @@
 //!   named Rust conditions and appliers they refer to;
 //! * [`extract`]: the paper's sparsity-aware work cost as an egg
 //!   `CostFunction`;
-//! * [`runner`]: phases, limits, the `optimize` entry point and its guard.
+//! * [`runner`]: phases, limits, one e-graph per phase, and the guard;
+//! * [`bindings`]: the `optimize` entry point, binding by binding.
 
 pub mod analysis;
+pub mod bindings;
 pub mod extract;
 pub mod language;
 pub mod rules;
 pub mod runner;
 
-pub use runner::{optimize, Optimized, Options, Stats};
+pub use bindings::optimize;
+pub use runner::{Optimized, Options, Stats};

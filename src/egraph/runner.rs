@@ -347,9 +347,18 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
     (out, stats)
 }
 
-/// Optimize a program: equal in value, never costlier (at every checked
-/// sample), in core forms.
-pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
+/// A program optimized in one e-graph, its binders still named canonically
+/// (see [`canonical_binders`]), with the source names they stand for.
+pub struct Whole {
+    pub program: Program,
+    pub hints: HashMap<Symbol, Symbol>,
+    pub stats: Stats,
+}
+
+/// Optimize a whole program in one e-graph per phase: equal in value, never
+/// costlier (at every checked sample), in core forms. Binder names are left
+/// canonical; [`crate::front::names::readable`] with the hints prints them.
+pub fn optimize_whole(prog: &Program, opts: &Options) -> Result<Whole> {
     let started = Instant::now();
     let deadline = started + opts.time_limit;
     let mut extents = HashMap::new();
@@ -397,8 +406,9 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         })
         .collect();
     let (program, kept_input, cost_before, cost_after) = guard(prog, candidates, opts)?;
-    Ok(Optimized {
-        program: crate::front::names::readable(&program, &hints),
+    Ok(Whole {
+        program,
+        hints,
         stats: Stats {
             phases,
             cost_before,
@@ -535,10 +545,13 @@ fn small_first_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
     out
 }
 
-/// The first candidate that is well formed (the input's type, no undeclared
-/// name) and costs no more than the input at every sample, checked on the
-/// extracted core program itself; the input when there is none.
-fn guard(
+/// Of the candidates that are well formed (the input's type, no undeclared
+/// name) and cost no more than the input at every sample (checked on the
+/// extracted core program itself), the cheapest, comparing costs sample by
+/// sample in order, then the smaller term (a gradient of zero work can
+/// still be a vector or a cube), then the first; the input when there is
+/// none.
+pub fn guard(
     prog: &Program,
     candidates: Vec<Program>,
     opts: &Options,
@@ -556,6 +569,7 @@ fn guard(
         .map(|p| p.name)
         .chain(prog.sizes.iter().copied())
         .collect();
+    let mut best: Option<(Program, (Costs, usize))> = None;
     for candidate in candidates {
         // well-formed: the input's type, no name the input does not declare
         let typed = crate::front::types::type_of(
@@ -574,11 +588,25 @@ fn guard(
             .iter()
             .map(|s| (label(s), cost_at(&candidate.body, &ext2, s)))
             .collect();
-        if after.iter().zip(&before).all(|(a, b)| a.1 <= b.1) {
-            return Ok((candidate, false, before, after));
+        let size = super::bindings::term_size(&candidate.body);
+        let cheaper_than = |(other, other_size): &(Costs, usize)| {
+            after
+                .iter()
+                .map(|a| a.1)
+                .cmp(other.iter().map(|b| b.1))
+                .then(size.cmp(other_size))
+                .is_lt()
+        };
+        if after.iter().zip(&before).all(|(a, b)| a.1 <= b.1)
+            && best.as_ref().is_none_or(|(_, c)| cheaper_than(c))
+        {
+            best = Some((candidate, (after, size)));
         }
     }
-    Ok((prog.clone(), true, before.clone(), before))
+    Ok(match best {
+        Some((candidate, (after, _))) => (candidate, false, before, after),
+        None => (prog.clone(), true, before.clone(), before),
+    })
 }
 
 /// Rule names of every phase (for reports and tests).

@@ -117,11 +117,18 @@ struct Readable<'h> {
     hints: &'h HashMap<Symbol, Symbol>,
     taken: HashSet<String>,
     scope: HashMap<Symbol, Vec<Symbol>>,
+    /// When set, binders get made names `base#id` with ids from here on
+    /// (see [`fresh_binders`]) instead of readable ones.
+    next_id: Option<u64>,
 }
 
 impl Readable<'_> {
     fn pick(&mut self, b: Symbol) -> Symbol {
         let hinted = self.hints.get(&b).copied().unwrap_or(b);
+        if let Some(id) = self.next_id.as_mut() {
+            *id += 1;
+            return make(base(hinted.as_str()), *id);
+        }
         let stem = c_stem(base(hinted.as_str()));
         let ok = |s: &str, taken: &HashSet<String>| {
             !taken.contains(s) && !C_KEYWORDS.contains(&s) && !super::ast::Func::is_name(s)
@@ -230,11 +237,28 @@ pub fn readable(prog: &Program, hints: &HashMap<Symbol, Symbol>) -> Program {
         hints,
         taken: declared(prog),
         scope: HashMap::new(),
+        next_id: None,
     };
     Program {
         body: r.expr(&prog.body),
         ..prog.clone()
     }
+}
+
+/// `e` with every binder renamed to a made name no other binder has: the
+/// base of its name (or of `hints[name]`) and an id above `*next_id`, which
+/// is advanced. Free names are kept. Used to put together terms optimized
+/// apart, whose binder names may repeat.
+pub fn fresh_binders(e: &Expr, hints: &HashMap<Symbol, Symbol>, next_id: &mut u64) -> Expr {
+    let mut r = Readable {
+        hints,
+        taken: HashSet::new(),
+        scope: HashMap::new(),
+        next_id: Some(*next_id),
+    };
+    let out = r.expr(e);
+    *next_id = r.next_id.expect("set above");
+    out
 }
 
 #[cfg(test)]

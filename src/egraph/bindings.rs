@@ -1,0 +1,430 @@
+//! The optimizer, binding by binding: the entry point [`optimize`].
+//!
+//! One e-graph over a whole program grows with every order of every
+//! binding, so on long programs saturation stops at a limit and the result
+//! depends on where it stopped. Here the program is flattened to its
+//! bindings (`let`-lifting, [`crate::derive::normalize::lift`]) and each
+//! binding's definition, and each leaf of the result, is a *unit* optimized
+//! in an e-graph of its own ([`super::runner::optimize_whole`] on a small
+//! program whose parameters are the unit's free variables): time is linear
+//! in the number of bindings, and each e-graph is small enough for the
+//! normalize rules (index elimination, the Iverson algebra) to saturate.
+//!
+//! * A unit that is a sum of many terms (the adjoint of an input read in
+//!   many places) is optimized term by term; the terms' brackets stay
+//!   visible to the additions that join them.
+//! * Units equal up to the names of their free variables (the layers of a
+//!   chain) are optimized once ([`Memo`]).
+//! * Let-level passes outside the e-graphs: the lets a unit's optimization
+//!   introduces are lifted to the top, and dead bindings dropped.
+//! * A program whose flattened form is small is then also optimized whole,
+//!   starting from the per-binding result and from the input, so that
+//!   inlining across bindings is still found; the final guard
+//!   ([`super::runner::guard`]) keeps the cheapest candidate that costs no
+//!   more than the input at any checked sample.
+
+use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats, Stats};
+use crate::derive::normalize::{dead_code, lift, unflatten, Fresh};
+use crate::error::Result;
+use crate::front::affine::Affine;
+use crate::front::ast::{build, Expr, Param, ParamKind, Program};
+use crate::front::subst::{free_names, Replace, Substituter};
+use crate::front::types::{param_env, type_of, TypeEnv};
+use egg::Symbol;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Flattened programs of at most this many nodes are also optimized whole
+/// (each of the two runs in at most a quarter of the time limit; from the
+/// per-binding result with a quarter of the node limit too: it finds the
+/// inlining and sharing across bindings that per-binding e-graphs miss).
+const WHOLE_PROGRAM_NODES: usize = 400;
+
+/// A unit that adds more terms than this is optimized term by term.
+const MAX_TERMS: usize = 4;
+
+/// Optimize a program: equal in value, never costlier (at every checked
+/// sample), in core forms, with readable names.
+pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
+    let started = Instant::now();
+    let deadline = started + opts.time_limit;
+    let mut next_id = crate::front::subst::max_fresh_suffix(&prog.body);
+    let mut candidates = vec![];
+    let mut phases = vec![];
+    let input_small = term_size(&prog.body) <= WHOLE_PROGRAM_NODES;
+
+    let local = by_binding(prog, opts, deadline, &mut next_id)?;
+    phases.extend(local.1);
+    let local = local.0;
+    let left = |now: Instant| deadline.saturating_duration_since(now);
+    if term_size(&local.body) <= WHOLE_PROGRAM_NODES || input_small {
+        // inlining and sharing across bindings: the whole (small) program
+        // in one e-graph, from the per-binding result and from the input
+        let starts: Vec<&Program> = if input_small {
+            vec![&local, prog]
+        } else {
+            vec![&local]
+        };
+        let n = starts.len() as u32;
+        for (k, start) in starts.into_iter().enumerate() {
+            let time = (left(Instant::now()) / (n - k as u32)).min(opts.time_limit / 4);
+            if time.is_zero() {
+                break;
+            }
+            let w = optimize_whole(
+                start,
+                &Options {
+                    time_limit: time,
+                    // the per-binding result needs little more; the input
+                    // gets what one e-graph over the program always got
+                    node_limit: if k == 0 {
+                        opts.node_limit / 4
+                    } else {
+                        opts.node_limit
+                    },
+                    ..opts.clone()
+                },
+            )?;
+            let from = if k == 0 { "bindings" } else { "input" };
+            for p in w.stats.phases {
+                phases.push(PhaseStats {
+                    phase: format!("{} (whole, from {from})", p.phase),
+                    ..p
+                });
+            }
+            candidates.push(Program {
+                body: crate::front::names::fresh_binders(&w.program.body, &w.hints, &mut next_id),
+                ..prog.clone()
+            });
+        }
+    }
+    candidates.insert(0, local);
+    let (program, kept_input, cost_before, cost_after) = guard(prog, candidates, opts)?;
+    Ok(Optimized {
+        program: crate::front::names::readable(&program, &HashMap::new()),
+        stats: Stats {
+            phases,
+            cost_before,
+            cost_after,
+            kept_input,
+            seconds: started.elapsed().as_secs_f64(),
+        },
+    })
+}
+
+/// The number of nodes of an expression.
+pub fn term_size(e: &Expr) -> usize {
+    match e {
+        Expr::Var(_) | Expr::Const(_) => 1,
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
+            1 + term_size(a) + term_size(b)
+        }
+        Expr::Call(_, a)
+        | Expr::Fst(a)
+        | Expr::Snd(a)
+        | Expr::Get(a, _)
+        | Expr::Iverson(_, a)
+        | Expr::Gen(_, _, a)
+        | Expr::Sum(_, _, a) => 1 + term_size(a),
+    }
+}
+
+/// Units already optimized, keyed by their text with the free variables
+/// renamed by position: the optimized body (free variables by position,
+/// binders canonical) and its binder hints.
+type Memo = HashMap<String, (Expr, HashMap<Symbol, Symbol>)>;
+
+/// What every unit shares.
+struct Units<'a> {
+    prog: &'a Program,
+    opts: &'a Options,
+    deadline: Instant,
+    types: TypeEnv,
+    memo: Memo,
+    /// Statistics summed over the units, per phase.
+    stats: Vec<PhaseStats>,
+    /// Units that stopped at a limit, and units in all.
+    limited: usize,
+    count: usize,
+    /// Units left to do, for sharing the time.
+    left: usize,
+    /// Bindings made by the units' own optimization (lifted lets), to go
+    /// before the binding being optimized.
+    extra: Vec<(Symbol, Expr)>,
+}
+
+/// The program optimized unit by unit, and the phases' statistics.
+fn by_binding(
+    prog: &Program,
+    opts: &Options,
+    deadline: Instant,
+    next_id: &mut u64,
+) -> Result<(Program, Vec<PhaseStats>)> {
+    // lifting needs binder names used once (a derivative may copy a `let`)
+    let unique = crate::front::names::fresh_binders(&prog.body, &HashMap::new(), next_id);
+    let mut fresh = Fresh::default();
+    fresh.raise_to(*next_id);
+    let (binds, result) = dead_code(lift(&unique, &mut fresh));
+    *next_id = (*next_id).max(fresh.counter());
+    let mut types = param_env(prog);
+    for (x, e) in &binds {
+        let t = type_of(e, &mut types.clone())?;
+        types.insert(*x, t);
+    }
+    let leaves = pair_leaves(&result);
+    let mut units = Units {
+        prog,
+        opts,
+        deadline,
+        types,
+        memo: Memo::new(),
+        stats: vec![],
+        limited: 0,
+        count: 0,
+        left: binds.len() + leaves,
+        extra: vec![],
+    };
+    let mut out = vec![];
+    for (x, e) in binds {
+        let e = units.unit(&e, next_id)?;
+        out.append(&mut units.extra);
+        out.push((x, e));
+    }
+    let result = units.result(&result, next_id)?;
+    out.append(&mut units.extra);
+    let body = unflatten(dead_code((out, result)));
+    let mut stats = units.stats;
+    for s in &mut stats {
+        s.phase = format!("{} (per binding)", s.phase);
+        if units.limited > 0 && s.stop_reason == "saturated" {
+            s.stop_reason = format!(
+                "saturated in {} of {} bindings",
+                units.count - units.limited,
+                units.count
+            );
+        }
+    }
+    Ok((
+        Program {
+            body,
+            ..prog.clone()
+        },
+        stats,
+    ))
+}
+
+/// How many leaves a (nested) pair has.
+fn pair_leaves(e: &Expr) -> usize {
+    match e {
+        Expr::Pair(a, b) => pair_leaves(a) + pair_leaves(b),
+        _ => 1,
+    }
+}
+
+impl Units<'_> {
+    /// The result: each leaf of its pairs a unit.
+    fn result(&mut self, e: &Expr, next_id: &mut u64) -> Result<Expr> {
+        Ok(match e {
+            Expr::Pair(a, b) => build::pair(self.result(a, next_id)?, self.result(b, next_id)?),
+            e => self.unit(e, next_id)?,
+        })
+    }
+
+    /// One unit, optimized; a sum of many terms term by term.
+    fn unit(&mut self, e: &Expr, next_id: &mut u64) -> Result<Expr> {
+        let mut gens: Vec<(Symbol, Affine)> = vec![];
+        let mut inner = e;
+        while let Expr::Gen(i, d, b) = inner {
+            gens.push((*i, d.clone()));
+            inner = b;
+        }
+        let mut terms = vec![];
+        add_terms(inner, &mut terms);
+        if terms.len() <= MAX_TERMS {
+            return self.optimize_unit(e, next_id);
+        }
+        self.left += terms.len();
+        let mut sum: Option<Expr> = None;
+        for t in terms {
+            let closed = gens
+                .iter()
+                .rev()
+                .fold(t.clone(), |acc, (i, d)| build::gen(*i, d.clone(), acc));
+            let mut o = self.optimize_unit(&closed, next_id)?;
+            for (i, _) in &gens {
+                o = index(o, &Affine::var(*i), next_id);
+            }
+            sum = Some(match sum {
+                None => o,
+                Some(s) => build::add(s, o),
+            });
+        }
+        let body = sum.expect("more than MAX_TERMS terms");
+        Ok(gens
+            .iter()
+            .rev()
+            .fold(body, |acc, (i, d)| build::gen(*i, d.clone(), acc)))
+    }
+
+    /// One unit in its own e-graph (or from the memo); the lets its
+    /// optimization makes go to `self.extra`.
+    fn optimize_unit(&mut self, e: &Expr, next_id: &mut u64) -> Result<Expr> {
+        self.left = self.left.saturating_sub(1);
+        let now = Instant::now();
+        if now >= self.deadline || is_trivial(e) {
+            return Ok(e.clone());
+        }
+        let reals: Vec<Symbol> = free_names(e)
+            .into_iter()
+            .filter(|x| self.types.contains_key(x))
+            .collect();
+        // the free variables by position (names no program has)
+        let taken = free_names(e);
+        let mut slots = vec![];
+        let mut k = 0;
+        while slots.len() < reals.len() {
+            let s = crate::front::names::make("arg", format!("slot{k}"));
+            k += 1;
+            if !taken.contains(&s) {
+                slots.push(s);
+            }
+        }
+        let renamed = rename_vars(e, &reals, &slots, next_id);
+        let canon = super::runner::canonical_binders(&renamed);
+        let mut key = crate::front::print::expr_to_string(&canon);
+        for x in &reals {
+            key.push_str(&crate::front::print::type_to_string(&self.types[x]));
+            key.push(';');
+        }
+        let (body, hints) = match self.memo.get(&key) {
+            Some(hit) => hit.clone(),
+            None => {
+                let ret = type_of(e, &mut self.types.clone())?;
+                let mut params: Vec<Param> = self
+                    .prog
+                    .params
+                    .iter()
+                    .filter(|p| !matches!(p.kind, ParamKind::Real(_)))
+                    .cloned()
+                    .collect();
+                params.extend(reals.iter().zip(&slots).map(|(x, s)| Param {
+                    name: *s,
+                    kind: ParamKind::Real(self.types[x].clone()),
+                }));
+                let mini = Program {
+                    name: self.prog.name,
+                    params,
+                    sizes: self.prog.sizes.clone(),
+                    body: renamed,
+                    ret,
+                };
+                let share = self.deadline.saturating_duration_since(now) / (self.left as u32 + 1);
+                let w = optimize_whole(
+                    &mini,
+                    &Options {
+                        time_limit: share.max(Duration::from_millis(20)),
+                        ..self.opts.clone()
+                    },
+                )?;
+                self.note(&w.stats.phases);
+                let hit = (w.program.body, w.hints);
+                self.memo.insert(key, hit.clone());
+                hit
+            }
+        };
+        let back = rename_vars(&body, &slots, &reals, next_id);
+        let unique = crate::front::names::fresh_binders(&back, &hints, next_id);
+        let mut fresh = Fresh::default();
+        fresh.raise_to(*next_id);
+        let (binds, out) = lift(&unique, &mut fresh);
+        *next_id = (*next_id).max(fresh.counter());
+        for (x, d) in binds {
+            let t = type_of(&d, &mut self.types.clone())?;
+            self.types.insert(x, t);
+            self.extra.push((x, d));
+        }
+        Ok(out)
+    }
+
+    /// Add one unit's phase statistics to the totals.
+    fn note(&mut self, phases: &[PhaseStats]) {
+        self.count += 1;
+        let mut limited = false;
+        for p in phases {
+            if p.stop_reason != "saturated" {
+                limited = true;
+            }
+            match self.stats.iter_mut().find(|s| s.phase == p.phase) {
+                Some(s) => {
+                    s.iterations += p.iterations;
+                    s.nodes = s.nodes.max(p.nodes);
+                    s.classes = s.classes.max(p.classes);
+                    s.seconds += p.seconds;
+                    s.extract_seconds += p.extract_seconds;
+                    if s.stop_reason == "saturated" {
+                        s.stop_reason = p.stop_reason.clone();
+                    }
+                }
+                None => self.stats.push(p.clone()),
+            }
+        }
+        if limited {
+            self.limited += 1;
+        }
+    }
+}
+
+/// A unit no rule can improve: a variable, a constant, an access of one.
+fn is_trivial(e: &Expr) -> bool {
+    match e {
+        Expr::Var(_) | Expr::Const(_) => true,
+        Expr::Get(a, _) | Expr::Fst(a) | Expr::Snd(a) => is_trivial(a),
+        _ => false,
+    }
+}
+
+/// `e` with the variables `from` renamed to `to` (simultaneously: `to`
+/// names no variable of `e`).
+fn rename_vars(e: &Expr, from: &[Symbol], to: &[Symbol], next_id: &mut u64) -> Expr {
+    let mut out = e.clone();
+    for (x, y) in from.iter().zip(to) {
+        let mut names = |b: Symbol| {
+            *next_id += 1;
+            crate::front::names::make(crate::front::names::base(b.as_str()), *next_id)
+        };
+        out = Substituter::new(&mut names)
+            .expr(&out, &Replace::Var(*x, Expr::Var(*y)))
+            .expect("renaming a variable cannot overflow");
+    }
+    out
+}
+
+/// The summands of `e` (its tree of `+`), left to right.
+pub fn add_terms<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match e {
+        Expr::Add(a, b) => {
+            add_terms(a, out);
+            add_terms(b, out);
+        }
+        e => out.push(e),
+    }
+}
+
+/// `e[i]` for a tensor `e` over the range `i` is known to lie in: a `gen`
+/// by substituting its binder, through brackets; an access otherwise.
+pub fn index(e: Expr, i: &Affine, next_id: &mut u64) -> Expr {
+    match e {
+        Expr::Gen(j, d, body) => {
+            let mut names = |b: Symbol| {
+                *next_id += 1;
+                crate::front::names::make(crate::front::names::base(b.as_str()), *next_id)
+            };
+            match Substituter::new(&mut names).expr(&body, &Replace::Index(j, i.clone())) {
+                Ok(out) => out,
+                Err(_) => build::get(build::gen(j, d, *body), i.clone()),
+            }
+        }
+        Expr::Iverson(p, a) => build::iverson(p, index(*a, i, next_id)),
+        e => build::get(e, i.clone()),
+    }
+}
