@@ -24,10 +24,14 @@
 //! optimize FILE`), so one optimized program serves every size set.
 //!
 //! Relations: a relation parameter gets a fixed pseudo-random value per size
-//! set, `random_relation` with density 0.3 fed by a 64-bit LCG (Knuth's MMIX
-//! constants, top 53 bits mapped to `[-1, 1]`) seeded with the file's
-//! `; seed:` (0 without one) plus the size set's position; the relations of
-//! one size set are drawn in parameter order from the same stream.
+//! set, `random_relation` with density 0.3 fed by [`relation_stream`] (the
+//! top 53 bits of a 64-bit LCG with Knuth's MMIX constants, mapped to
+//! `[-1, 1]`) from the file's `; seed:` (1 without one) plus the size set's
+//! position; the relations of one size set are drawn in parameter order from
+//! the same stream. This stream is part of what the snapshots store (the
+//! costs depend on which entries hold), so it is written out here rather
+//! than drawn from the crate's generator (`atl_egg::rng`), whose values
+//! differ: changing it would change the stored costs.
 //!
 //! Every file is checked before the test fails. Update with
 //! `INSTA_UPDATE=always cargo test --release --test snapshots`; `.ci/run`
@@ -66,27 +70,26 @@ fn case(path: &std::path::Path) -> Result<Case, String> {
     })
 }
 
-/// A 64-bit LCG (MMIX); yields reals uniform in `[-1, 1]`.
-struct Lcg(u64);
-
-impl Lcg {
-    fn unit(&mut self) -> f64 {
-        self.0 = self
-            .0
+/// The snapshots' relation entries: reals in `[-1, 1]` from a 64-bit LCG
+/// (MMIX constants, top 53 bits); see the module documentation.
+fn relation_stream(seed: u64) -> impl FnMut() -> f64 {
+    let mut state = seed;
+    move || {
+        state = state
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
     }
 }
 
 /// The fixed relations of `case` at its `k`-th size set.
 fn relations(case: &Case, k: usize) -> Result<HashMap<Symbol, Relation>, String> {
     let sizes = &case.size_sets[k];
-    let mut rng = Lcg(case.seed.wrapping_add(k as u64));
+    let mut next = relation_stream(case.seed.wrapping_add(k as u64));
     let mut out = HashMap::new();
     for p in &case.prog.params {
         if let ParamKind::Relation(dims) = &p.kind {
-            let r = random_relation(dims, sizes, 0.3, &mut || rng.unit())
+            let r = random_relation(dims, sizes, 0.3, &mut next)
                 .map_err(|e| format!("relation {} at {}: {e}", p.name, label(sizes)))?;
             out.insert(p.name, r);
         }

@@ -181,6 +181,7 @@ mod tests {
     use crate::front::ast::build::*;
     use crate::front::ast::{Func, Pred, Real, Type};
     use crate::front::parse_program;
+    use crate::rng::Rng;
     use crate::semantics::eval::evaluate;
     use crate::semantics::numerics::inner_product;
     use crate::semantics::value::{flatten, random_relation, random_value, Sizes};
@@ -189,22 +190,10 @@ mod tests {
         Symbol::from(x)
     }
 
-    /// A small deterministic generator of reals in [-1, 1].
-    fn lcg(seed: u64) -> impl FnMut() -> f64 {
-        let mut state = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        }
-    }
-
     /// Random inputs and tangents for every real input of `prog`.
     fn random_point(prog: &Program, sizes: &Sizes, seed: u64) -> (Inputs, HashMap<Symbol, Value>) {
-        let mut rng = lcg(seed);
+        let mut rng = Rng::new(seed);
+        let mut rng = || rng.unit();
         let mut inputs = Inputs::new(sizes.clone());
         let mut tangents = HashMap::new();
         for p in &prog.params {

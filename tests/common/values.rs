@@ -1,8 +1,8 @@
 //! Random inputs for a program, and comparison of values.
 
-use super::rng::Rng;
 use super::Value;
 use atl_egg::front::ast::{ParamKind, Program};
+use atl_egg::rng::Rng;
 use atl_egg::semantics::value::{random_relation, random_value, Inputs, Sizes};
 
 /// Random inputs for `prog`: every size uniform in `[min_size, max_size]`,
