@@ -7,9 +7,12 @@
 //!   ([`progen::generate`]);
 //! * [`values`]: random inputs for a program and value comparison
 //!   (with [`Value::Zero`] read as the zero of the other side's shape);
-//! * [`rulecheck`]: the rule validator used by `tests/rule_validation.rs`.
+//! * [`rulecheck`]: the rule validator used by `tests/rule_validation.rs`;
+//! * [`extension`]: the evaluator of the extended language (`D`, `dot`,
+//!   `dlet`, `coeff`, `drop`) that both rule validators use.
 #![allow(dead_code, unused_imports)]
 
+pub mod extension;
 pub mod progen;
 pub mod rulecheck;
 pub mod values;
