@@ -4,9 +4,10 @@
 //!     cargo bench --bench compiled
 
 use atl_egg::backend;
-use atl_egg::corpus::{parse_size_set, random_inputs, CorpusProgram};
+use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::rng::Rng;
+use atl_egg::semantics::sizes::parse_sizes;
 use atl_egg::{derive, egraph};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::Path;
@@ -23,7 +24,7 @@ fn bench(c: &mut Criterion) {
     let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
     for (name, sizes) in CASES {
         let p = progs.iter().find(|p| p.name == *name).expect("program");
-        let sizes = parse_size_set(sizes).expect("sizes");
+        let sizes = parse_sizes(sizes).expect("sizes");
         let o = egraph::Options::default();
         let wrt = p.wrt_or_all();
         let d = if p.program.ret == Type::Real {

@@ -12,10 +12,11 @@
 //!   (best of 3 calls, inputs marshalled once) and their ratio.
 
 use atl_egg::backend;
-use atl_egg::corpus::{parse_size_set, random_inputs, CorpusProgram};
+use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost;
+use atl_egg::semantics::sizes::parse_sizes;
 use atl_egg::{derive, egraph};
 use std::path::Path;
 
@@ -126,7 +127,7 @@ fn main() {
             if !only.is_empty() && !only.contains(&p.name) {
                 continue;
             }
-            let Ok(sizes) = parse_size_set(s) else {
+            let Ok(sizes) = parse_sizes(s) else {
                 continue;
             };
             if sizes.keys().any(|k| !p.program.sizes.contains(k))

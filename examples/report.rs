@@ -13,17 +13,17 @@ use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::front::parse_program;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::{cost, io_cost};
+use atl_egg::semantics::sizes::sizes_to_string;
 use atl_egg::semantics::value::Sizes;
 use egg::Symbol;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn label(s: &Sizes) -> String {
-    let v: Vec<String> = s.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    if v.is_empty() {
+    if s.is_empty() {
         "-".into()
     } else {
-        v.join(",")
+        sizes_to_string(s)
     }
 }
 

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::front::ast::{ParamKind, Program};
 use crate::front::parse_program;
 use crate::rng::Rng;
+use crate::semantics::sizes::parse_sizes;
 use crate::semantics::value::{random_relation, random_value, Inputs, Sizes};
 use egg::Symbol;
 use std::fmt::Write as _;
@@ -37,27 +38,16 @@ fn meta<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
-/// Parse `n=3,m=2` (empty: no sizes).
-pub fn parse_size_set(s: &str) -> Result<Sizes> {
-    let mut out = Sizes::default();
-    for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        let (k, v) = item
-            .split_once('=')
-            .ok_or_else(|| Error::input(format!("bad size item '{item}'")))?;
-        let v: i64 = v
-            .trim()
-            .parse()
-            .map_err(|_| Error::input(format!("bad size value in '{item}'")))?;
-        out.insert(Symbol::from(k.trim()), v);
-    }
-    Ok(out)
-}
-
 impl CorpusProgram {
     pub fn parse(name: &str, text: &str) -> Result<CorpusProgram> {
         let program = parse_program(text.as_bytes())?;
         let size_sets = match meta(text, "sizes") {
-            Some(s) => s.split('|').map(parse_size_set).collect::<Result<_>>()?,
+            Some(s) => s
+                .split('|')
+                .map(|set| {
+                    parse_sizes(set).map_err(|e| Error::input(format!("{name}: '; sizes:' {e}")))
+                })
+                .collect::<Result<_>>()?,
             None => vec![Sizes::default()],
         };
         let wrt = meta(text, "wrt")

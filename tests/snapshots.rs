@@ -44,6 +44,7 @@ use atl_egg::egraph::{optimize, Options, Stats};
 use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::front::print::program_to_string;
 use atl_egg::semantics::cost::{cost, io_cost};
+use atl_egg::semantics::sizes::sizes_to_string;
 use atl_egg::semantics::value::{random_relation, Relation, Sizes};
 use egg::Symbol;
 use std::collections::HashMap;
@@ -101,8 +102,7 @@ fn label(sizes: &Sizes) -> String {
     if sizes.is_empty() {
         return "(no sizes)".into();
     }
-    let parts: Vec<String> = sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    parts.join(",")
+    sizes_to_string(sizes)
 }
 
 fn options() -> Options {
