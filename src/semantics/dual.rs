@@ -13,7 +13,7 @@
 //! evaluator's ([`Env`] with variables bound to dual pairs).
 
 use super::blackbox;
-use super::eval::{check_dimensions, eval_pred, sum_chain, Budget, Env};
+use super::eval::{checked_inputs, eval_pred, sum_chain, Budget, Env};
 use super::value::{check_value, Inputs, Value};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, ParamKind, Program};
@@ -159,17 +159,11 @@ pub fn jvp_with_budget(
             }
         }
     }
-    let mut env: DualEnv = Env::for_program(prog, inputs)?;
-    for (name, ty) in prog.real_params() {
-        let v = inputs
-            .values
-            .get(&name)
-            .ok_or_else(|| Error::input(format!("missing input '{name}'")))?;
-        check_value(v, ty, &inputs.sizes, name.as_str())?;
+    let (mut env, reals) = checked_inputs::<Dual>(prog, inputs)?;
+    for (name, v) in reals {
         let d = tangents.get(&name).cloned().unwrap_or(Value::Zero);
         env.push_var(name, (v.clone(), d));
     }
-    check_dimensions(&prog.body, &inputs.sizes)?;
     dual_expr(&prog.body, &mut env, budget)
 }
 
