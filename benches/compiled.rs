@@ -4,8 +4,10 @@
 //!     cargo bench --bench compiled
 
 use atl_egg::backend;
-use atl_egg::corpus::{parse_size_set, random_inputs, CorpusProgram, Lcg};
+use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::{Program, Type};
+use atl_egg::rng::Rng;
+use atl_egg::semantics::sizes::parse_sizes;
 use atl_egg::{derive, egraph};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::Path;
@@ -22,7 +24,7 @@ fn bench(c: &mut Criterion) {
     let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
     for (name, sizes) in CASES {
         let p = progs.iter().find(|p| p.name == *name).expect("program");
-        let sizes = parse_size_set(sizes).expect("sizes");
+        let sizes = parse_sizes(sizes).expect("sizes");
         let o = egraph::Options::default();
         let wrt = p.wrt_or_all();
         let d = if p.program.ret == Type::Real {
@@ -35,7 +37,7 @@ fn bench(c: &mut Criterion) {
         for (what, prog) in [("f", &p.program), ("grad", &d)] {
             let prog: &Program = prog;
             let compiled = backend::compile(prog).expect("compile");
-            let inputs = random_inputs(prog, &sizes, &mut Lcg(p.seed)).expect("inputs");
+            let inputs = random_inputs(prog, &sizes, &mut Rng::new(p.seed)).expect("inputs");
             c.bench_function(&format!("compiled {name} {what}"), |b| {
                 b.iter(|| compiled.call_timed(&inputs, 1).expect("run"))
             });

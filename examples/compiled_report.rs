@@ -12,9 +12,11 @@
 //!   (best of 3 calls, inputs marshalled once) and their ratio.
 
 use atl_egg::backend;
-use atl_egg::corpus::{parse_size_set, random_inputs, CorpusProgram, Lcg};
+use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::{Program, Type};
+use atl_egg::rng::Rng;
 use atl_egg::semantics::cost;
+use atl_egg::semantics::sizes::parse_sizes;
 use atl_egg::{derive, egraph};
 use std::path::Path;
 
@@ -35,7 +37,7 @@ fn derivative(p: &CorpusProgram) -> (String, Program) {
 }
 
 fn ratio(prog: &Program, sizes: &atl_egg::semantics::value::Sizes, seed: u64) -> String {
-    let inputs = random_inputs(prog, sizes, &mut Lcg(seed)).expect("inputs");
+    let inputs = random_inputs(prog, sizes, &mut Rng::new(seed)).expect("inputs");
     let compiled = backend::compile_with(prog, true).expect("compile");
     let (_, ops) = compiled.call_counted(&inputs).expect("run");
     let total: u64 = ops.expect("counters").iter().sum();
@@ -48,7 +50,7 @@ fn time(
     sizes: &atl_egg::semantics::value::Sizes,
     seed: u64,
 ) -> Result<f64, String> {
-    let inputs = random_inputs(prog, sizes, &mut Lcg(seed)).map_err(|e| e.to_string())?;
+    let inputs = random_inputs(prog, sizes, &mut Rng::new(seed)).map_err(|e| e.to_string())?;
     let compiled = backend::compile(prog).map_err(|e| e.to_string())?;
     let (_, _, times) = compiled.call_timed(&inputs, 3).map_err(|e| e.to_string())?;
     Ok(times.into_iter().fold(f64::INFINITY, f64::min))
@@ -125,7 +127,7 @@ fn main() {
             if !only.is_empty() && !only.contains(&p.name) {
                 continue;
             }
-            let Ok(sizes) = parse_size_set(s) else {
+            let Ok(sizes) = parse_sizes(s) else {
                 continue;
             };
             if sizes.keys().any(|k| !p.program.sizes.contains(k))

@@ -6,23 +6,24 @@
 //! Costs come from the paper's model (`atl_egg::semantics::cost`); times
 //! are wall-clock on this machine and only indicative.
 
-use atl_egg::corpus::{random_inputs, CorpusProgram, Lcg};
+use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive;
 use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::front::parse_program;
+use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::{cost, io_cost};
+use atl_egg::semantics::sizes::sizes_to_string;
 use atl_egg::semantics::value::Sizes;
 use egg::Symbol;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn label(s: &Sizes) -> String {
-    let v: Vec<String> = s.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    if v.is_empty() {
+    if s.is_empty() {
         "-".into()
     } else {
-        v.join(",")
+        sizes_to_string(s)
     }
 }
 
@@ -76,7 +77,7 @@ fn optimize_table() {
         let t = Instant::now();
         let out = optimize(&c.program, &Options::default()).expect("optimize");
         let dt = t.elapsed();
-        let mut rng = Lcg(c.seed);
+        let mut rng = Rng::new(c.seed);
         let mut cells = vec![];
         for s in [c.size_sets.first(), c.size_sets.last()]
             .into_iter()
@@ -141,7 +142,7 @@ fn ratios() {
                     .size_sets
                     .iter()
                     .map(|s| {
-                        let inputs = random_inputs(&c.program, s, &mut Lcg(c.seed)).unwrap();
+                        let inputs = random_inputs(&c.program, s, &mut Rng::new(c.seed)).unwrap();
                         // derivative parameters beyond f's are real inputs too
                         let r = io_cost(&d, s, &inputs.relations).unwrap() as f64
                             / io_cost(&c.program, s, &inputs.relations).unwrap().max(1) as f64;
@@ -183,7 +184,7 @@ fn gradients() {
                     .size_sets
                     .iter()
                     .map(|s| {
-                        let inputs = random_inputs(&c.program, s, &mut Lcg(c.seed)).unwrap();
+                        let inputs = random_inputs(&c.program, s, &mut Rng::new(c.seed)).unwrap();
                         let r = io_cost(&d.program, s, &inputs.relations).unwrap() as f64
                             / io_cost(&c.program, s, &inputs.relations).unwrap().max(1) as f64;
                         format!("{r:.3}")

@@ -263,7 +263,7 @@ impl OptArgs {
                 .sizes
                 .sizes
                 .as_deref()
-                .map(sizes::parse_sizes_flag)
+                .map(sizes::parse_sizes)
                 .transpose()?,
         })
     }
@@ -423,7 +423,7 @@ fn inputs_for(
     session: &mut Session,
 ) -> Result<value::Inputs> {
     let given = match &sizes.sizes {
-        Some(s) => sizes::parse_sizes_flag(s)?,
+        Some(s) => sizes::parse_sizes(s)?,
         None => value::Sizes::default(),
     };
     let json = inputs.map(|p| read_inputs(p, session)).transpose()?;

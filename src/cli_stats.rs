@@ -4,6 +4,7 @@
 use atl_egg::egraph::extract::UNUSABLE;
 use atl_egg::egraph::runner::PhaseStats;
 use atl_egg::egraph::Stats;
+use atl_egg::semantics::sizes::parse_sizes;
 
 /// A cost as JSON: `null` where the program is not defined at those sizes
 /// (a negative dimension), which the optimizer counts as unusable.
@@ -98,18 +99,6 @@ fn seconds(s: f64) -> String {
     }
 }
 
-/// `n=4,m=3` as a sorted set of pairs, to compare labels in any order.
-fn label_set(label: &str) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = label
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    v.sort();
-    v
-}
-
 /// The short summary: a table of phases, then the cost before → after at
 /// the user's sizes (`--sizes`), else at the first (largest) sample.
 pub fn summary(stats: &Stats, user_sizes: Option<&str>) -> String {
@@ -136,9 +125,10 @@ pub fn summary(stats: &Stats, user_sizes: Option<&str>) -> String {
         );
     }
     let all = costs(stats);
-    let want = user_sizes.map(label_set);
+    // size sets compare as maps: `m=3,n=4` is the sample `n=4,m=3`
+    let want = user_sizes.map(|s| parse_sizes(s).ok());
     let pick = match &want {
-        Some(w) => all.iter().find(|(l, _, _)| label_set(l) == *w),
+        Some(w) => all.iter().find(|(l, _, _)| parse_sizes(l).ok() == *w),
         None => all.first(),
     };
     let show = |c: u128| {

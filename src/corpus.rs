@@ -7,13 +7,15 @@
 //! ; seed: 17                      seed for random inputs (optional)
 //! ```
 //!
-//! Tests, benchmarks and reports share this reader and the deterministic
-//! input generator below, and the synthetic let chain ([`let_chain`]) that the
-//! benchmarks and the scaling report grow.
+//! Tests, benchmarks and reports share this reader, the input generator
+//! below (drawing from [`crate::rng::Rng`]) and the synthetic let chain
+//! ([`let_chain`]) that the benchmarks and the scaling report grow.
 
 use crate::error::{Error, Result};
 use crate::front::ast::{ParamKind, Program};
 use crate::front::parse_program;
+use crate::rng::Rng;
+use crate::semantics::sizes::parse_sizes;
 use crate::semantics::value::{random_relation, random_value, Inputs, Sizes};
 use egg::Symbol;
 use std::fmt::Write as _;
@@ -36,27 +38,16 @@ fn meta<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
-/// Parse `n=3,m=2` (empty: no sizes).
-pub fn parse_size_set(s: &str) -> Result<Sizes> {
-    let mut out = Sizes::default();
-    for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        let (k, v) = item
-            .split_once('=')
-            .ok_or_else(|| Error::input(format!("bad size item '{item}'")))?;
-        let v: i64 = v
-            .trim()
-            .parse()
-            .map_err(|_| Error::input(format!("bad size value in '{item}'")))?;
-        out.insert(Symbol::from(k.trim()), v);
-    }
-    Ok(out)
-}
-
 impl CorpusProgram {
     pub fn parse(name: &str, text: &str) -> Result<CorpusProgram> {
         let program = parse_program(text.as_bytes())?;
         let size_sets = match meta(text, "sizes") {
-            Some(s) => s.split('|').map(parse_size_set).collect::<Result<_>>()?,
+            Some(s) => s
+                .split('|')
+                .map(|set| {
+                    parse_sizes(set).map_err(|e| Error::input(format!("{name}: '; sizes:' {e}")))
+                })
+                .collect::<Result<_>>()?,
             None => vec![Sizes::default()],
         };
         let wrt = meta(text, "wrt")
@@ -106,28 +97,9 @@ impl CorpusProgram {
     }
 }
 
-/// A small deterministic generator (64-bit LCG, high bits), so tests and
-/// reports do not depend on a random-number crate's versions.
-#[derive(Clone, Debug)]
-pub struct Lcg(pub u64);
-
-impl Lcg {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0
-    }
-    /// Uniform in [-1, 1].
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-}
-
 /// Random inputs for a program at given sizes: reals uniform in [-1, 1],
 /// relations of density 0.3.
-pub fn random_inputs(prog: &Program, sizes: &Sizes, rng: &mut Lcg) -> Result<Inputs> {
+pub fn random_inputs(prog: &Program, sizes: &Sizes, rng: &mut Rng) -> Result<Inputs> {
     let mut inputs = Inputs::new(sizes.clone());
     for p in &prog.params {
         match &p.kind {

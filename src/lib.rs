@@ -65,6 +65,8 @@ pub mod front;
 pub mod lower;
 pub mod npz;
 #[doc(hidden)]
+pub mod rng;
+#[doc(hidden)]
 pub mod semantics;
 
 pub use backend::{compile, Compiled};

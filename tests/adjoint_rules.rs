@@ -15,309 +15,28 @@
 //! 3. every node of the root class then gives a term (children by smallest
 //!    term), evaluated against the left-hand side in random environments:
 //!    random inputs, bindings, cotangents and tangents, index variables in
-//!    their ranges. The extension forms are evaluated by their meaning:
-//!    `dot` is the inner product, `D e` the tangent of `e` by the reference
-//!    dual-number evaluator, `dlet x d s` evaluates `s` with the tangent of
-//!    `x` bound to `d`, `drop x s` with it zero, and `coeff P s` evaluates
-//!    `s` with every tangent zero except a one at the entry `P`.
+//!    their ranges. The extension forms (`dot`, `D`, `dlet`, `drop`,
+//!    `coeff`) are evaluated by their meaning, by the evaluator the rule
+//!    validator shares (`common::extension`).
 //!
 //! `cargo test --release --test adjoint_rules -- --nocapture` prints the
 //! table of instances per rule.
 
-use atl_egg::corpus::{random_inputs, CorpusProgram, Lcg};
+mod common;
+
+use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive::adjoint::{adjoint_egraph, adjoint_rules};
 use atl_egg::egraph::analysis::{AtlAnalysis, AtlGraph};
-use atl_egg::egraph::language::{as_call, Atl, FromRec, Idx, Num};
+use atl_egg::egraph::language::Atl;
 use atl_egg::egraph::rules::{parse_rules, RULE_FILES};
-use atl_egg::front::ast::{build, Func, Program, Type};
-use atl_egg::semantics::blackbox;
-use atl_egg::semantics::dual::{dual_expr, DualEnv};
-use atl_egg::semantics::eval::{eval_expr, eval_pred, Budget, Env};
+use atl_egg::front::ast::{build, Program};
+use atl_egg::rng::Rng;
 use atl_egg::semantics::numerics::inner_product;
-use atl_egg::semantics::value::{random_value, Relation, Sizes, Value};
+use atl_egg::semantics::value::{random_value, Sizes, Value};
+use common::extension::{extension_marks, ExtEval};
 use egg::{AstSize, ENodeOrVar, Extractor, Id, Language, Pattern, RecExpr, Runner, Symbol};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-
-/// Where a term is evaluated.
-struct Ev<'a> {
-    sizes: Sizes,
-    rels: HashMap<Symbol, Relation>,
-    vars: Vec<(Symbol, Value)>,
-    idx: Vec<(Symbol, i64)>,
-    an: &'a AtlAnalysis,
-    budget: Budget,
-}
-
-fn has_extension(rec: &RecExpr<Atl>) -> Vec<bool> {
-    let mut out: Vec<bool> = vec![];
-    for n in rec.as_ref() {
-        let e = n.is_extension() || n.children().iter().any(|c| out[usize::from(*c)]);
-        out.push(e);
-    }
-    out
-}
-
-impl Ev<'_> {
-    fn env(&self) -> Env {
-        let mut e: Env = Env::new(&self.sizes);
-        for (k, r) in &self.rels {
-            e.add_relation(*k, r.clone());
-        }
-        for (x, v) in &self.vars {
-            e.push_var(*x, v.clone());
-        }
-        for (i, k) in &self.idx {
-            e.push_index(*i, *k);
-        }
-        e
-    }
-
-    fn var(&self, x: Symbol) -> Option<Value> {
-        self.vars
-            .iter()
-            .rev()
-            .find(|(y, _)| *y == x)
-            .map(|(_, v)| v.clone())
-    }
-
-    /// Every variable with its tangent: sigma's tangent variable's value,
-    /// zero for everything else (constants, cotangents, the seed).
-    fn dual_env(&self) -> DualEnv {
-        let mut e: DualEnv = Env::new(&self.sizes);
-        for (k, r) in &self.rels {
-            e.add_relation(*k, r.clone());
-        }
-        for (x, v) in &self.vars {
-            let t = match self.an.tangents.get(x) {
-                Some(dx) => self.var(*dx).unwrap_or(Value::Zero),
-                None => Value::Zero,
-            };
-            e.push_var(*x, (v.clone(), t));
-        }
-        for (i, k) in &self.idx {
-            e.push_index(*i, *k);
-        }
-        e
-    }
-
-    fn affine(&self, a: &atl_egg::front::affine::Affine) -> Result<i64, String> {
-        a.eval_with(|n| {
-            self.idx
-                .iter()
-                .rev()
-                .find(|(i, _)| *i == n)
-                .map(|(_, k)| *k)
-                .or_else(|| self.sizes.get(&n).copied())
-        })
-        .map_err(|e| e.to_string())
-    }
-
-    fn eval(&mut self, t: &RecExpr<Atl>, ext: &[bool], id: Id) -> Result<Value, String> {
-        let s = |e: atl_egg::Error| e.to_string();
-        let reader = FromRec {
-            node: |i: Id| &t[i],
-        };
-        if !ext[usize::from(id)] {
-            let e = reader.expr(id).map_err(|e| e.0)?;
-            return eval_expr(&e, &mut self.env(), &mut self.budget).map_err(s);
-        }
-        let node = &t[id];
-        if let Some((name, a, k)) = as_call(node) {
-            let f = match k {
-                Some(k) => match &t[k] {
-                    Atl::Num(Num(k)) => Func::with_exponent(name, k.0),
-                    _ => None,
-                },
-                None => Func::unary(name),
-            }
-            .ok_or("bad black box")?;
-            let x = self.eval(t, ext, a)?.real().map_err(s)?;
-            return Ok(Value::Real(blackbox::apply(f, x)));
-        }
-        let name = |i: Id| reader.name(i).map_err(|e| e.0);
-        let tangent = |x: Symbol| {
-            self.an
-                .tangents
-                .get(&x)
-                .copied()
-                .ok_or(format!("{x} has no tangent"))
-        };
-        Ok(match node {
-            Atl::D(a) => {
-                let e = reader.expr(*a).map_err(|e| e.0)?;
-                dual_expr(&e, &mut self.dual_env(), &mut self.budget)
-                    .map_err(s)?
-                    .1
-            }
-            Atl::Dot([w, e]) => {
-                let w = self.eval(t, ext, *w)?;
-                let e = self.eval(t, ext, *e)?;
-                Value::Real(inner_product(&w, &e))
-            }
-            Atl::DLet([x, _, b]) | Atl::Drop([x, b]) => {
-                let dx = tangent(name(*x)?)?;
-                let v = match node {
-                    Atl::DLet([_, d, _]) => self.eval(t, ext, *d)?,
-                    _ => Value::Zero,
-                };
-                self.vars.push((dx, v));
-                let r = self.eval(t, ext, *b);
-                self.vars.pop();
-                r?
-            }
-            Atl::Coeff([p, b]) => {
-                let (root, steps) = path(t, *p)?;
-                let ty = self.an.types.get(&root).ok_or("no type for a tangent")?;
-                let mut entry = vec![];
-                for st in &steps {
-                    entry.push(match st {
-                        Step::Get(a) => Some(self.affine(a)?),
-                        Step::Fst => None,
-                        Step::Snd => None,
-                    });
-                }
-                let one = one_hot(ty, &steps, &entry, &self.sizes)?;
-                let n = self.vars.len();
-                for dx in self.an.tangents.values() {
-                    self.vars.push((*dx, Value::Zero));
-                }
-                self.vars.push((root, one.unwrap_or(Value::Zero)));
-                let r = self.eval(t, ext, *b);
-                self.vars.truncate(n);
-                r?
-            }
-            Atl::Add([a, b]) => Value::Real(
-                self.eval(t, ext, *a)?.real().map_err(s)?
-                    + self.eval(t, ext, *b)?.real().map_err(s)?,
-            ),
-            Atl::Mul([a, b]) => Value::Real(
-                self.eval(t, ext, *a)?.real().map_err(s)?
-                    * self.eval(t, ext, *b)?.real().map_err(s)?,
-            ),
-            Atl::Pair([a, b]) => Value::pair(self.eval(t, ext, *a)?, self.eval(t, ext, *b)?),
-            Atl::Fst(a) => self.eval(t, ext, *a)?.fst().map_err(s)?,
-            Atl::Snd(a) => self.eval(t, ext, *a)?.snd().map_err(s)?,
-            Atl::Get([a, i]) => {
-                let v = self.eval(t, ext, *a)?;
-                let k = self.affine(&reader.aff(*i).map_err(|e| e.0)?)?;
-                v.get(k).map_err(s)?
-            }
-            Atl::Gen([i, d, b]) | Atl::Sum([i, d, b]) => {
-                let i = name(*i)?;
-                let d = self.affine(&reader.aff(*d).map_err(|e| e.0)?)?;
-                let mut out = vec![];
-                let mut acc = 0.0;
-                for k in 0..d.max(0) {
-                    self.idx.push((i, k));
-                    let v = self.eval(t, ext, *b);
-                    self.idx.pop();
-                    let v = v?;
-                    if matches!(node, Atl::Sum(_)) {
-                        acc += v.real().map_err(s)?;
-                    } else {
-                        out.push(v);
-                    }
-                }
-                if matches!(node, Atl::Sum(_)) {
-                    Value::Real(acc)
-                } else {
-                    Value::tensor(out)
-                }
-            }
-            Atl::Iverson([p, e]) => {
-                let p = reader.pred(*p).map_err(|e| e.0)?;
-                if eval_pred(&p, &mut self.env(), &mut self.budget).map_err(s)? {
-                    self.eval(t, ext, *e)?
-                } else {
-                    Value::Zero
-                }
-            }
-            Atl::Let([x, a, b]) => {
-                let v = self.eval(t, ext, *a)?;
-                self.vars.push((name(*x)?, v));
-                let r = self.eval(t, ext, *b);
-                self.vars.pop();
-                r?
-            }
-            n => return Err(format!("cannot evaluate {n}")),
-        })
-    }
-}
-
-#[derive(Debug)]
-enum Step {
-    Get(atl_egg::front::affine::Affine),
-    Fst,
-    Snd,
-}
-
-/// The access path at `id`: its root variable and steps, outermost last.
-fn path(t: &RecExpr<Atl>, mut id: Id) -> Result<(Symbol, Vec<Step>), String> {
-    let mut steps = vec![];
-    loop {
-        match &t[id] {
-            Atl::Var(x) => {
-                let Atl::Sym(x) = &t[*x] else {
-                    return Err("bad var".into());
-                };
-                steps.reverse();
-                return Ok((*x, steps));
-            }
-            Atl::Get([a, i]) => {
-                let Atl::Aff(Idx(i)) = &t[*i] else {
-                    return Err("bad index".into());
-                };
-                steps.push(Step::Get(i.clone()));
-                id = *a;
-            }
-            Atl::Fst(a) => {
-                steps.push(Step::Fst);
-                id = *a;
-            }
-            Atl::Snd(a) => {
-                steps.push(Step::Snd);
-                id = *a;
-            }
-            n => return Err(format!("not an access path: {n}")),
-        }
-    }
-}
-
-/// A value of type `ty` that is zero except for a one at the entry the
-/// steps reach (None when an index is out of range: there is no entry).
-fn one_hot(
-    ty: &Type,
-    steps: &[Step],
-    entry: &[Option<i64>],
-    sizes: &Sizes,
-) -> Result<Option<Value>, String> {
-    match (ty, steps.first()) {
-        (Type::Real, None) => Ok(Some(Value::Real(1.0))),
-        (Type::Tensor(d, e), Some(Step::Get(_))) => {
-            let n = d
-                .eval_with(|s| sizes.get(&s).copied())
-                .map_err(|e| e.to_string())?;
-            let k = entry[0].expect("an index");
-            if k < 0 || k >= n {
-                return Ok(None);
-            }
-            let Some(inner) = one_hot(e, &steps[1..], &entry[1..], sizes)? else {
-                return Ok(None);
-            };
-            let mut elems = vec![Value::Zero; n as usize];
-            elems[k as usize] = inner;
-            Ok(Some(Value::tensor(elems)))
-        }
-        (Type::Pair(a, _), Some(Step::Fst)) => {
-            Ok(one_hot(a, &steps[1..], &entry[1..], sizes)?.map(|v| Value::pair(v, Value::Zero)))
-        }
-        (Type::Pair(_, b), Some(Step::Snd)) => {
-            Ok(one_hot(b, &steps[1..], &entry[1..], sizes)?.map(|v| Value::pair(Value::Zero, v)))
-        }
-        _ => Err(format!("path {steps:?} does not fit the type")),
-    }
-}
 
 /// Append `src` to `dst`, returning the id of its root in `dst`.
 fn append(dst: &mut RecExpr<Atl>, src: &RecExpr<Atl>) -> Id {
@@ -386,8 +105,8 @@ fn environment<'a>(
     prog: &Program,
     an: &'a AtlAnalysis,
     seed: Symbol,
-    rng: &mut Lcg,
-) -> Option<Ev<'a>> {
+    rng: &mut Rng,
+) -> Option<ExtEval<'a>> {
     let mut sizes = Sizes::new();
     for s in &prog.sizes {
         sizes.insert(*s, 1 + (rng.next_u64() % 4) as i64);
@@ -421,14 +140,9 @@ fn environment<'a>(
             },
         ));
     }
-    Some(Ev {
-        sizes,
-        rels: inputs.relations,
-        vars,
-        idx,
-        an,
-        budget: Budget::new(50_000_000),
-    })
+    let mut ev = ExtEval::new(sizes, inputs.relations, vars, idx, &an.tangents, 50_000_000);
+    ev.types = Some(&an.types);
+    Some(ev)
 }
 
 /// Validate one instance `lhs` of `rule` (see the module docs).
@@ -438,7 +152,7 @@ fn check_instance(
     analysis: &AtlAnalysis,
     lhs: &RecExpr<Atl>,
     seed: Symbol,
-    rng: &mut Lcg,
+    rng: &mut Rng,
     tally: &mut Tally,
 ) -> bool {
     tally.instances += 1;
@@ -463,7 +177,7 @@ fn check_instance(
         return false;
     }
     tally.fired += 1;
-    let lext = has_extension(lhs);
+    let lext = extension_marks(lhs);
     for _ in 0..2 {
         let Some(mut ev) = environment(prog, &g.analysis, seed, rng) else {
             continue;
@@ -476,7 +190,7 @@ fn check_instance(
             }
         };
         for t in &others {
-            let ext = has_extension(t);
+            let ext = extension_marks(t);
             match ev.eval(t, &ext, Id::from(t.as_ref().len() - 1)) {
                 Ok(v) if close(&v, &want) => tally.comparisons += 1,
                 // IEEE: NaN * 0 is NaN where the rules (like ATL's cost
@@ -526,7 +240,7 @@ fn every_adjoint_rule_is_validated_by_evaluation() {
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
     let seed = Symbol::from("seed~0");
-    let mut rng = Lcg(20261122);
+    let mut rng = Rng::new(20261122);
     let mut cases = vec![];
     for c in CorpusProgram::load_dir(&dir).expect("corpus") {
         let all = c.wrt_or_all();

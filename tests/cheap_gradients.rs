@@ -3,11 +3,12 @@
 //! corpus program at its size sets, and for the paper's two pathological
 //! programs from N = 8 to N = 4096. Costs, never times.
 
-use atl_egg::corpus::{random_inputs, CorpusProgram, Lcg};
+use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive;
 use atl_egg::egraph::Options;
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::front::parse_program;
+use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::io_cost;
 use atl_egg::semantics::value::Sizes;
 use egg::Symbol;
@@ -21,7 +22,7 @@ fn opts() -> Options {
 }
 
 fn ratio(f: &Program, d: &Program, sizes: &Sizes, seed: u64) -> f64 {
-    let inputs = random_inputs(f, sizes, &mut Lcg(seed)).unwrap();
+    let inputs = random_inputs(f, sizes, &mut Rng::new(seed)).unwrap();
     let cf = io_cost(f, sizes, &inputs.relations).unwrap();
     let cd = io_cost(d, sizes, &inputs.relations).unwrap();
     cd as f64 / cf.max(1) as f64

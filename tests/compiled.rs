@@ -12,7 +12,7 @@
 mod common;
 
 use atl_egg::backend::{self, build};
-use atl_egg::corpus::{random_inputs, CorpusProgram, Lcg};
+use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::Program;
 use atl_egg::semantics::value::Inputs;
 use atl_egg::semantics::{cost, eval};
@@ -105,7 +105,7 @@ fn corpus_dir(dir: &Path) {
     for p in &progs {
         for (what, prog) in variants(p) {
             for sizes in &p.size_sets {
-                let mut rng = Lcg(p.seed);
+                let mut rng = Rng::new(p.seed);
                 let inputs = random_inputs(&prog, sizes, &mut rng).expect("inputs");
                 if let Err(e) = check(&prog, &inputs, &format!("{} {what} {sizes:?}", p.name)) {
                     failures.push(e);
@@ -168,7 +168,7 @@ fn sample() -> Vec<(String, Program, Inputs)> {
             .expect("sample program");
         for (what, prog) in variants(p).into_iter().filter(|(w, _)| w != "optimize") {
             let sizes = p.size_sets.last().expect("sizes");
-            let inputs = random_inputs(&prog, sizes, &mut Lcg(p.seed)).expect("inputs");
+            let inputs = random_inputs(&prog, sizes, &mut Rng::new(p.seed)).expect("inputs");
             out.push((format!("{name} {what}"), prog, inputs));
         }
     }

@@ -2,12 +2,13 @@
 //! that make names are idempotent (rules saturate), and printed programs use
 //! readable names that are valid C identifiers.
 
-use atl_egg::corpus::{random_inputs, Lcg};
+use atl_egg::corpus::random_inputs;
 use atl_egg::derive;
 use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::front::parse_program;
 use atl_egg::front::print::program_to_string;
+use atl_egg::rng::Rng;
 use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
@@ -41,7 +42,7 @@ fn user_names_do_not_collide_with_internal_names() {
         ParamKind::Real(t) => t.clone(),
         _ => unreachable!(),
     };
-    let mut rng = Lcg(7);
+    let mut rng = Rng::new(7);
     for n in 1..=3 {
         let sizes: Sizes = [(Symbol::from("n"), n)].into_iter().collect();
         let inputs = random_inputs(&p, &sizes, &mut rng).unwrap();

@@ -9,8 +9,8 @@ pub mod marshal;
 use crate::error::{Error, Result};
 use crate::front::ast::{ParamKind, Program};
 use crate::lower::ir::{Function, ParamC};
-use crate::semantics::eval::{check_dimensions, Env};
-use crate::semantics::value::{check_value, type_size, Inputs, Value, MAX_OUTPUT_REALS};
+use crate::semantics::eval::checked_inputs;
+use crate::semantics::value::{type_size, Inputs, Value, MAX_OUTPUT_REALS};
 use std::path::PathBuf;
 
 /// A program's C source and manifest.
@@ -90,15 +90,7 @@ impl Compiled {
         repeat: usize,
     ) -> Result<(Value, Option<[u64; 3]>, Vec<f64>)> {
         let prog = &self.program;
-        let _env: Env = Env::for_program(prog, inputs)?;
-        for (name, ty) in prog.real_params() {
-            let v = inputs
-                .values
-                .get(&name)
-                .ok_or_else(|| Error::input(format!("missing input '{name}'")))?;
-            check_value(v, ty, &inputs.sizes, name.as_str())?;
-        }
-        check_dimensions(&prog.body, &inputs.sizes)?;
+        checked_inputs::<Value>(prog, inputs)?;
         if type_size(&prog.ret, &inputs.sizes)? > MAX_OUTPUT_REALS {
             return Err(Error::eval(format!(
                 "the result would have more than {MAX_OUTPUT_REALS} reals at these sizes"

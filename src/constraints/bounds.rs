@@ -196,18 +196,8 @@ fn dedup(bounds: &mut Vec<Bound>) {
 mod tests {
     use super::*;
     use crate::constraints::linear::{ceil_div, floor_div};
+    use crate::rng::Rng;
     use std::collections::{BTreeSet, HashMap};
-
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self, n: u64) -> i128 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 33) % n) as i128
-        }
-    }
 
     fn sym(s: &str) -> Symbol {
         Symbol::from(s)
@@ -277,14 +267,15 @@ mod tests {
     fn random_systems_match_brute_force() {
         let vars = [sym("x"), sym("y"), sym("z")];
         let n = sym("n");
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
+        let mut below = |n: i64| rng.range(0, n - 1) as i128;
         for round in 0..400 {
             let nv = 1 + (round % 3);
             let vs = &vars[..nv];
             // Box: 0 <= v < n + c.
             let mut sys = vec![];
             for &v in vs {
-                let c = rng.next(3);
+                let c = below(3);
                 sys.push(Constraint::Ge(LinForm::var(v)));
                 sys.push(Constraint::Ge(
                     LinForm::var(n)
@@ -294,13 +285,13 @@ mod tests {
                         .unwrap(),
                 ));
             }
-            for _ in 0..rng.next(4) {
-                let mut f = LinForm::constant(rng.next(7) - 3);
+            for _ in 0..below(4) {
+                let mut f = LinForm::constant(below(7) - 3);
                 for &v in vs.iter().chain([&n]) {
-                    let k = rng.next(7) - 3;
+                    let k = below(7) - 3;
                     f = f.combine(1, &LinForm::var(v), k).unwrap();
                 }
-                sys.push(match rng.next(3) {
+                sys.push(match below(3) {
                     0 => Constraint::Eq(f),
                     _ => Constraint::Ge(f),
                 });

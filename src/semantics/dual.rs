@@ -13,7 +13,7 @@
 //! evaluator's ([`Env`] with variables bound to dual pairs).
 
 use super::blackbox;
-use super::eval::{check_dimensions, eval_pred, sum_chain, Budget, Env};
+use super::eval::{checked_inputs, eval_pred, sum_chain, Budget, Env};
 use super::value::{check_value, Inputs, Value};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, ParamKind, Program};
@@ -159,17 +159,11 @@ pub fn jvp_with_budget(
             }
         }
     }
-    let mut env: DualEnv = Env::for_program(prog, inputs)?;
-    for (name, ty) in prog.real_params() {
-        let v = inputs
-            .values
-            .get(&name)
-            .ok_or_else(|| Error::input(format!("missing input '{name}'")))?;
-        check_value(v, ty, &inputs.sizes, name.as_str())?;
+    let (mut env, reals) = checked_inputs::<Dual>(prog, inputs)?;
+    for (name, v) in reals {
         let d = tangents.get(&name).cloned().unwrap_or(Value::Zero);
         env.push_var(name, (v.clone(), d));
     }
-    check_dimensions(&prog.body, &inputs.sizes)?;
     dual_expr(&prog.body, &mut env, budget)
 }
 
@@ -181,6 +175,7 @@ mod tests {
     use crate::front::ast::build::*;
     use crate::front::ast::{Func, Pred, Real, Type};
     use crate::front::parse_program;
+    use crate::rng::Rng;
     use crate::semantics::eval::evaluate;
     use crate::semantics::numerics::inner_product;
     use crate::semantics::value::{flatten, random_relation, random_value, Sizes};
@@ -189,22 +184,10 @@ mod tests {
         Symbol::from(x)
     }
 
-    /// A small deterministic generator of reals in [-1, 1].
-    fn lcg(seed: u64) -> impl FnMut() -> f64 {
-        let mut state = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        }
-    }
-
     /// Random inputs and tangents for every real input of `prog`.
     fn random_point(prog: &Program, sizes: &Sizes, seed: u64) -> (Inputs, HashMap<Symbol, Value>) {
-        let mut rng = lcg(seed);
+        let mut rng = Rng::new(seed);
+        let mut rng = || rng.unit();
         let mut inputs = Inputs::new(sizes.clone());
         let mut tangents = HashMap::new();
         for p in &prog.params {

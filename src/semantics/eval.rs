@@ -436,17 +436,36 @@ pub fn evaluate(prog: &Program, inputs: &Inputs) -> Result<Value> {
 /// The value of `prog` at `inputs`. Inputs are checked against the
 /// parameters (missing or ill-shaped inputs are input errors).
 pub fn evaluate_with_budget(prog: &Program, inputs: &Inputs, budget: &mut Budget) -> Result<Value> {
-    let mut env: Env = Env::for_program(prog, inputs)?;
+    let (mut env, reals) = checked_inputs::<Value>(prog, inputs)?;
+    for (name, v) in reals {
+        env.push_var(name, v.clone());
+    }
+    eval_expr(&prog.body, &mut env, budget)
+}
+
+/// A program's real inputs, by name, in parameter order.
+pub type RealInputs<'a> = Vec<(Symbol, &'a Value)>;
+
+/// The checks every run of a whole program makes first (`evaluate`, `dual`,
+/// a compiled call): the sizes and relations (an environment holding them),
+/// every real input present and of its parameter's shape (returned in
+/// parameter order), and no negative dimension in the body.
+pub fn checked_inputs<'a, V: Clone>(
+    prog: &Program,
+    inputs: &'a Inputs,
+) -> Result<(Env<V>, RealInputs<'a>)> {
+    let env = Env::for_program(prog, inputs)?;
+    let mut reals = vec![];
     for (name, ty) in prog.real_params() {
         let v = inputs
             .values
             .get(&name)
             .ok_or_else(|| Error::input(format!("missing input '{name}'")))?;
         check_value(v, ty, &inputs.sizes, name.as_str())?;
-        env.push_var(name, v.clone());
+        reals.push((name, v));
     }
     check_dimensions(&prog.body, &inputs.sizes)?;
-    eval_expr(&prog.body, &mut env, budget)
+    Ok((env, reals))
 }
 
 #[cfg(test)]

@@ -1,15 +1,21 @@
-//! Size sets: the `--sizes n=4,m=3` flag, and sizes resolved from the flag
-//! and the inputs (a size not given is taken from an input whose dimension
-//! is exactly that size name, as the conformance reference does).
+//! Size sets: the [`Sizes`] type, its one text form `n=4,m=3` (read by
+//! [`parse_sizes`] from the `--sizes` flag and the corpus' `; sizes:` lines,
+//! written by [`sizes_to_string`]), and sizes resolved from the flag and the
+//! inputs (a size not given is taken from an input whose dimension is
+//! exactly that size name, as the conformance reference does).
 
-use super::value::Sizes;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{ParamKind, Program, Type};
 use egg::Symbol;
 
-/// Parse `--sizes n=4,m=3` (usage errors). An empty string gives no sizes.
-pub fn parse_sizes_flag(s: &str) -> Result<Sizes> {
+/// Concrete sizes, in declaration order (equal as maps, whatever the order).
+pub type Sizes = indexmap::IndexMap<Symbol, i64>;
+
+/// Parse a size set `n=4,m=3` (usage errors, worded for the `--sizes`
+/// flag): distinct names, non-negative integers. An empty string gives no
+/// sizes.
+pub fn parse_sizes(s: &str) -> Result<Sizes> {
     let mut out = Sizes::new();
     if s.trim().is_empty() {
         return Ok(out);
@@ -38,6 +44,13 @@ pub fn parse_sizes_flag(s: &str) -> Result<Sizes> {
         out.insert(name, n);
     }
     Ok(out)
+}
+
+/// A size set as `n=4,m=3`, in its order (empty for no sizes); what
+/// [`parse_sizes`] reads back.
+pub fn sizes_to_string(sizes: &Sizes) -> String {
+    let parts: Vec<String> = sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    parts.join(",")
 }
 
 /// All sizes of `prog`, in its declaration order: from `given`, else inferred
@@ -163,10 +176,12 @@ mod tests {
 
     #[test]
     fn sizes_flag() {
-        let m = parse_sizes_flag("n=4, m = 3").unwrap();
+        let m = parse_sizes("n=4, m = 3").unwrap();
         assert_eq!(m.get(&s("n")), Some(&4));
         assert_eq!(m.get(&s("m")), Some(&3));
-        assert!(parse_sizes_flag("").unwrap().is_empty());
+        assert_eq!(sizes_to_string(&m), "n=4,m=3");
+        assert_eq!(parse_sizes(&sizes_to_string(&m)).unwrap(), m);
+        assert!(parse_sizes("").unwrap().is_empty());
         for bad in [
             "n",
             "n=-3",
@@ -176,10 +191,10 @@ mod tests {
             "n=4,",
             "n=100000000000000000000000000000",
         ] {
-            let e = parse_sizes_flag(bad).unwrap_err();
+            let e = parse_sizes(bad).unwrap_err();
             assert_eq!(e.kind, ErrorKind::Usage, "{bad}");
         }
-        let e = parse_sizes_flag("n=100000000000000000000000000000").unwrap_err();
+        let e = parse_sizes("n=100000000000000000000000000000").unwrap_err();
         assert!(e.msg.contains("too large"), "{}", e.msg);
     }
 }

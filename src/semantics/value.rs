@@ -142,8 +142,7 @@ impl Relation {
     }
 }
 
-/// Concrete sizes, in declaration order.
-pub type Sizes = indexmap::IndexMap<Symbol, i64>;
+pub use super::sizes::Sizes;
 
 /// Everything a program is evaluated at.
 #[derive(Clone, Debug, Default)]

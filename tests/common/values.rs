@@ -1,8 +1,9 @@
 //! Random inputs for a program, and comparison of values.
 
-use super::rng::Rng;
 use super::Value;
 use atl_egg::front::ast::{ParamKind, Program};
+use atl_egg::rng::Rng;
+use atl_egg::semantics::sizes::sizes_to_string;
 use atl_egg::semantics::value::{random_relation, random_value, Inputs, Sizes};
 
 /// Random inputs for `prog`: every size uniform in `[min_size, max_size]`,
@@ -165,12 +166,8 @@ pub fn show_value(v: &Value) -> String {
 /// The sizes and inputs as text, for failure messages.
 pub fn show_inputs(inputs: &Inputs) -> String {
     let mut out = String::new();
-    let sizes: Vec<String> = inputs
-        .sizes
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    out.push_str(&format!("sizes: {}\n", sizes.join(",")));
+    let sizes = sizes_to_string(&inputs.sizes);
+    out.push_str(&format!("sizes: {sizes}\n"));
     let mut names: Vec<_> = inputs.values.keys().collect();
     names.sort_by_key(|s| s.as_str());
     for k in names {

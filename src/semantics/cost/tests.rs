@@ -5,6 +5,7 @@ use super::*;
 use crate::error::ErrorKind;
 use crate::front::ast::build::*;
 use crate::front::ast::{Func, Pred};
+use crate::rng::Rng;
 
 fn s(x: &str) -> Symbol {
     Symbol::from(x)
@@ -55,22 +56,6 @@ fn brute(e: &Expr, sz: &Sizes, rels: &HashMap<Symbol, Relation>, env: &[(Symbol,
 
 // -- random well-typed scalar terms ---------------------------------------
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
-
 struct TermGen {
     rng: Rng,
     fresh: usize,
@@ -79,7 +64,7 @@ struct TermGen {
 impl TermGen {
     fn name(&mut self, scope: &[Symbol]) -> Symbol {
         // occasionally shadow an index variable in scope
-        if !scope.is_empty() && self.rng.chance(10) {
+        if !scope.is_empty() && self.rng.chance(0.10) {
             return scope[self.rng.below(scope.len())];
         }
         self.fresh += 1;
@@ -101,9 +86,9 @@ impl TermGen {
         const COEFFS: [i64; 6] = [1, 1, -1, 2, 3, -2];
         let mut a = k(self.rng.below(6) as i64 - 2);
         for _ in 0..1 + self.rng.below(2) {
-            let name = if !scope.is_empty() && self.rng.chance(80) {
+            let name = if !scope.is_empty() && self.rng.chance(0.80) {
                 scope[self.rng.below(scope.len())]
-            } else if self.rng.chance(50) {
+            } else if self.rng.chance(0.50) {
                 s("n")
             } else {
                 s("m")
@@ -152,7 +137,7 @@ impl TermGen {
     }
 
     fn leaf(&mut self, reals: &[Symbol]) -> Expr {
-        if self.rng.chance(60) {
+        if self.rng.chance(0.60) {
             var(reals[self.rng.below(reals.len())])
         } else {
             num(self.rng.below(5) as f64)
@@ -171,12 +156,12 @@ impl TermGen {
         match self.rng.below(13) {
             0 => self.leaf(reals),
             1 | 2 => {
-                let a = if self.rng.chance(50) {
+                let a = if self.rng.chance(0.50) {
                     self.iverson(scope, reals, depth)
                 } else {
                     self.expr(scope, reals, depth - 1)
                 };
-                let b = if self.rng.chance(50) {
+                let b = if self.rng.chance(0.50) {
                     self.iverson(scope, reals, depth)
                 } else {
                     self.expr(scope, reals, depth - 1)
@@ -205,7 +190,7 @@ impl TermGen {
                     binders.push((i, self.dim()));
                     scope.push(i);
                 }
-                let body = if self.rng.chance(70) {
+                let body = if self.rng.chance(0.70) {
                     self.iverson(scope, reals, depth)
                 } else {
                     self.expr(scope, reals, depth - 1)
@@ -239,14 +224,14 @@ impl TermGen {
 fn random_relation(rng: &mut Rng) -> Relation {
     Relation {
         dims: vec![4, 3],
-        bits: (0..12).map(|_| rng.chance(40)).collect(),
+        bits: (0..12).map(|_| rng.chance(0.40)).collect(),
     }
 }
 
 #[test]
 fn cost_matches_brute_force_on_random_terms() {
     let mut g = TermGen {
-        rng: Rng(0x9e37_79b9_7f4a_7c15),
+        rng: Rng::new(0x9e37_79b9_7f4a_7c15),
         fresh: 0,
     };
     let mut nonzero = 0;
@@ -254,7 +239,7 @@ fn cost_matches_brute_force_on_random_terms() {
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     let cases = env("ATL_COST_CASES").unwrap_or(3000) as usize;
     if let Some(seed) = env("ATL_COST_SEED") {
-        g.rng = Rng(seed | 1);
+        g.rng = Rng::new(seed);
     }
     for case in 0..cases {
         let mut scope = vec![s("u")];
@@ -1073,12 +1058,12 @@ fn compare_with_reference(cases: &[RefCase]) {
 #[ignore = "runs python3 on the conformance reference; cargo test --lib cost -- --ignored"]
 fn random_programs_match_reference() {
     let mut g = TermGen {
-        rng: Rng(0x2545_f491_4f6c_dd1d),
+        rng: Rng::new(0x2545_f491_4f6c_dd1d),
         fresh: 0,
     };
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     if let Some(seed) = env("ATL_COST_SEED") {
-        g.rng = Rng(seed | 1);
+        g.rng = Rng::new(seed);
     }
     let mut cases = vec![];
     for case in 0..env("ATL_COST_CASES").unwrap_or(1500) as usize {
@@ -1123,7 +1108,7 @@ fn corpus_matches_reference() {
         eprintln!("no corpus; skipped");
         return;
     };
-    let mut rng = Rng(77);
+    let mut rng = Rng::new(77);
     let mut cases = vec![];
     let mut paths: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
     paths.sort();
@@ -1136,11 +1121,7 @@ fn corpus_matches_reference() {
             .unwrap_or_else(|e| panic!("{e}: {path:?}"));
         for line in text.lines().filter_map(|l| l.strip_prefix("; sizes:")) {
             for set in line.split('|') {
-                let sz: Sizes = set
-                    .split(',')
-                    .filter_map(|kv| kv.trim().split_once('='))
-                    .map(|(k, v)| (s(k.trim()), v.trim().parse::<i64>().unwrap()))
-                    .collect();
+                let sz = crate::semantics::sizes::parse_sizes(set).unwrap();
                 let mut rels = HashMap::new();
                 for p in &prog.params {
                     if let crate::front::ast::ParamKind::Relation(dims) = &p.kind {
@@ -1149,7 +1130,7 @@ fn corpus_matches_reference() {
                             .map(|d| d.eval_with(|n| sz.get(&n).copied()).unwrap() as usize)
                             .collect();
                         let total = dims.iter().product();
-                        let bits = (0..total).map(|_| rng.chance(30)).collect();
+                        let bits = (0..total).map(|_| rng.chance(0.30)).collect();
                         rels.insert(p.name, Relation { dims, bits });
                     }
                 }
