@@ -33,15 +33,17 @@ class Budget:
     """Limits that keep a run short: repeat a measurement until `min_time`
     has passed (at least `min_reps` and at most `max_reps` calls), and skip a
     size when the previous size's time, scaled as N^2, predicts more than
-    `call_limit` seconds per call or `first_limit` for the first call
-    (a program's compile time is taken as independent of N)."""
+    `call_limit` seconds per call or `first_limit` for the first call (its
+    compile part taken to grow as N: the skipped-element sum's JAX program
+    has N operations).  A call slower than `slow` seconds is repeated once."""
 
     def __init__(self, quick):
         self.min_time = 0.3 if quick else 1.0
         self.min_reps = 3 if quick else 5
         self.max_reps = 200
-        self.call_limit = 2.0 if quick else 15.0
+        self.call_limit = 2.0 if quick else 40.0
         self.first_limit = 20.0 if quick else 90.0
+        self.slow = 1.0 if quick else 5.0
 
 
 def timed(call, budget):
@@ -51,15 +53,14 @@ def timed(call, budget):
     call()
     first = time.perf_counter() - t0
     times = []
+    min_reps = 1 if first > budget.slow else budget.min_reps
     start = time.perf_counter()
     while len(times) < budget.max_reps and (
-        len(times) < budget.min_reps or time.perf_counter() - start < budget.min_time
+        len(times) < min_reps or time.perf_counter() - start < budget.min_time
     ):
         t0 = time.perf_counter()
         call()
         times.append(time.perf_counter() - t0)
-        if times[-1] > budget.call_limit and len(times) >= 2:
-            break
     times.sort()
     return {"first": first, "best": times[0], "median": times[len(times) // 2], "reps": len(times)}
 
@@ -194,9 +195,9 @@ def main():
                     if prev[1] is None:
                         row["t"]["%s.%s" % key] = {"skipped": "a smaller size was skipped"}
                         continue
-                    # the run time scales (at worst) as N^2, the compile part of the first call does not
+                    # the run time scales (at worst) as N^2, the compile part of the first call as N
                     pc = prev[1]["median"] * scale
-                    pf = max(prev[1]["first"] - prev[1]["median"], 0.0) + pc
+                    pf = max(prev[1]["first"] - prev[1]["median"], 0.0) * size["N"] / prev[0] + pc
                     if pc > budget.call_limit or pf > budget.first_limit:
                         row["t"]["%s.%s" % key] = {
                             "skipped": "predicted %.3g s per call, %.3g s first (N^2 from N=%d)"

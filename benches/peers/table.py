@@ -104,12 +104,12 @@ def render(all_results, command, medians=True):
     parts = []
     for res in all_results:
         mode = "single-threaded" if res["threads"] == "1" else "all threads (%d)" % res["torch_threads"]
-        parts.append("#### %s: best of repeated calls after warm-up\n" % mode.capitalize())
+        parts.append("### %s: best of repeated calls after warm-up\n" % mode.capitalize())
         parts.append(times_table(res, "best") + "\n")
         if medians:
-            parts.append("#### %s: median of the same calls\n" % mode.capitalize())
+            parts.append("### %s: median of the same calls\n" % mode.capitalize())
             parts.append(times_table(res, "median") + "\n")
-        parts.append("#### %s: compile, first call, cross-check (relative, at a small size)\n" % mode.capitalize())
+        parts.append("### %s: compile, first call, cross-check (relative, at a small size)\n" % mode.capitalize())
         parts.append(first_call_table(res) + "\n")
         sk = skipped(res)
         if sk:
