@@ -131,19 +131,19 @@ PROGRAMS = [
     ),
     Program(
         "one_hot_select", "sparse", ["x"], ["x"], _vec,
-        check=_n(16), quick=[_n(10**4), _n(10**6)], full=[_n(10**3), _n(10**4), _n(10**5), _n(10**6)],
+        check=_n(16), quick=[_n(10**4), _n(10**5)], full=[_n(10**3), _n(10**4), _n(10**5), _n(10**6)],
         note="s = onehot(1) . x, loss s^2",
     ),
     Program(
         "deconv_kernel_loss", "dense", ["x", "w", "z"], ["w"], _conv_inputs,
-        check=_conv(20), quick=[_conv(10**4), _conv(10**6)],
+        check=_conv(20), quick=[_conv(10**4), _conv(10**5)],
         full=[_conv(10**3), _conv(10**4), _conv(10**5), _conv(10**6)],
         note="1D convolution loss sum (x * w - z)^2, m = 9, gradient in the kernel w",
         sizes_shown=lambda s: "n=%d" % s["n"],
     ),
     Program(
         "deconv_signal_loss", "dense", ["x", "c", "z"], ["x"], _conv_inputs,
-        check=_conv(20), quick=[_conv(10**4), _conv(10**6)],
+        check=_conv(20), quick=[_conv(10**4), _conv(10**5)],
         full=[_conv(10**3), _conv(10**4), _conv(10**5), _conv(10**6)],
         note="deconvolution loss sum (x * c - z)^2, m = 9, gradient in the signal x",
         sizes_shown=lambda s: "n=%d" % s["n"],
