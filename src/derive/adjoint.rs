@@ -182,7 +182,7 @@ type Form = (Expr, Expr, BTreeSet<Symbol>);
 /// `<c | D[a]> + <c | D[b]>`), so that no e-graph holds them all.
 fn push_forms(forms: &mut Vec<Form>, c: Expr, e: &Expr) {
     let mut terms = vec![];
-    crate::egraph::bindings::add_terms(e, &mut terms);
+    crate::egraph::letpasses::add_terms(e, &mut terms);
     if terms.len() <= GROUP {
         forms.push((c, e.clone(), free_names(e)));
         return;

@@ -23,6 +23,7 @@
 //!   ([`super::runner::guard`]) keeps the cheapest candidate that costs no
 //!   more than the input at any checked sample.
 
+use super::letpasses::{add_terms, index, inline_free_bindings, reuse_bindings};
 use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats, Stats};
 use crate::derive::normalize::{dead_code, lift, unflatten, Fresh};
 use crate::error::Result;
@@ -193,6 +194,7 @@ fn by_binding(
     }
     let result = units.result(&result, next_id)?;
     out.append(&mut units.extra);
+    let (out, result) = reuse_bindings(out, result);
     let body = unflatten(dead_code((out, result)));
     let mut stats = units.stats;
     for s in &mut stats {
@@ -398,138 +400,4 @@ fn rename_vars(e: &Expr, from: &[Symbol], to: &[Symbol], next_id: &mut u64) -> E
             .expect("renaming a variable cannot overflow");
     }
     out
-}
-
-/// The summands of `e` (its tree of `+`), left to right.
-pub fn add_terms<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
-    match e {
-        Expr::Add(a, b) => {
-            add_terms(a, out);
-            add_terms(b, out);
-        }
-        e => out.push(e),
-    }
-}
-
-/// A definition that does no arithmetic: a copy, a bracketed or diagonal
-/// tensor of reads and constants (`⊞[i] ⊞[j] [i == j]·x[i]`), a pair of
-/// such.
-fn does_no_work(e: &Expr) -> bool {
-    match e {
-        Expr::Var(_) | Expr::Const(_) => true,
-        Expr::Gen(_, _, a)
-        | Expr::Get(a, _)
-        | Expr::Iverson(_, a)
-        | Expr::Fst(a)
-        | Expr::Snd(a) => does_no_work(a),
-        Expr::Pair(a, b) => does_no_work(a) && does_no_work(b),
-        Expr::Add(..) | Expr::Mul(..) | Expr::Call(..) | Expr::Sum(..) | Expr::Let(..) => false,
-    }
-}
-
-/// The let-level inlining pass: a binding that does no arithmetic is
-/// substituted into its uses, its accesses reduced there
-/// (`(get (gen i n e) a)` is `[0 <= a < n]·e[i := a]`). No work moves, and
-/// each use now sees the binding's brackets: a sum over a diagonal matrix
-/// read through a `let` becomes a sum the index elimination can remove,
-/// a constant tensor a constant. (A binding's own e-graph sees only its
-/// definition, so this is the sparsity that crosses bindings.)
-fn inline_free_bindings(
-    binds: Vec<(Symbol, Expr)>,
-    result: Expr,
-    next_id: &mut u64,
-) -> (Vec<(Symbol, Expr)>, Expr) {
-    let mut inlined: HashMap<Symbol, Expr> = HashMap::new();
-    let mut out = vec![];
-    for (x, e) in binds {
-        let e = substitute_reduced(&e, &inlined, next_id);
-        if does_no_work(&e) {
-            inlined.insert(x, e.clone());
-        }
-        out.push((x, e));
-    }
-    let result = substitute_reduced(&result, &inlined, next_id);
-    (out, result)
-}
-
-/// `e` with the variables of `defs` replaced by their definitions, and
-/// each access of a replaced definition reduced.
-fn substitute_reduced(e: &Expr, defs: &HashMap<Symbol, Expr>, next_id: &mut u64) -> Expr {
-    if defs.is_empty() || free_names(e).iter().all(|x| !defs.contains_key(x)) {
-        return e.clone();
-    }
-    let go = |a: &Expr, next_id: &mut u64| substitute_reduced(a, defs, next_id);
-    match e {
-        Expr::Var(x) => match defs.get(x) {
-            // binders of the definition made unique again at each use
-            Some(d) => crate::front::names::fresh_binders(d, &HashMap::new(), next_id),
-            None => e.clone(),
-        },
-        Expr::Const(_) => e.clone(),
-        Expr::Add(a, b) => build::add(go(a, next_id), go(b, next_id)),
-        Expr::Mul(a, b) => build::mul(go(a, next_id), go(b, next_id)),
-        Expr::Pair(a, b) => build::pair(go(a, next_id), go(b, next_id)),
-        Expr::Call(f, a) => build::call(*f, go(a, next_id)),
-        Expr::Fst(a) => match go(a, next_id) {
-            Expr::Pair(p, _) => *p,
-            a => build::fst(a),
-        },
-        Expr::Snd(a) => match go(a, next_id) {
-            Expr::Pair(_, q) => *q,
-            a => build::snd(a),
-        },
-        Expr::Get(a, i) => access(go(a, next_id), i, next_id),
-        Expr::Iverson(p, a) => build::iverson(p.clone(), go(a, next_id)),
-        Expr::Gen(i, d, a) => build::gen(*i, d.clone(), go(a, next_id)),
-        Expr::Sum(i, d, a) => build::sum(*i, d.clone(), go(a, next_id)),
-        Expr::Let(x, a, b) => build::let_(*x, go(a, next_id), go(b, next_id)),
-    }
-}
-
-/// `(get e a)`, reduced when `e` is a `gen` (under brackets): ATL reads 0
-/// out of range, hence the range bracket.
-fn access(e: Expr, a: &Affine, next_id: &mut u64) -> Expr {
-    match e {
-        Expr::Gen(j, d, body) => {
-            let mut names = |b: Symbol| {
-                *next_id += 1;
-                crate::front::names::make(crate::front::names::base(b.as_str()), *next_id)
-            };
-            match Substituter::new(&mut names).expr(&body, &Replace::Index(j, a.clone())) {
-                Ok(inner) => build::iverson(
-                    crate::front::ast::Pred::And(vec![
-                        crate::front::ast::Pred::Cmp(
-                            crate::front::ast::CmpOp::Le,
-                            Affine::constant(0),
-                            a.clone(),
-                        ),
-                        crate::front::ast::Pred::Cmp(crate::front::ast::CmpOp::Lt, a.clone(), d),
-                    ]),
-                    inner,
-                ),
-                Err(_) => build::get(build::gen(j, d, *body), a.clone()),
-            }
-        }
-        Expr::Iverson(p, inner) => build::iverson(p, access(*inner, a, next_id)),
-        e => build::get(e, a.clone()),
-    }
-}
-
-/// `e[i]` for a tensor `e` over the range `i` is known to lie in: a `gen`
-/// by substituting its binder, through brackets; an access otherwise.
-pub fn index(e: Expr, i: &Affine, next_id: &mut u64) -> Expr {
-    match e {
-        Expr::Gen(j, d, body) => {
-            let mut names = |b: Symbol| {
-                *next_id += 1;
-                crate::front::names::make(crate::front::names::base(b.as_str()), *next_id)
-            };
-            match Substituter::new(&mut names).expr(&body, &Replace::Index(j, i.clone())) {
-                Ok(out) => out,
-                Err(_) => build::get(build::gen(j, d, *body), i.clone()),
-            }
-        }
-        Expr::Iverson(p, a) => build::iverson(p, index(*a, i, next_id)),
-        e => build::get(e, i.clone()),
-    }
 }

@@ -56,12 +56,14 @@
 //! * [`extract`]: the paper's sparsity-aware work cost as an egg
 //!   `CostFunction`;
 //! * [`runner`]: phases, limits, one e-graph per phase, and the guard;
-//! * [`bindings`]: the `optimize` entry point, binding by binding.
+//! * [`bindings`]: the `optimize` entry point, binding by binding;
+//! * [`letpasses`]: inlining and sharing across bindings, outside e-graphs.
 
 pub mod analysis;
 pub mod bindings;
 pub mod extract;
 pub mod language;
+pub mod letpasses;
 pub mod rules;
 pub mod runner;
 

@@ -1,0 +1,466 @@
+//! Let-level passes of the optimizer, outside the e-graphs (see
+//! [`super::bindings`]): they see across bindings, which a binding's own
+//! e-graph cannot.
+//!
+//! * [`inline_free_bindings`]: a binding that does no arithmetic is
+//!   substituted into its uses (sparsity through bindings);
+//! * [`reuse_bindings`]: a computation a binding already holds is read
+//!   from it (sharing of equal definitions and subterms).
+
+use crate::front::affine::Affine;
+use crate::front::ast::{build, CmpOp, Expr, Pred};
+use crate::front::subst::{free_names, Replace, Substituter};
+use egg::Symbol;
+use std::collections::HashMap;
+
+/// The summands of `e` (its tree of `+`), left to right.
+pub fn add_terms<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match e {
+        Expr::Add(a, b) => {
+            add_terms(a, out);
+            add_terms(b, out);
+        }
+        e => out.push(e),
+    }
+}
+
+/// A definition that does no arithmetic: a copy, a bracketed or diagonal
+/// tensor of reads and constants (`⊞[i] ⊞[j] [i == j]·x[i]`), a pair of
+/// such.
+fn does_no_work(e: &Expr) -> bool {
+    match e {
+        Expr::Var(_) | Expr::Const(_) => true,
+        Expr::Gen(_, _, a)
+        | Expr::Get(a, _)
+        | Expr::Iverson(_, a)
+        | Expr::Fst(a)
+        | Expr::Snd(a) => does_no_work(a),
+        Expr::Pair(a, b) => does_no_work(a) && does_no_work(b),
+        Expr::Add(..) | Expr::Mul(..) | Expr::Call(..) | Expr::Sum(..) | Expr::Let(..) => false,
+    }
+}
+
+/// The let-level inlining pass: a binding that does no arithmetic is
+/// substituted into its uses, its accesses reduced there
+/// (`(get (gen i n e) a)` is `[0 <= a < n]·e[i := a]`). No work moves, and
+/// each use now sees the binding's brackets: a sum over a diagonal matrix
+/// read through a `let` becomes a sum the index elimination can remove,
+/// a constant tensor a constant. (A binding's own e-graph sees only its
+/// definition, so this is the sparsity that crosses bindings.)
+pub fn inline_free_bindings(
+    binds: Vec<(Symbol, Expr)>,
+    result: Expr,
+    next_id: &mut u64,
+) -> (Vec<(Symbol, Expr)>, Expr) {
+    let mut inlined: HashMap<Symbol, Expr> = HashMap::new();
+    let mut out = vec![];
+    for (x, e) in binds {
+        let e = substitute_reduced(&e, &inlined, next_id);
+        if does_no_work(&e) {
+            inlined.insert(x, e.clone());
+        }
+        out.push((x, e));
+    }
+    let result = substitute_reduced(&result, &inlined, next_id);
+    (out, result)
+}
+
+/// `e` with the variables of `defs` replaced by their definitions, and
+/// each access of a replaced definition reduced.
+fn substitute_reduced(e: &Expr, defs: &HashMap<Symbol, Expr>, next_id: &mut u64) -> Expr {
+    if defs.is_empty() || free_names(e).iter().all(|x| !defs.contains_key(x)) {
+        return e.clone();
+    }
+    let go = |a: &Expr, next_id: &mut u64| substitute_reduced(a, defs, next_id);
+    match e {
+        Expr::Var(x) => match defs.get(x) {
+            // binders of the definition made unique again at each use
+            Some(d) => crate::front::names::fresh_binders(d, &HashMap::new(), next_id),
+            None => e.clone(),
+        },
+        Expr::Const(_) => e.clone(),
+        Expr::Add(a, b) => build::add(go(a, next_id), go(b, next_id)),
+        Expr::Mul(a, b) => build::mul(go(a, next_id), go(b, next_id)),
+        Expr::Pair(a, b) => build::pair(go(a, next_id), go(b, next_id)),
+        Expr::Call(f, a) => build::call(*f, go(a, next_id)),
+        Expr::Fst(a) => match go(a, next_id) {
+            Expr::Pair(p, _) => *p,
+            a => build::fst(a),
+        },
+        Expr::Snd(a) => match go(a, next_id) {
+            Expr::Pair(_, q) => *q,
+            a => build::snd(a),
+        },
+        Expr::Get(a, i) => access(go(a, next_id), i, next_id),
+        Expr::Iverson(p, a) => build::iverson(p.clone(), go(a, next_id)),
+        Expr::Gen(i, d, a) => build::gen(*i, d.clone(), go(a, next_id)),
+        Expr::Sum(i, d, a) => build::sum(*i, d.clone(), go(a, next_id)),
+        Expr::Let(x, a, b) => build::let_(*x, go(a, next_id), go(b, next_id)),
+    }
+}
+
+/// `(get e a)`, reduced when `e` is a `gen` (under brackets): ATL reads 0
+/// out of range, hence the range bracket.
+fn access(e: Expr, a: &Affine, next_id: &mut u64) -> Expr {
+    match e {
+        Expr::Gen(j, d, body) => {
+            let mut names = |b: Symbol| {
+                *next_id += 1;
+                crate::front::names::make(crate::front::names::base(b.as_str()), *next_id)
+            };
+            match Substituter::new(&mut names).expr(&body, &Replace::Index(j, a.clone())) {
+                Ok(inner) => build::iverson(
+                    Pred::And(vec![
+                        Pred::Cmp(CmpOp::Le, Affine::constant(0), a.clone()),
+                        Pred::Cmp(CmpOp::Lt, a.clone(), d),
+                    ]),
+                    inner,
+                ),
+                Err(_) => build::get(build::gen(j, d, *body), a.clone()),
+            }
+        }
+        Expr::Iverson(p, inner) => build::iverson(p, access(*inner, a, next_id)),
+        e => build::get(e, a.clone()),
+    }
+}
+
+/// `e[i]` for a tensor `e` over the range `i` is known to lie in: a `gen`
+/// by substituting its binder, through brackets; an access otherwise.
+pub fn index(e: Expr, i: &Affine, next_id: &mut u64) -> Expr {
+    match e {
+        Expr::Gen(j, d, body) => {
+            let mut names = |b: Symbol| {
+                *next_id += 1;
+                crate::front::names::make(crate::front::names::base(b.as_str()), *next_id)
+            };
+            match Substituter::new(&mut names).expr(&body, &Replace::Index(j, i.clone())) {
+                Ok(out) => out,
+                Err(_) => build::get(build::gen(j, d, *body), i.clone()),
+            }
+        }
+        Expr::Iverson(p, a) => build::iverson(p, index(*a, i, next_id)),
+        e => build::get(e, i.clone()),
+    }
+}
+
+/// The sharing pass: a definition equal to an earlier binding's is that
+/// binding, and a subterm that computes an earlier binding's element (say
+/// `exp(z[i])` where `e = ⊞[j] exp(z[j])`, as derivatives recompute) reads
+/// it (`e[i]`), when the loops around the subterm range over the binding's
+/// extents. Work only goes down; no binding moves.
+pub fn reuse_bindings(binds: Vec<(Symbol, Expr)>, result: Expr) -> (Vec<(Symbol, Expr)>, Expr) {
+    let mut known: HashMap<String, Known> = HashMap::new();
+    let mut out: Vec<(Symbol, Expr)> = vec![];
+    let mut renamed: HashMap<Symbol, Symbol> = HashMap::new();
+    for (x, e) in binds {
+        let e = rename(&e, &renamed);
+        let whole = whole_key(&e);
+        if let Some(Known { name, .. }) = whole.as_ref().and_then(|k| known.get(k)) {
+            // the same definition: the later name is the earlier binding
+            renamed.insert(x, *name);
+            continue;
+        }
+        // keys of the definition as written, before it reads others
+        let element = element_key(x, &e);
+        let e = reuse_in(&e, &known, &mut vec![]);
+        if let Some(k) = whole {
+            let name = x;
+            known.insert(
+                k,
+                Known {
+                    name,
+                    order: vec![],
+                    dims: vec![],
+                },
+            );
+        }
+        if let Some((k, known_elem)) = element {
+            known.entry(k).or_insert(known_elem);
+        }
+        out.push((x, e));
+    }
+    let result = rename(&result, &renamed);
+    let result = reuse_in(&result, &known, &mut vec![]);
+    (out, result)
+}
+
+/// A binding, as found by a key: its name, and for an element key the
+/// order in which its `gen` indices first occur in its body (positions in
+/// the `gen` nest) and the `gen` extents.
+struct Known {
+    name: Symbol,
+    order: Vec<usize>,
+    dims: Vec<Affine>,
+}
+
+/// A key for a whole definition that does work (copies and constants are
+/// left to inlining).
+fn whole_key(e: &Expr) -> Option<String> {
+    if !does_work(e) {
+        return None;
+    }
+    let canon = super::runner::canonical_binders(e);
+    Some(format!(
+        "whole:{}",
+        crate::front::print::expr_to_string(&canon)
+    ))
+}
+
+/// Does `e` do arithmetic?
+fn does_work(e: &Expr) -> bool {
+    !does_no_work(e)
+}
+
+/// The key of a binding's element: `x = ⊞[i1] .. ⊞[ik] body` with every
+/// `i` in `body`, the body with its indices renamed by first occurrence.
+fn element_key(x: Symbol, e: &Expr) -> Option<(String, Known)> {
+    let mut gens: Vec<(Symbol, Affine)> = vec![];
+    let mut body = e;
+    while let Expr::Gen(i, d, b) = body {
+        gens.push((*i, d.clone()));
+        body = b;
+    }
+    if gens.is_empty() || !does_work(body) || matches!(body, Expr::Pair(..)) {
+        return None;
+    }
+    let loops: Vec<Symbol> = gens.iter().map(|g| g.0).collect();
+    let (key, seen) = subterm_key(body, &loops)?;
+    if seen.len() != loops.len() {
+        return None;
+    }
+    let order = seen
+        .iter()
+        .map(|v| loops.iter().position(|l| l == v).expect("a loop index"))
+        .collect();
+    Some((
+        key,
+        Known {
+            name: x,
+            order,
+            dims: gens.into_iter().map(|g| g.1).collect(),
+        },
+    ))
+}
+
+/// The key of a subterm whose free indices are among `loops`: its text
+/// with those indices renamed by first occurrence (and binders
+/// canonical), and the indices in that order.
+fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(String, Vec<Symbol>)> {
+    let free = free_names(t);
+    let mut seen: Vec<Symbol> = vec![];
+    first_indices(t, &mut vec![], &mut seen);
+    seen.retain(|v| loops.contains(v) && free.contains(v));
+    let slots: Vec<Symbol> = (0..seen.len())
+        .map(|k| crate::front::names::make("idx", format!("slot{k}")))
+        .collect();
+    let mut renamed = t.clone();
+    for (v, s) in seen.iter().zip(&slots) {
+        let mut no_fresh = |b: Symbol| b;
+        renamed = Substituter::new(&mut no_fresh)
+            .expr(&renamed, &Replace::Index(*v, Affine::var(*s)))
+            .ok()?;
+    }
+    let canon = super::runner::canonical_binders(&renamed);
+    Some((
+        format!("elem:{}", crate::front::print::expr_to_string(&canon)),
+        seen,
+    ))
+}
+
+/// The free index names of `e`'s affine expressions, in order of first
+/// occurrence (`bound`: the binders around).
+fn first_indices(e: &Expr, bound: &mut Vec<Symbol>, out: &mut Vec<Symbol>) {
+    let note = |a: &Affine, bound: &Vec<Symbol>, out: &mut Vec<Symbol>| {
+        for n in a.names() {
+            if !bound.contains(&n) && !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    };
+    match e {
+        Expr::Var(_) | Expr::Const(_) => {}
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
+            first_indices(a, bound, out);
+            first_indices(b, bound, out);
+        }
+        Expr::Let(x, a, b) => {
+            first_indices(a, bound, out);
+            bound.push(*x);
+            first_indices(b, bound, out);
+            bound.pop();
+        }
+        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) => first_indices(a, bound, out),
+        Expr::Get(a, i) => {
+            first_indices(a, bound, out);
+            note(i, bound, out);
+        }
+        Expr::Iverson(p, a) => {
+            let mut names = std::collections::BTreeSet::new();
+            crate::front::subst::pred_free(p, &mut names);
+            for n in names {
+                if !bound.contains(&n) && !out.contains(&n) {
+                    out.push(n);
+                }
+            }
+            first_indices(a, bound, out);
+        }
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+            note(d, bound, out);
+            bound.push(*i);
+            first_indices(a, bound, out);
+            bound.pop();
+        }
+    }
+}
+
+/// `e` with the subterms that an element key finds read from their
+/// binding; `loops`: the `gen`/`sum` indices around, with their extents.
+fn reuse_in(e: &Expr, known: &HashMap<String, Known>, loops: &mut Vec<(Symbol, Affine)>) -> Expr {
+    if known.is_empty() {
+        return e.clone();
+    }
+    if !loops.is_empty()
+        && does_work(e)
+        && matches!(
+            e,
+            Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
+        )
+        && super::bindings::term_size(e) <= MAX_REUSE_NODES
+    {
+        let names: Vec<Symbol> = loops.iter().map(|l| l.0).collect();
+        if let Some((key, seen)) = subterm_key(e, &names) {
+            if let Some(k) = known.get(&key) {
+                if k.order.len() == seen.len() {
+                    // gen position k.order[m] gets the m-th index seen
+                    let mut idx: Vec<Option<Symbol>> = vec![None; k.dims.len()];
+                    for (m, pos) in k.order.iter().enumerate() {
+                        idx[*pos] = Some(seen[m]);
+                    }
+                    let extent_ok = idx.iter().zip(&k.dims).all(|(v, d)| {
+                        v.and_then(|v| loops.iter().rev().find(|l| l.0 == v))
+                            .is_some_and(|l| &l.1 == d)
+                    });
+                    if extent_ok {
+                        return idx.into_iter().fold(Expr::Var(k.name), |acc, v| {
+                            build::get(acc, Affine::var(v.expect("every position")))
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let go = |a: &Expr, loops: &mut Vec<(Symbol, Affine)>| reuse_in(a, known, loops);
+    match e {
+        Expr::Var(_) | Expr::Const(_) => e.clone(),
+        Expr::Add(a, b) => build::add(go(a, loops), go(b, loops)),
+        Expr::Mul(a, b) => build::mul(go(a, loops), go(b, loops)),
+        Expr::Pair(a, b) => build::pair(go(a, loops), go(b, loops)),
+        Expr::Call(f, a) => build::call(*f, go(a, loops)),
+        Expr::Fst(a) => build::fst(go(a, loops)),
+        Expr::Snd(a) => build::snd(go(a, loops)),
+        Expr::Get(a, i) => build::get(go(a, loops), i.clone()),
+        Expr::Iverson(p, a) => build::iverson(p.clone(), go(a, loops)),
+        Expr::Let(x, a, b) => build::let_(*x, go(a, loops), go(b, loops)),
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+            loops.push((*i, d.clone()));
+            let a = go(a, loops);
+            loops.pop();
+            if matches!(e, Expr::Gen(..)) {
+                build::gen(*i, d.clone(), a)
+            } else {
+                build::sum(*i, d.clone(), a)
+            }
+        }
+    }
+}
+
+/// Subterms larger than this are not looked up (keys cost their size).
+const MAX_REUSE_NODES: usize = 64;
+
+/// `e` with variables renamed by `map`.
+fn rename(e: &Expr, map: &HashMap<Symbol, Symbol>) -> Expr {
+    if map.is_empty() {
+        return e.clone();
+    }
+    let mut out = e.clone();
+    for x in free_names(e) {
+        if let Some(y) = map.get(&x) {
+            let mut no_fresh = |b: Symbol| b;
+            out = Substituter::new(&mut no_fresh)
+                .expr(&out, &Replace::Var(x, Expr::Var(*y)))
+                .expect("renaming a variable cannot overflow");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::derive::normalize::{lift, unflatten, Fresh};
+    use crate::front::ast::Program;
+    use crate::front::parse_program;
+    use crate::semantics::eval::evaluate;
+
+    fn flat(text: &str) -> (Program, Vec<(Symbol, Expr)>, Expr) {
+        let p = parse_program(text.as_bytes()).unwrap();
+        let mut fresh = Fresh::above(&p.body);
+        let (binds, result) = lift(&p.body, &mut fresh);
+        (p, binds, result)
+    }
+
+    /// The program with the bindings and result given, evaluated at random
+    /// inputs, equals the original.
+    fn same_values(p: &Program, binds: Vec<(Symbol, Expr)>, result: Expr) {
+        let q = Program {
+            body: unflatten((binds, result)),
+            ..p.clone()
+        };
+        let sizes: crate::semantics::value::Sizes = p.sizes.iter().map(|s| (*s, 5)).collect();
+        let inputs = crate::corpus::random_inputs(p, &sizes, &mut crate::rng::Rng::new(7)).unwrap();
+        assert_eq!(
+            evaluate(p, &inputs).unwrap(),
+            evaluate(&q, &inputs).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_diagonal_binding_is_inlined_into_its_use() {
+        let (p, binds, result) = flat(
+            "(fn f ((x (tensor n R)) (v (tensor n R)))
+               (let A (gen i n (gen j n (iverson (== i j) (get x i))))
+                 (gen i n (sum j n (* (get (get A i) j) (get v j))))))",
+        );
+        let mut id = 1000;
+        let (binds2, result2) = inline_free_bindings(binds, result, &mut id);
+        assert!(!free_names(&result2).contains(&Symbol::from("A")));
+        same_values(&p, binds2, result2);
+    }
+
+    #[test]
+    fn a_recomputed_element_is_read_from_its_binding() {
+        let (p, binds, result) = flat(
+            "(fn f ((x (tensor n R)) (y (tensor n R)))
+               (let e (gen i n (exp (get x i)))
+                 (let r (gen k n (* (exp (get x k)) (get y k)))
+                   (sum i n (+ (get e i) (get r i))))))",
+        );
+        let (binds2, result2) = reuse_bindings(binds, result);
+        let r = &binds2.iter().find(|b| b.0 == Symbol::from("r")).unwrap().1;
+        assert!(free_names(r).contains(&Symbol::from("e")), "{r:?}");
+        same_values(&p, binds2, result2);
+    }
+
+    #[test]
+    fn an_equal_definition_is_the_earlier_binding() {
+        let (p, binds, result) = flat(
+            "(fn f ((x (tensor n R)))
+               (let a (gen i n (* (get x i) (get x i)))
+                 (let b (gen j n (* (get x j) (get x j)))
+                   (sum i n (* (get a i) (get b i))))))",
+        );
+        let (binds2, result2) = reuse_bindings(binds, result);
+        assert_eq!(binds2.len(), 1);
+        same_values(&p, binds2, result2);
+    }
+}
