@@ -43,12 +43,18 @@ uint64_t atlpacked_ops[3];
 #define ATL_CALL() (atlpacked_ops[2]++)
 #define ATL_FIRST(h) int h = 0
 #define ATL_SUMADD(h) (atlpacked_ops[0] += (uint64_t)(h), (h) = 1)
+#define ATL_FIRST_AT(h, n) uint8_t *h = (uint8_t *)calloc((size_t)(n) + 1, 1); if (h == NULL) { free(atl_arena); return 2; }
+#define ATL_SUMADD_AT(h, i) (atlpacked_ops[0] += (uint64_t)(h)[i], (h)[i] = 1)
+#define ATL_FIRST_AT_END(h) free(h)
 #else
 #define ATL_ADD(c) ((void)0)
 #define ATL_MUL() ((void)0)
 #define ATL_CALL() ((void)0)
 #define ATL_FIRST(h) ((void)0)
 #define ATL_SUMADD(h) ((void)0)
+#define ATL_FIRST_AT(h, n) ((void)0)
+#define ATL_SUMADD_AT(h, i) ((void)0)
+#define ATL_FIRST_AT_END(h) ((void)0)
 #endif
 
 /* Index arithmetic (b > 0). */

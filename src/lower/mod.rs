@@ -22,6 +22,7 @@
 //!   range unless its index is a loop variable over exactly that range.
 
 pub mod ir;
+mod order;
 mod pred;
 mod value;
 
@@ -399,22 +400,7 @@ impl Lowerer {
     /// Store the value of `e` into the place `dest` (every element written).
     pub(crate) fn store(&mut self, e: &Expr, dest: &V) -> Result<()> {
         match e {
-            Expr::Gen(i, d, body) => {
-                let dn = self.dim(d)?;
-                let iv = self.bind_index(*i);
-                self.full_range.insert(*i, d.clone());
-                let (stmts, ()) = self.block(|lw| {
-                    let inner = dest.index_unchecked(&iv, lw)?;
-                    lw.store(body, &inner)
-                })?;
-                self.out.push(Stmt::For {
-                    var: iv,
-                    lo: "0".into(),
-                    hi: dn,
-                    body: stmts,
-                });
-                Ok(())
-            }
+            Expr::Gen(i, d, body) => self.store_gen(*i, d, body, dest),
             Expr::Iverson(p, body) if !dest.is_scalar_place() => {
                 let (pre, c) = self.block(|lw| lw.pred(p))?;
                 self.out.extend(pre);
@@ -442,6 +428,24 @@ impl Lowerer {
                 v.copy_into(dest, self)
             }
         }
+    }
+
+    /// `(gen i d body)` stored into `dest`, one element per iteration.
+    pub(crate) fn gen_loop(&mut self, i: Symbol, d: &Affine, body: &Expr, dest: &V) -> Result<()> {
+        let dn = self.dim(d)?;
+        let iv = self.bind_index(i);
+        self.full_range.insert(i, d.clone());
+        let (stmts, ()) = self.block(|lw| {
+            let inner = dest.index_unchecked(&iv, lw)?;
+            lw.store(body, &inner)
+        })?;
+        self.out.push(Stmt::For {
+            var: iv,
+            lo: "0".into(),
+            hi: dn,
+            body: stmts,
+        });
+        Ok(())
     }
 
     /// The value of `e`: a scalar expression, or a view of tensor leaves.
@@ -553,11 +557,28 @@ impl Lowerer {
     /// A maximal chain of nested sums with its bracket: loops bounded by
     /// the bracket's affine conjuncts; returns the accumulator.
     fn sum_chain(&mut self, e: &Expr, base: &str) -> Result<String> {
-        let (chain, p, body) = crate::semantics::eval::sum_chain(e);
         let acc = self.fresh("acc", base);
         let first = self.fresh("h", "");
         self.line(format!("double ATL_MAYBE_UNUSED {acc} = 0.0;"));
         self.line(format!("ATL_FIRST({first});"));
+        self.sum_nest(
+            e,
+            &Acc::Scalar {
+                acc: acc.clone(),
+                first,
+            },
+        )?;
+        Ok(acc)
+    }
+
+    /// The loops of a sum chain accumulating into `acc`; with
+    /// [`Acc::Row`] the `gen` variable is one more loop, the innermost
+    /// (loop interchange, see [`order`]).
+    pub(crate) fn sum_nest(&mut self, e: &Expr, acc: &Acc) -> Result<()> {
+        let (mut chain, p, body) = crate::semantics::eval::sum_chain(e);
+        if let Acc::Row { gen, dim, .. } = acc {
+            chain.push((*gen, dim));
+        }
         let vars: Vec<Symbol> = chain.iter().map(|(i, _)| *i).collect();
         let mut system = vec![];
         for (i, d) in &chain {
@@ -626,8 +647,7 @@ impl Lowerer {
                 placed[at].push((neg, q));
             }
             let top = self.constraint_conds(&plan.top)?;
-            let (stmts, ()) =
-                self.block(|lw| lw.levels(&plan, 0, &placed, body, &acc, &first, &chain))?;
+            let (stmts, ()) = self.block(|lw| lw.levels(&plan, 0, &placed, body, acc, &chain))?;
             if top.is_empty() {
                 self.out.extend(stmts);
             } else {
@@ -638,7 +658,7 @@ impl Lowerer {
                 });
             }
         }
-        Ok(acc)
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -648,8 +668,7 @@ impl Lowerer {
         k: usize,
         placed: &[Vec<(bool, Pred)>],
         body: &Expr,
-        acc: &str,
-        first: &str,
+        acc: &Acc,
         chain: &[(Symbol, &Affine)],
     ) -> Result<()> {
         // Non-affine conjuncts whose variables are all bound by now.
@@ -685,8 +704,30 @@ impl Lowerer {
                 }
                 let (stmts, ()) = lw.block(|lw| {
                     let x = lw.scalar(body, "v")?;
-                    lw.line(format!("{acc} += {x};"));
-                    lw.line(format!("ATL_SUMADD({first});"));
+                    match acc {
+                        Acc::Scalar { acc, first } => {
+                            lw.line(format!("{acc} += {x};"));
+                            lw.line(format!("ATL_SUMADD({first});"));
+                        }
+                        Acc::Row {
+                            gen,
+                            buf,
+                            off,
+                            flags,
+                            ..
+                        } => {
+                            let i = lw.names.get(gen).cloned().ok_or_else(|| {
+                                Error::eval("an interchanged gen variable is unbound")
+                            })?;
+                            let at = if off == "0" {
+                                i.clone()
+                            } else {
+                                format!("{off} + {i}")
+                            };
+                            lw.line(format!("{buf}[{at}] += {x};"));
+                            lw.line(format!("ATL_SUMADD_AT({flags}, {i});"));
+                        }
+                    }
                     Ok(())
                 })?;
                 if late.is_empty() {
@@ -711,7 +752,7 @@ impl Lowerer {
             let (stmts, ()) = lw.block(|lw| {
                 let g = lw.constraint_conds(&level.guards)?;
                 let (inner, ()) =
-                    lw.block(|lw| lw.levels(plan, k + 1, placed, body, acc, first, chain))?;
+                    lw.block(|lw| lw.levels(plan, k + 1, placed, body, acc, chain))?;
                 if g.is_empty() {
                     lw.out.extend(inner);
                 } else {
@@ -775,6 +816,21 @@ impl Lowerer {
             })
             .collect()
     }
+}
+
+/// Where a sum chain accumulates.
+pub(crate) enum Acc {
+    /// A C local, with its first-term flag (the first term needs no addition).
+    Scalar { acc: String, first: String },
+    /// `buf[off + i]` for every `i` of `(gen gen dim ...)`, the gen's loop
+    /// innermost; `flags` marks which elements have their first term.
+    Row {
+        gen: Symbol,
+        dim: Affine,
+        buf: String,
+        off: String,
+        flags: String,
+    },
 }
 
 fn overflow() -> Error {
