@@ -186,7 +186,11 @@ fn generated_c_is_warning_free() {
         let src = backend::generate(&prog).expect("generate").source;
         let c = dir.join("p.c");
         std::fs::write(&c, &src).expect("write");
-        for extra in [&[][..], &["-DATL_COUNT_OPS"][..]] {
+        for extra in [
+            &[][..],
+            &["-DATL_COUNT_OPS"][..],
+            &["-fopenmp-simd", "-DATL_SIMD"][..],
+        ] {
             let out = Command::new(build::compiler())
                 .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", "-c", "-o"])
                 .arg(dir.join("p.o"))

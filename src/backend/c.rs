@@ -36,6 +36,15 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_MAYBE_UNUSED
 #endif
 
+/* ATL_SIMD (set by the default build flags with -fopenmp-simd): an
+   innermost sum may add its terms in any order (SIMD lanes); never in the
+   counting build, whose first-term flag is a loop-carried dependence. */
+#define ATL_PRAGMA(x) _Pragma(#x)
+#if defined(ATL_SIMD) && !defined(ATL_COUNT_OPS)
+#define ATL_SIMD_REDUCE(a) ATL_PRAGMA(omp simd reduction(+:a))
+#else
+#define ATL_SIMD_REDUCE(a)
+#endif
 #ifdef ATL_COUNT_OPS
 uint64_t atlpacked_ops[3];
 #define ATL_ADD(c) (atlpacked_ops[0] += (uint64_t)((c) != 0))

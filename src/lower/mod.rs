@@ -764,6 +764,13 @@ impl Lowerer {
                 }
                 Ok(())
             })?;
+            // The innermost loop of a scalar reduction without loops of its
+            // own: its terms may be added in SIMD lanes (reassociation).
+            if let Acc::Scalar { acc, .. } = acc {
+                if k + 1 == plan.levels.len() && !has_loop(&stmts) {
+                    lw.line(format!("ATL_SIMD_REDUCE({acc})"));
+                }
+            }
             lw.out.push(Stmt::For {
                 var: c,
                 lo,
@@ -831,6 +838,15 @@ pub(crate) enum Acc {
         off: String,
         flags: String,
     },
+}
+
+/// Does a block contain a loop?
+fn has_loop(ss: &[Stmt]) -> bool {
+    ss.iter().any(|s| match s {
+        Stmt::Line(_) => false,
+        Stmt::For { .. } => true,
+        Stmt::If { then, els, .. } => has_loop(then) || has_loop(els),
+    })
 }
 
 fn overflow() -> Error {

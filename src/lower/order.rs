@@ -24,9 +24,10 @@
 //! tie when `D <= ROW_LIMIT` at run time (the row then stays in cache and
 //! the sum's arrays are streamed once instead of once per output).
 //!
-//! Only sums reached from the gen's body through `+`, `*` and calls are
-//! candidates (those run for every `i`; a sum under a bracket or a `let`
-//! stays where it is), with a summand that does no sum, `gen` or `let` of
+//! Only sums reached from the gen's body through `+`, `*` and calls (and
+//! lets of views not depending on `i`, bound once before the loop) are
+//! candidates (those run for every `i`; a sum under a bracket or another
+//! `let` stays where it is), with a summand that does no sum, `gen` or `let` of
 //! its own and a bracket without equalities (an equality already removes a
 //! loop; the plan keeps that). A candidate that is the whole body
 //! accumulates into the destination row; otherwise into a fresh row that
@@ -207,6 +208,19 @@ impl Lowerer {
     /// Store `(gen i d body)` into `dest`, interchanging the loops of the
     /// body's sums where the heuristic says so (module doc).
     pub(crate) fn store_gen(&mut self, i: Symbol, d: &Affine, body: &Expr, dest: &V) -> Result<()> {
+        // A let of a view (no work) that does not mention `i` is bound
+        // once, outside the loop, so that the sum under it is a candidate.
+        if let Expr::Let(x, e0, rest) = body {
+            if *x != i
+                && super::lazy_gen(e0).is_some()
+                && !crate::front::subst::free_names(e0).contains(&i)
+            {
+                let old = self.bind_let(*x, e0)?;
+                let r = self.store_gen(i, d, rest, dest);
+                self.unbind(*x, old);
+                return r;
+            }
+        }
         let row =
             matches!(dest, V::Leaf { dims, conds, .. } if dims.len() == 1 && conds.is_empty());
         let mut cands = vec![];
