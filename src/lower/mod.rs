@@ -21,6 +21,7 @@
 //! * an out-of-range `get` reads zero: every access is guarded by its
 //!   range unless its index is a loop variable over exactly that range.
 
+mod fuse;
 pub mod ir;
 mod order;
 mod pred;
@@ -412,6 +413,9 @@ impl Lowerer {
             Expr::Let(x, e0, body) => {
                 if matches!(&**body, Expr::Var(y) if y == x) {
                     return self.store(e0, dest);
+                }
+                if self.store_fused(e, dest)? {
+                    return Ok(());
                 }
                 let old = self.bind_let(*x, e0)?;
                 let r = self.store(body, dest);

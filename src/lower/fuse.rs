@@ -1,0 +1,326 @@
+//! Fusion of a let spine's gens over the same extent (row fusion).
+//!
+//! Tensor SSA writes a derivative as a chain of lets, most of them
+//! `(gen i n ...)` over the same `n`, each reading the earlier ones only at
+//! its own row: `(let u1 (gen i n ...) (let s (gen i1 n (... (get u1 i1)
+//! ...)) ...))`. Run one after the other, every intermediate makes a round
+//! trip through memory, where the function itself keeps its rows in
+//! registers. Here such a run of consecutive lets (and then the result's
+//! leaves that qualify: gens over the same extent, and plain sums
+//! `(sum i n e)` of a scalar leaf) becomes one loop over the rows: in each
+//! iteration every member computes its row, in order. A member that no
+//! later part of the program reads (outside the run) is *contracted* to one
+//! row, reused by every iteration; the others keep their full buffer.
+//!
+//! Every element is still computed exactly once, by the same operations in
+//! the same order (the executed operations and values are unchanged). A
+//! member qualifies when each free occurrence of an earlier member `x` in
+//! it is `(get x v)`, `v` its own gen variable (free there); a view let
+//! (no work), a different extent or any other use ends the run.
+
+use super::value::V;
+use super::Lowerer;
+use crate::error::Result;
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, Type};
+use crate::front::subst::free_names;
+use egg::Symbol;
+
+use super::ir::Stmt;
+
+fn is_var(a: &Affine, v: Symbol) -> bool {
+    a.constant == 0 && a.terms.len() == 1 && a.terms[0] == (v, 1)
+}
+
+/// Is every free occurrence of `x` in `e` of the form `(get x v)`, with
+/// `v` free there?
+fn row_only(e: &Expr, x: Symbol, v: Symbol) -> bool {
+    match e {
+        Expr::Get(a, i) if matches!(&**a, Expr::Var(y) if *y == x) => is_var(i, v),
+        Expr::Var(y) => *y != x,
+        Expr::Const(_) => true,
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
+            row_only(a, x, v) && row_only(b, x, v)
+        }
+        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => row_only(a, x, v),
+        Expr::Iverson(_, a) => row_only(a, x, v),
+        Expr::Let(y, e0, b) => {
+            row_only(e0, x, v)
+                && (*y == x
+                    || if *y == v {
+                        !free_names(b).contains(&x)
+                    } else {
+                        row_only(b, x, v)
+                    })
+        }
+        Expr::Gen(y, _, b) | Expr::Sum(y, _, b) => {
+            *y == x
+                || if *y == v {
+                    !free_names(b).contains(&x)
+                } else {
+                    row_only(b, x, v)
+                }
+        }
+    }
+}
+
+/// `e` with every free `(get x v)` replaced by `to`.
+fn rewrite(e: &Expr, x: Symbol, v: Symbol, to: Symbol) -> Expr {
+    let r = |a: &Expr| Box::new(rewrite(a, x, v, to));
+    match e {
+        Expr::Get(a, i) if matches!(&**a, Expr::Var(y) if *y == x) && is_var(i, v) => Expr::Var(to),
+        Expr::Var(_) | Expr::Const(_) => e.clone(),
+        Expr::Add(a, b) => Expr::Add(r(a), r(b)),
+        Expr::Mul(a, b) => Expr::Mul(r(a), r(b)),
+        Expr::Pair(a, b) => Expr::Pair(r(a), r(b)),
+        Expr::Call(f, a) => Expr::Call(*f, r(a)),
+        Expr::Fst(a) => Expr::Fst(r(a)),
+        Expr::Snd(a) => Expr::Snd(r(a)),
+        Expr::Get(a, i) => Expr::Get(r(a), i.clone()),
+        Expr::Iverson(p, a) => Expr::Iverson(p.clone(), r(a)),
+        Expr::Let(y, e0, b) => {
+            Expr::Let(*y, r(e0), if *y == x || *y == v { b.clone() } else { r(b) })
+        }
+        Expr::Gen(y, d, b) => Expr::Gen(
+            *y,
+            d.clone(),
+            if *y == x || *y == v { b.clone() } else { r(b) },
+        ),
+        Expr::Sum(y, d, b) => Expr::Sum(
+            *y,
+            d.clone(),
+            if *y == x || *y == v { b.clone() } else { r(b) },
+        ),
+    }
+}
+
+/// The leaves of a result: expression and destination, pairs split.
+fn leaves<'a>(e: &'a Expr, dest: &V, out: &mut Vec<(&'a Expr, V)>) {
+    match (e, dest) {
+        (Expr::Pair(a, b), V::Pair(da, db)) => {
+            leaves(a, da, out);
+            leaves(b, db, out);
+        }
+        _ => out.push((e, dest.clone())),
+    }
+}
+
+/// A member of a fused run.
+enum Member<'a> {
+    /// A let: its name, variable and body.
+    Let(Symbol, Symbol, &'a Expr),
+    /// A result leaf `(gen v n body)`.
+    Out(Symbol, &'a Expr, V),
+    /// A result leaf `(sum v n body)` (scalar).
+    Sum(Symbol, &'a Expr, V),
+}
+
+impl Lowerer {
+    /// Store a let spine starting at `e` (a `let`) into `dest`, fusing its
+    /// leading run of gens over one extent (module doc). `Ok(false)`: no
+    /// run of two or more, nothing emitted.
+    pub(crate) fn store_fused(&mut self, e: &Expr, dest: &V) -> Result<bool> {
+        let Expr::Let(_, first, _) = e else {
+            return Ok(false);
+        };
+        let Expr::Gen(_, n, _) = &**first else {
+            return Ok(false);
+        };
+        let qualifies = |body: &Expr, v: Symbol, names: &[Symbol]| {
+            names.iter().all(|x| *x != v && row_only(body, *x, v))
+        };
+        // The lets of the run.
+        let mut names: Vec<Symbol> = vec![];
+        let mut members: Vec<Member> = vec![];
+        let mut rest = e;
+        while let Expr::Let(x, e0, b) = rest {
+            let Expr::Gen(v, d, body) = &**e0 else { break };
+            if d != n
+                || super::lazy_gen(e0).is_some()
+                || names.contains(x)
+                || !qualifies(body, *v, &names)
+            {
+                break;
+            }
+            names.push(*x);
+            members.push(Member::Let(*x, *v, body));
+            rest = b;
+        }
+        // Then the result's leaves, when every let joined.
+        let mut others: Vec<(&Expr, V)> = vec![];
+        let mut after: Vec<&Expr> = vec![];
+        if matches!(rest, Expr::Let(..)) {
+            after.push(rest);
+        } else {
+            let mut ls = vec![];
+            leaves(rest, dest, &mut ls);
+            for (le, ld) in ls {
+                match le {
+                    Expr::Gen(v, d, body) if d == n && qualifies(body, *v, &names) => {
+                        members.push(Member::Out(*v, body, ld))
+                    }
+                    Expr::Sum(v, d, body)
+                        if d == n
+                            && ld.is_scalar_place()
+                            && !matches!(&**body, Expr::Sum(..) | Expr::Iverson(..))
+                            && qualifies(body, *v, &names) =>
+                    {
+                        members.push(Member::Sum(*v, body, ld))
+                    }
+                    _ => {
+                        after.push(le);
+                        others.push((le, ld));
+                    }
+                }
+            }
+        }
+        if members.len() < 2 {
+            return Ok(false);
+        }
+        // Places: full for members read after the run, one row otherwise.
+        let read_after = |x: Symbol| after.iter().any(|a| free_names(a).contains(&x));
+        let dn = self.dim(n)?;
+        let c = self.fresh("i", "row");
+        let mut full: Vec<(Symbol, V, Type)> = vec![];
+        let mut rows: Vec<(Symbol, V, Type)> = vec![];
+        let mut old_types = vec![];
+        for m in &members {
+            if let Member::Let(x, _, _) = m {
+                let Expr::Let(_, e0, _) = find_let(e, *x) else {
+                    unreachable!("a member let is in the spine")
+                };
+                let ty = self.type_of(e0)?;
+                old_types.push((*x, self.tenv.insert(*x, ty.clone())));
+                let Type::Tensor(_, elem) = &ty else {
+                    unreachable!("a gen has a tensor type")
+                };
+                if read_after(*x) {
+                    let p = self.place(x.as_str(), &ty)?;
+                    full.push((*x, p.clone(), ty.clone()));
+                    rows.push((*x, p.index_unchecked(&c, self)?, (**elem).clone()));
+                } else {
+                    let p = self.place(x.as_str(), elem)?;
+                    rows.push((*x, p, (**elem).clone()));
+                }
+            }
+        }
+        // Sum members' accumulators.
+        let mut accs = vec![];
+        for m in &members {
+            if let Member::Sum(..) = m {
+                let acc = self.fresh("acc", "row");
+                let first = self.fresh("h", "");
+                self.line(format!("double ATL_MAYBE_UNUSED {acc} = 0.0;"));
+                self.line(format!("ATL_FIRST({first});"));
+                accs.push((acc, first));
+            }
+        }
+        let (stmts, ()) = self.block(|lw| {
+            let mut acc_it = accs.iter();
+            // The rows computed so far in this iteration: name, row symbol.
+            let mut done: Vec<(Symbol, Symbol)> = vec![];
+            let mut saved = vec![];
+            for m in &members {
+                let (v, body) = match m {
+                    Member::Let(_, v, b) | Member::Out(v, b, _) | Member::Sum(v, b, _) => (*v, *b),
+                };
+                let mut body = body.clone();
+                for (x, to) in &done {
+                    body = rewrite(&body, *x, v, *to);
+                }
+                let old_name = lw.names.insert(v, c.clone());
+                let old_range = lw.full_range.insert(v, n.clone());
+                match m {
+                    Member::Let(x, _, _) => {
+                        let (_, row, elem) = rows
+                            .iter()
+                            .find(|(y, _, _)| y == x)
+                            .expect("a row per member let");
+                        lw.store(&body, row)?;
+                        let sym = Symbol::from(lw.fresh("%row", x.as_str()).as_str());
+                        lw.vals.insert(sym, row.clone());
+                        saved.push(sym);
+                        lw.tenv.insert(sym, elem.clone());
+                        done.push((*x, sym));
+                    }
+                    Member::Out(_, _, ld) => {
+                        let row = ld.index_unchecked(&c, lw)?;
+                        lw.store(&body, &row)?;
+                    }
+                    Member::Sum(..) => {
+                        let (acc, first) = acc_it.next().expect("an accumulator per sum");
+                        let x = lw.scalar(&body, "v")?;
+                        lw.line(format!("{acc} += {x};"));
+                        lw.line(format!("ATL_SUMADD({first});"));
+                    }
+                }
+                match old_name {
+                    Some(o) => lw.names.insert(v, o),
+                    None => lw.names.remove(&v),
+                };
+                match old_range {
+                    Some(o) => lw.full_range.insert(v, o),
+                    None => lw.full_range.remove(&v),
+                };
+            }
+            for sym in saved {
+                lw.vals.remove(&sym);
+                lw.tenv.remove(&sym);
+            }
+            Ok(())
+        })?;
+        self.out.push(Stmt::For {
+            var: c,
+            lo: "0".into(),
+            hi: dn,
+            body: stmts,
+        });
+        let mut acc_it = accs.iter();
+        for m in &members {
+            if let Member::Sum(_, _, ld) = m {
+                let (acc, _) = acc_it.next().expect("an accumulator per sum");
+                V::Scalar(acc.clone()).copy_into(ld, self)?;
+            }
+        }
+        // The rest, with the full members bound.
+        let mut olds = vec![];
+        for (x, p, _) in full {
+            olds.push((x, self.vals.insert(x, p)));
+        }
+        let r = (|| {
+            if matches!(rest, Expr::Let(..)) {
+                self.store(rest, dest)
+            } else {
+                for (le, ld) in &others {
+                    self.store(le, ld)?;
+                }
+                Ok(())
+            }
+        })();
+        for (x, old) in olds.into_iter().rev() {
+            match old {
+                Some(v) => self.vals.insert(x, v),
+                None => self.vals.remove(&x),
+            };
+        }
+        for (x, old) in old_types.into_iter().rev() {
+            match old {
+                Some(t) => self.tenv.insert(x, t),
+                None => self.tenv.remove(&x),
+            };
+        }
+        r.map(|()| true)
+    }
+}
+
+/// The `let x` of a spine.
+fn find_let(e: &Expr, x: Symbol) -> &Expr {
+    let mut e = e;
+    while let Expr::Let(y, _, b) = e {
+        if *y == x {
+            return e;
+        }
+        e = b;
+    }
+    e
+}
