@@ -113,9 +113,55 @@ enum Member<'a> {
     Out(Symbol, &'a Expr, V),
     /// A result leaf `(sum v n body)` (scalar).
     Sum(Symbol, &'a Expr, V),
+    /// A result leaf `(gen g dim body)` whose one sum `sum` (reached through
+    /// `+`, `*`, calls) runs over the rows, `(sum v n inner)`, interchanged:
+    /// each row adds its terms to the accumulator row of `g`.
+    Reduce {
+        g: Symbol,
+        dim: &'a Affine,
+        body: &'a Expr,
+        sum: &'a Expr,
+        inner: (Symbol, &'a Expr),
+        dest: V,
+    },
 }
 
 impl Lowerer {
+    /// `(gen g dim body)` as a [`Member::Reduce`]: its sum and the sum's
+    /// variable and summand.
+    fn reduction_member<'a>(
+        &self,
+        g: Symbol,
+        dim: &Affine,
+        body: &'a Expr,
+        n: &Affine,
+        names: &[Symbol],
+        dest: &V,
+    ) -> Option<(&'a Expr, (Symbol, &'a Expr))> {
+        if !matches!(dest, V::Leaf { dims, conds, .. } if dims.len() == 1 && dims[0] == *dim && conds.is_empty())
+        {
+            return None;
+        }
+        let mut cands = vec![];
+        super::order::candidates(body, &mut cands);
+        let [s] = cands.as_slice() else { return None };
+        let Expr::Sum(v, d, inner) = s else {
+            return None;
+        };
+        let ok = d == n
+            && *v != g
+            && self.interchange(g, s) == Some(true)
+            && names.iter().all(|x| *x != *v && row_only(inner, *x, *v))
+            && {
+                // Members may be read only inside the sum.
+                let zero = Expr::Const(crate::front::ast::Real(0.0));
+                let outside = super::order::replace(body, &[(*s as *const Expr, zero)]);
+                let free = free_names(&outside);
+                names.iter().all(|x| !free.contains(x))
+            };
+        ok.then_some((*s, (*v, &**inner)))
+    }
+
     /// Store a let spine starting at `e` (a `let`) into `dest`, fusing its
     /// leading run of gens over one extent (module doc). `Ok(false)`: no
     /// run of two or more, nothing emitted.
@@ -135,11 +181,9 @@ impl Lowerer {
         let mut rest = e;
         while let Expr::Let(x, e0, b) = rest {
             let Expr::Gen(v, d, body) = &**e0 else { break };
-            if d != n
-                || super::lazy_gen(e0).is_some()
-                || names.contains(x)
-                || !qualifies(body, *v, &names)
-            {
+            // A view (no work) joins only with scalar rows (one copy per row).
+            let view_of_rows = super::lazy_gen(e0).is_some_and(|(ps, _)| ps.len() > 1);
+            if d != n || view_of_rows || names.contains(x) || !qualifies(body, *v, &names) {
                 break;
             }
             names.push(*x);
@@ -166,6 +210,22 @@ impl Lowerer {
                             && qualifies(body, *v, &names) =>
                     {
                         members.push(Member::Sum(*v, body, ld))
+                    }
+                    Expr::Gen(g, dm, body) if !names.is_empty() => {
+                        match self.reduction_member(*g, dm, body, n, &names, &ld) {
+                            Some((s, inner)) => members.push(Member::Reduce {
+                                g: *g,
+                                dim: dm,
+                                body,
+                                sum: s,
+                                inner,
+                                dest: ld,
+                            }),
+                            None => {
+                                after.push(le);
+                                others.push((le, ld));
+                            }
+                        }
                     }
                     _ => {
                         after.push(le);
@@ -215,14 +275,56 @@ impl Lowerer {
                 accs.push((acc, first));
             }
         }
+        // Reductions' rows (the destination, or a fresh row the body then
+        // reads), zero filled, with their first-term flags.
+        let mut reds: Vec<(String, String, String, Option<Symbol>)> = vec![];
+        for m in &members {
+            if let Member::Reduce {
+                dim,
+                body,
+                sum,
+                dest,
+                ..
+            } = m
+            {
+                let dn = self.dim(dim)?;
+                let (buf, off, tmp) = match dest {
+                    V::Leaf { buf, off, .. } if std::ptr::eq(*sum, *body) => {
+                        (buf.clone(), off.clone(), None)
+                    }
+                    _ => {
+                        let t = self.slot("row", std::slice::from_ref(*dim))?;
+                        let sym = Symbol::from(self.fresh("%row", "").as_str());
+                        (t, "0".to_string(), Some(sym))
+                    }
+                };
+                let k = self.fresh("k", "");
+                let at = if off == "0" {
+                    k.clone()
+                } else {
+                    format!("{off} + {k}")
+                };
+                self.out.push(Stmt::For {
+                    var: k,
+                    lo: "0".into(),
+                    hi: dn.clone(),
+                    body: vec![Stmt::Line(format!("{buf}[{at}] = 0.0;"))],
+                });
+                let flags = self.fresh("h", "");
+                self.line(format!("ATL_FIRST_AT({flags}, {dn});"));
+                reds.push((buf, off, flags, tmp));
+            }
+        }
         let (stmts, ()) = self.block(|lw| {
             let mut acc_it = accs.iter();
             // The rows computed so far in this iteration: name, row symbol.
             let mut done: Vec<(Symbol, Symbol)> = vec![];
             let mut saved = vec![];
+            let mut red_it = reds.iter();
             for m in &members {
                 let (v, body) = match m {
                     Member::Let(_, v, b) | Member::Out(v, b, _) | Member::Sum(v, b, _) => (*v, *b),
+                    Member::Reduce { inner, .. } => *inner,
                 };
                 let mut body = body.clone();
                 for (x, to) in &done {
@@ -253,6 +355,19 @@ impl Lowerer {
                         lw.line(format!("{acc} += {x};"));
                         lw.line(format!("ATL_SUMADD({first});"));
                     }
+                    Member::Reduce { g, dim, .. } => {
+                        let (buf, off, flags, _) = red_it.next().expect("a row per reduction");
+                        lw.sum_nest(
+                            &body,
+                            &super::Acc::Row {
+                                gen: *g,
+                                dim: (*dim).clone(),
+                                buf: buf.clone(),
+                                off: off.clone(),
+                                flags: flags.clone(),
+                            },
+                        )?;
+                    }
                 }
                 match old_name {
                     Some(o) => lw.names.insert(v, o),
@@ -276,10 +391,39 @@ impl Lowerer {
             body: stmts,
         });
         let mut acc_it = accs.iter();
+        let mut red_it = reds.iter();
         for m in &members {
-            if let Member::Sum(_, _, ld) = m {
-                let (acc, _) = acc_it.next().expect("an accumulator per sum");
-                V::Scalar(acc.clone()).copy_into(ld, self)?;
+            match m {
+                Member::Sum(_, _, ld) => {
+                    let (acc, _) = acc_it.next().expect("an accumulator per sum");
+                    V::Scalar(acc.clone()).copy_into(ld, self)?;
+                }
+                Member::Reduce {
+                    g,
+                    dim,
+                    body,
+                    sum,
+                    dest,
+                    ..
+                } => {
+                    let (buf, _, flags, tmp) = red_it.next().expect("a row per reduction");
+                    self.line(format!("ATL_FIRST_AT_END({flags});"));
+                    if let Some(sym) = tmp {
+                        self.vals
+                            .insert(*sym, V::leaf(buf.clone(), vec![(*dim).clone()]));
+                        self.tenv
+                            .insert(*sym, Type::Tensor((*dim).clone(), Box::new(Type::Real)));
+                        let b = super::order::replace(
+                            body,
+                            &[(
+                                *sum as *const Expr,
+                                Expr::Get(Box::new(Expr::Var(*sym)), Affine::var(*g)),
+                            )],
+                        );
+                        self.gen_loop(*g, dim, &b, dest)?;
+                    }
+                }
+                _ => {}
             }
         }
         // The rest, with the full members bound.

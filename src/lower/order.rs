@@ -75,7 +75,7 @@ fn stride(idx: &[Affine], v: Symbol) -> Stride {
 
 /// Sums of `e` that run whenever `e` does: reached through `+`, `*` and
 /// calls only.
-fn candidates<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+pub(super) fn candidates<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match e {
         Expr::Sum(..) => out.push(e),
         Expr::Add(a, b) | Expr::Mul(a, b) => {
@@ -88,7 +88,7 @@ fn candidates<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
 }
 
 /// `e` with the given subexpressions (by address) replaced.
-fn replace(e: &Expr, repl: &[(*const Expr, Expr)]) -> Expr {
+pub(super) fn replace(e: &Expr, repl: &[(*const Expr, Expr)]) -> Expr {
     if let Some((_, r)) = repl.iter().find(|(p, _)| std::ptr::eq(*p, e)) {
         return r.clone();
     }
@@ -179,7 +179,7 @@ impl Lowerer {
     /// Whether the sum `s` inside `(gen i ...)` should run with `i`
     /// innermost: `Some(true)` always, `Some(false)` only when the gen's
     /// extent is at most [`ROW_LIMIT`] (a tie), `None` never.
-    fn interchange(&self, i: Symbol, s: &Expr) -> Option<bool> {
+    pub(super) fn interchange(&self, i: Symbol, s: &Expr) -> Option<bool> {
         let (chain, p, body) = crate::semantics::eval::sum_chain(s);
         let &(j, _) = chain.last()?;
         if chain.iter().any(|(v, _)| *v == i) || !flat(body) || p.is_some_and(has_equality) {
