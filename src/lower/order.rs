@@ -38,7 +38,7 @@ use super::{Acc, Lowerer};
 use crate::constraints::Constraint;
 use crate::error::Result;
 use crate::front::affine::Affine;
-use crate::front::ast::{Expr, Pred, Type};
+use crate::front::ast::{CmpOp, Expr, Pred, Type};
 use egg::Symbol;
 
 use super::ir::Stmt;
@@ -117,6 +117,112 @@ fn has_equality(p: &Pred) -> bool {
         Pred::Exists(_, _, q) => has_equality(q),
         _ => super::pred::affine(p)
             .is_some_and(|cs| cs.iter().any(|c| matches!(c, Constraint::Eq(_)))),
+    }
+}
+
+/// `e` with the index variable `j` replaced by `by` (`None`: a binder
+/// would capture, or overflow).
+fn subst_expr(e: &Expr, j: Symbol, by: &Affine, avoid: &[Symbol]) -> Option<Expr> {
+    let r = |a: &Expr| subst_expr(a, j, by, avoid).map(Box::new);
+    Some(match e {
+        Expr::Var(_) | Expr::Const(_) => e.clone(),
+        Expr::Get(a, ix) => Expr::Get(r(a)?, ix.substitute(j, by).ok()?),
+        Expr::Fst(a) => Expr::Fst(r(a)?),
+        Expr::Snd(a) => Expr::Snd(r(a)?),
+        Expr::Call(f, a) => Expr::Call(*f, r(a)?),
+        Expr::Add(a, b) => Expr::Add(r(a)?, r(b)?),
+        Expr::Mul(a, b) => Expr::Mul(r(a)?, r(b)?),
+        Expr::Pair(a, b) => Expr::Pair(r(a)?, r(b)?),
+        Expr::Iverson(p, a) => Expr::Iverson(subst_pred(p, j, by, avoid)?, r(a)?),
+        Expr::Sum(..) | Expr::Gen(..) | Expr::Let(..) => return None,
+    })
+}
+
+fn subst_pred(p: &Pred, j: Symbol, by: &Affine, avoid: &[Symbol]) -> Option<Pred> {
+    let all = |ps: &[Pred]| -> Option<Vec<Pred>> {
+        ps.iter().map(|q| subst_pred(q, j, by, avoid)).collect()
+    };
+    Some(match p {
+        Pred::True | Pred::False => p.clone(),
+        Pred::Cmp(op, a, b) => Pred::Cmp(*op, a.substitute(j, by).ok()?, b.substitute(j, by).ok()?),
+        Pred::And(ps) => Pred::And(all(ps)?),
+        Pred::Or(ps) => Pred::Or(all(ps)?),
+        Pred::Rel(r, args) => Pred::Rel(
+            *r,
+            args.iter()
+                .map(|a| a.substitute(j, by).ok())
+                .collect::<Option<_>>()?,
+        ),
+        Pred::Exists(v, d, q) => {
+            if *v == j {
+                p.clone()
+            } else if avoid.contains(v) {
+                return None;
+            } else {
+                Pred::Exists(*v, d.clone(), Box::new(subst_pred(q, j, by, avoid)?))
+            }
+        }
+    })
+}
+
+impl Lowerer {
+    /// A band: when the bracket of the sum chain `s` holds the innermost
+    /// sum variable `j` within constants of the gen variable `i`
+    /// (`i + lo <= j <= i + hi`, a stencil's adjoint), the chain re-indexed
+    /// by the offset `o = j - i - lo` in `[0, hi - lo]`, `j`'s own range a
+    /// conjunct of the bracket. With `i` innermost its loop is then long
+    /// (the row) instead of `hi - lo + 1` iterations; every element still
+    /// adds the same terms in the same order (`o` ascends with `j`).
+    fn skew_band(&mut self, i: Symbol, s: &Expr) -> Option<Expr> {
+        let (chain, p, body) = crate::semantics::eval::sum_chain(s);
+        let &(j, dj) = chain.last()?;
+        let p = p?;
+        if chain.iter().any(|(v, _)| *v == i) {
+            return None;
+        }
+        let (mut lo, mut hi): (Option<i128>, Option<i128>) = (None, None);
+        for atom in super::conjuncts(p) {
+            for c in super::pred::affine(atom).unwrap_or_default() {
+                let Constraint::Ge(f) = c else { continue };
+                if f.terms.len() != 2 {
+                    continue;
+                }
+                match (f.coeff(j), f.coeff(i)) {
+                    // j - i + k >= 0: j >= i - k
+                    (1, -1) => lo = Some(lo.map_or(-f.constant, |l| l.max(-f.constant))),
+                    // i - j + k >= 0: j <= i + k
+                    (-1, 1) => hi = Some(hi.map_or(f.constant, |h| h.min(f.constant))),
+                    _ => {}
+                }
+            }
+        }
+        let (lo, hi) = (lo?, hi?);
+        let width = i64::try_from(hi - lo + 1).ok().filter(|w| *w >= 1)?;
+        let lo = i64::try_from(lo).ok()?;
+        let o = Symbol::from(self.fresh("%o", j.as_str()).as_str());
+        // j = i + lo + o
+        let by = Affine::var(i)
+            .add_constant(lo)
+            .ok()?
+            .add(&Affine::var(o))
+            .ok()?;
+        let avoid = [i, o];
+        let body = subst_expr(body, j, &by, &avoid)?;
+        let p = subst_pred(p, j, &by, &avoid)?;
+        let range = [
+            Pred::Cmp(CmpOp::Le, Affine::constant(0), by.clone()),
+            Pred::Cmp(CmpOp::Lt, by.clone(), dj.clone()),
+        ];
+        let bracket = Pred::And(std::iter::once(p).chain(range).collect());
+        let mut e = Expr::Sum(
+            o,
+            Affine::constant(width),
+            Box::new(Expr::Iverson(bracket, Box::new(body))),
+        );
+        for (v, d) in chain[..chain.len() - 1].iter().rev() {
+            e = Expr::Sum(*v, (*d).clone(), Box::new(e));
+        }
+        Some(e)
     }
 }
 
@@ -290,6 +396,8 @@ impl Lowerer {
         buf: &str,
         off: &str,
     ) -> Result<()> {
+        let skewed = self.skew_band(i, s);
+        let s = skewed.as_ref().unwrap_or(s);
         let dn = self.dim(d)?;
         let k = self.fresh("k", "");
         let at = if off == "0" {
