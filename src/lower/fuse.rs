@@ -113,6 +113,15 @@ enum Member<'a> {
     Out(Symbol, &'a Expr, V),
     /// A result leaf `(sum v n body)` (scalar).
     Sum(Symbol, &'a Expr, V),
+    /// `(let x e0 ...)`, `e0` real with one sum `(sum v n inner)` (through
+    /// `+`, `*`, calls): accumulated in the loop, `x` bound after it.
+    LetSum {
+        x: Symbol,
+        v: Symbol,
+        inner: &'a Expr,
+        e0: &'a Expr,
+        sum: &'a Expr,
+    },
     /// A result leaf `(gen g dim body)` whose one sum `sum` (reached through
     /// `+`, `*`, calls) runs over the rows, `(sum v n inner)`, interchanged:
     /// each row adds its terms to the accumulator row of `g`.
@@ -166,11 +175,24 @@ impl Lowerer {
     /// leading run of gens over one extent (module doc). `Ok(false)`: no
     /// run of two or more, nothing emitted.
     pub(crate) fn store_fused(&mut self, e: &Expr, dest: &V) -> Result<bool> {
-        let Expr::Let(_, first, _) = e else {
-            return Ok(false);
-        };
-        let Expr::Gen(_, n, _) = &**first else {
-            return Ok(false);
+        let n = match e {
+            Expr::Let(_, first, _) => match &**first {
+                Expr::Gen(_, n, _) => n,
+                _ => return Ok(false),
+            },
+            Expr::Pair(..) => {
+                let mut ls = vec![];
+                leaves(e, dest, &mut ls);
+                let first = ls.iter().find_map(|(le, _)| match le {
+                    Expr::Gen(_, n, _) | Expr::Sum(_, n, _) => Some(n),
+                    _ => None,
+                });
+                match first {
+                    Some(n) => n,
+                    None => return Ok(false),
+                }
+            }
+            _ => return Ok(false),
         };
         let qualifies = |body: &Expr, v: Symbol, names: &[Symbol]| {
             names.iter().all(|x| *x != v && row_only(body, *x, v))
@@ -179,8 +201,33 @@ impl Lowerer {
         let mut names: Vec<Symbol> = vec![];
         let mut members: Vec<Member> = vec![];
         let mut rest = e;
+        // A scalar let of one sum over the rows ends the run as its last
+        // member (its value exists only after the loop).
+        let mut trailing = None;
         while let Expr::Let(x, e0, b) = rest {
-            let Expr::Gen(v, d, body) = &**e0 else { break };
+            let Expr::Gen(v, d, body) = &**e0 else {
+                if let Some((sum, v, inner)) = scalar_sum(e0, n) {
+                    let zero = Expr::Const(crate::front::ast::Real(0.0));
+                    let outside = super::order::replace(e0, &[(sum as *const Expr, zero)]);
+                    let free = free_names(&outside);
+                    if !names.is_empty()
+                        && !names.contains(x)
+                        && names.iter().all(|y| !free.contains(y))
+                        && qualifies(inner, v, &names)
+                    {
+                        members.push(Member::LetSum {
+                            x: *x,
+                            v,
+                            inner,
+                            e0,
+                            sum,
+                        });
+                        trailing = Some(*x);
+                        rest = b;
+                    }
+                }
+                break;
+            };
             // A view (no work) joins only with scalar rows (one copy per row).
             let view_of_rows = super::lazy_gen(e0).is_some_and(|(ps, _)| ps.len() > 1);
             if d != n || view_of_rows || names.contains(x) || !qualifies(body, *v, &names) {
@@ -193,7 +240,7 @@ impl Lowerer {
         // Then the result's leaves, when every let joined.
         let mut others: Vec<(&Expr, V)> = vec![];
         let mut after: Vec<&Expr> = vec![];
-        if matches!(rest, Expr::Let(..)) {
+        if matches!(rest, Expr::Let(..)) || trailing.is_some() {
             after.push(rest);
         } else {
             let mut ls = vec![];
@@ -267,7 +314,7 @@ impl Lowerer {
         // Sum members' accumulators.
         let mut accs = vec![];
         for m in &members {
-            if let Member::Sum(..) = m {
+            if let Member::Sum(..) | Member::LetSum { .. } = m {
                 let acc = self.fresh("acc", "row");
                 let first = self.fresh("h", "");
                 self.line(format!("double ATL_MAYBE_UNUSED {acc} = 0.0;"));
@@ -325,6 +372,7 @@ impl Lowerer {
                 let (v, body) = match m {
                     Member::Let(_, v, b) | Member::Out(v, b, _) | Member::Sum(v, b, _) => (*v, *b),
                     Member::Reduce { inner, .. } => *inner,
+                    Member::LetSum { v, inner, .. } => (*v, *inner),
                 };
                 let mut body = body.clone();
                 for (x, to) in &done {
@@ -349,7 +397,7 @@ impl Lowerer {
                         let row = ld.index_unchecked(&c, lw)?;
                         lw.store(&body, &row)?;
                     }
-                    Member::Sum(..) => {
+                    Member::Sum(..) | Member::LetSum { .. } => {
                         let (acc, first) = acc_it.next().expect("an accumulator per sum");
                         let x = lw.scalar(&body, "v")?;
                         lw.line(format!("{acc} += {x};"));
@@ -392,6 +440,7 @@ impl Lowerer {
         });
         let mut acc_it = accs.iter();
         let mut red_it = reds.iter();
+        let mut trailing_old = None;
         for m in &members {
             match m {
                 Member::Sum(_, _, ld) => {
@@ -423,6 +472,14 @@ impl Lowerer {
                         self.gen_loop(*g, dim, &b, dest)?;
                     }
                 }
+                Member::LetSum { x, e0, sum, .. } => {
+                    let (acc, _) = acc_it.next().expect("an accumulator per sum");
+                    let sym = Symbol::from(self.fresh("%acc", "").as_str());
+                    self.vals.insert(sym, V::Scalar(acc.clone()));
+                    self.tenv.insert(sym, Type::Real);
+                    let e1 = super::order::replace(e0, &[(*sum as *const Expr, Expr::Var(sym))]);
+                    trailing_old = Some((*x, self.bind_let(*x, &e1)?));
+                }
                 _ => {}
             }
         }
@@ -432,7 +489,7 @@ impl Lowerer {
             olds.push((x, self.vals.insert(x, p)));
         }
         let r = (|| {
-            if matches!(rest, Expr::Let(..)) {
+            if matches!(rest, Expr::Let(..)) || trailing.is_some() {
                 self.store(rest, dest)
             } else {
                 for (le, ld) in &others {
@@ -441,6 +498,9 @@ impl Lowerer {
                 Ok(())
             }
         })();
+        if let Some((x, old)) = trailing_old {
+            self.unbind(x, old);
+        }
         for (x, old) in olds.into_iter().rev() {
             match old {
                 Some(v) => self.vals.insert(x, v),
@@ -454,6 +514,22 @@ impl Lowerer {
             };
         }
         r.map(|()| true)
+    }
+}
+
+/// The one sum of a real expression (reached through `+`, `*`, calls),
+/// when it is `(sum v n inner)` with a plain summand: the sum, `v`, `inner`.
+fn scalar_sum<'a>(e: &'a Expr, n: &Affine) -> Option<(&'a Expr, Symbol, &'a Expr)> {
+    let mut cands = vec![];
+    super::order::candidates(e, &mut cands);
+    let [s] = cands.as_slice() else { return None };
+    match s {
+        Expr::Sum(v, d, inner)
+            if d == n && !matches!(&**inner, Expr::Sum(..) | Expr::Iverson(..)) =>
+        {
+            Some((*s, *v, &**inner))
+        }
+        _ => None,
     }
 }
 

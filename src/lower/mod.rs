@@ -423,6 +423,9 @@ impl Lowerer {
                 r
             }
             Expr::Pair(a, b) => {
+                if self.store_fused(e, dest)? {
+                    return Ok(());
+                }
                 let (pa, pb) = dest.split_pair()?;
                 self.store(a, &pa)?;
                 self.store(b, &pb)
