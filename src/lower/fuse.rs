@@ -16,7 +16,9 @@
 //! the same order (the executed operations and values are unchanged). A
 //! member qualifies when each free occurrence of an earlier member `x` in
 //! it is `(get x v)`, `v` its own gen variable (free there); a view let
-//! (no work), a different extent or any other use ends the run.
+//! of tensor rows, a different extent, any other use, or a sum in the
+//! member's row that the loop-order heuristic would rather run with `v`
+//! innermost (a column reduction) ends the run.
 
 use super::value::V;
 use super::Lowerer;
@@ -136,6 +138,15 @@ enum Member<'a> {
 }
 
 impl Lowerer {
+    /// Would a sum of this row's body rather run with `v` innermost
+    /// (module [`super::order`], strictly)? Fusion makes `v` the outer loop,
+    /// so such a gen stays out of the run.
+    fn wants_interchange(&self, v: Symbol, body: &Expr) -> bool {
+        let mut cands = vec![];
+        super::order::candidates(body, &mut cands);
+        cands.iter().any(|s| self.interchange(v, s) == Some(true))
+    }
+
     /// `(gen g dim body)` as a [`Member::Reduce`]: its sum and the sum's
     /// variable and summand.
     fn reduction_member<'a>(
@@ -230,7 +241,12 @@ impl Lowerer {
             };
             // A view (no work) joins only with scalar rows (one copy per row).
             let view_of_rows = super::lazy_gen(e0).is_some_and(|(ps, _)| ps.len() > 1);
-            if d != n || view_of_rows || names.contains(x) || !qualifies(body, *v, &names) {
+            if d != n
+                || view_of_rows
+                || names.contains(x)
+                || !qualifies(body, *v, &names)
+                || self.wants_interchange(*v, body)
+            {
                 break;
             }
             names.push(*x);
@@ -247,7 +263,11 @@ impl Lowerer {
             leaves(rest, dest, &mut ls);
             for (le, ld) in ls {
                 match le {
-                    Expr::Gen(v, d, body) if d == n && qualifies(body, *v, &names) => {
+                    Expr::Gen(v, d, body)
+                        if d == n
+                            && qualifies(body, *v, &names)
+                            && !self.wants_interchange(*v, body) =>
+                    {
                         members.push(Member::Out(*v, body, ld))
                     }
                     Expr::Sum(v, d, body)
