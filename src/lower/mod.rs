@@ -19,7 +19,11 @@
 //!   slot of the per-call arena (a binding inside a loop reuses its slot);
 //!   a binding that is a view (`x`, `(get x i)`, `(fst x)`) is not copied;
 //! * an out-of-range `get` reads zero: every access is guarded by its
-//!   range unless its index is a loop variable over exactly that range.
+//!   range unless its index is a loop variable over exactly that range;
+//! * loop order and fusion change only memory traffic, never which terms
+//!   are added or their order per element: a gen over a reduction whose
+//!   accesses are strided is interchanged ([`order`]), and a let spine's
+//!   gens over one extent run as one loop over rows ([`fuse`]).
 
 mod fuse;
 pub mod ir;
