@@ -22,8 +22,8 @@
 //!   range unless its index is a loop variable over exactly that range;
 //! * loop order and fusion change only memory traffic, never which terms
 //!   are added or their order per element: a gen over a reduction whose
-//!   accesses are strided is interchanged ([`order`]), and a let spine's
-//!   gens over one extent run as one loop over rows ([`fuse`]).
+//!   accesses are strided is interchanged (`order.rs`), and a let spine's
+//!   gens over one extent run as one loop over rows (`fuse.rs`).
 
 mod fuse;
 pub mod ir;
