@@ -14,14 +14,18 @@ use std::path::Path;
 
 const CASES: &[(&str, &str)] = &[
     ("conv1d_padded", "n=100000,m=16"),
+    ("deconv_kernel_loss", "n=100000,m=16"),
+    ("blur3x3", "h=256,w=256"),
     ("matmul", "n=128,k=128,m=128"),
+    ("trace_diag_k2", "n=1000000"),
     ("trace_diag_k8", "n=1000000"),
     ("dot_diag_col_row", "n=1000000"),
     ("paper_linear_dag", ""),
 ];
 
 fn bench(c: &mut Criterion) {
-    let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let mut progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    progs.extend(CorpusProgram::load_dir(Path::new("examples/programs")).expect("examples"));
     for (name, sizes) in CASES {
         let p = progs.iter().find(|p| p.name == *name).expect("program");
         let sizes = parse_sizes(sizes).expect("sizes");

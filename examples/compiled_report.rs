@@ -9,7 +9,9 @@
 //!   operations / model cost of the function and of its derivative (`grad`
 //!   when it returns R, else `vjp`) at every size set of the file;
 //! * time: native run time of f and of the derivative at a large size
-//!   (best of 3 calls, inputs marshalled once) and their ratio.
+//!   (best of 5 to 50 calls, as many as fit in about 0.3 s, inputs
+//!   marshalled once), their ratio, and the
+//!   ratio at about a quarter of that size (flat as sizes grow?).
 
 use atl_egg::backend;
 use atl_egg::corpus::{random_inputs, CorpusProgram};
@@ -52,43 +54,70 @@ fn time(
 ) -> Result<f64, String> {
     let inputs = random_inputs(prog, sizes, &mut Rng::new(seed)).map_err(|e| e.to_string())?;
     let compiled = backend::compile(prog).map_err(|e| e.to_string())?;
-    let (_, _, times) = compiled.call_timed(&inputs, 3).map_err(|e| e.to_string())?;
+    // One call to calibrate, then as many as fit in about 0.3 s (5 to 50).
+    let (_, _, once) = compiled.call_timed(&inputs, 1).map_err(|e| e.to_string())?;
+    let repeat = (0.3 / once[0].max(1e-9)).clamp(5.0, 50.0) as usize;
+    let (_, _, times) = compiled
+        .call_timed(&inputs, repeat)
+        .map_err(|e| e.to_string())?;
     Ok(times.into_iter().fold(f64::INFINITY, f64::min))
 }
 
-/// Large sizes per program (vectors of 10^6, matrices of 512-1024).
-const LARGE: &[(&str, &str)] = &[
-    ("activation_zoo", "n=1000000"),
-    ("band_comparisons", "n=2048"),
-    ("batched_deconv_loss", "B=64,n=16384,m=16"),
-    ("causal_attention", "t=512,d=64"),
-    ("conv1d_padded", "n=1000000,m=16"),
-    ("deconv_kernel_loss", "n=1000000,m=16"),
-    ("deconv_signal_loss", "n=1000000,m=16"),
-    ("derivative_boxes", "n=1000000"),
-    ("diag_matvec", "n=4096"),
-    ("dot_diag_col_row", "n=1000000"),
-    ("exists_parity", "n=100000,m=100"),
-    ("graph_smoothness", "n=1024"),
-    ("iverson_any_type", "n=1000000"),
-    ("laplacian_energy", "n=1000000"),
-    ("let_chain_tensor", "n=1000000"),
-    ("matmul", "n=512,k=512,m=512"),
-    ("mlp_sigmoid_bce", "h=1024,d=512"),
-    ("nested_lets", "n=1024,m=1024"),
-    ("pair_moments", "n=1000000"),
-    ("polar_points", "n=1000000"),
-    ("rank3_batched_bilinear", "B=64,n=128,m=128"),
-    ("rank3_transpose_scale", "a=128,b=128,c=64"),
-    ("skip_x1_predicate", "n=1000000"),
-    ("softmax_labels_relation", "b=1024,c=512,d=64"),
-    ("strided_pool", "n=500000"),
-    ("sugar_tour", "a=64,n=128,m=128"),
-    ("toeplitz_conv1d", "n=1000000,m=16"),
-    ("trace_diag_k2", "n=1000000"),
-    ("trace_diag_k8", "n=1000000"),
-    ("two_layer_mlp", "b=512,d=512,h=512,o=64"),
-    ("blur3x3", "h=1024,w=1024"),
+/// Large sizes per program (vectors of 10^6, matrices of 512-1024), and
+/// about a quarter of them (is the ratio flat as sizes grow?).
+const LARGE: &[(&str, &str, &str)] = &[
+    ("activation_zoo", "n=1000000", "n=250000"),
+    ("band_comparisons", "n=2048", "n=1024"),
+    (
+        "batched_deconv_loss",
+        "B=64,n=16384,m=16",
+        "B=16,n=16384,m=16",
+    ),
+    ("causal_attention", "t=512,d=64", "t=256,d=64"),
+    ("conv1d_padded", "n=1000000,m=16", "n=250000,m=16"),
+    ("deconv_kernel_loss", "n=1000000,m=16", "n=250000,m=16"),
+    ("deconv_signal_loss", "n=1000000,m=16", "n=250000,m=16"),
+    ("derivative_boxes", "n=1000000", "n=250000"),
+    ("diag_matvec", "n=4096", "n=2048"),
+    ("dot_diag_col_row", "n=1000000", "n=250000"),
+    ("exists_parity", "n=100000,m=100", "n=25000,m=100"),
+    ("graph_smoothness", "n=1024", "n=512"),
+    ("iverson_any_type", "n=1000000", "n=250000"),
+    ("laplacian_energy", "n=1000000", "n=250000"),
+    ("let_chain_tensor", "n=1000000", "n=250000"),
+    ("matmul", "n=512,k=512,m=512", "n=256,k=256,m=256"),
+    ("mlp_sigmoid_bce", "h=1024,d=512", "h=512,d=256"),
+    ("nested_lets", "n=1024,m=1024", "n=512,m=512"),
+    ("pair_moments", "n=1000000", "n=250000"),
+    ("polar_points", "n=1000000", "n=250000"),
+    (
+        "rank3_batched_bilinear",
+        "B=64,n=128,m=128",
+        "B=16,n=128,m=128",
+    ),
+    (
+        "rank3_transpose_scale",
+        "a=128,b=128,c=64",
+        "a=64,b=64,c=64",
+    ),
+    ("skip_x1_predicate", "n=1000000", "n=250000"),
+    (
+        "softmax_labels_relation",
+        "b=1024,c=512,d=64",
+        "b=512,c=256,d=64",
+    ),
+    ("strided_pool", "n=500000", "n=125000"),
+    ("sugar_tour", "a=64,n=128,m=128", "a=32,n=64,m=64"),
+    // f as written multiplies by the whole Toeplitz matrix: O(n^2).
+    ("toeplitz_conv1d", "n=20000,m=16", "n=10000,m=16"),
+    ("trace_diag_k2", "n=1000000", "n=250000"),
+    ("trace_diag_k8", "n=1000000", "n=250000"),
+    (
+        "two_layer_mlp",
+        "b=512,d=512,h=512,o=64",
+        "b=256,d=256,h=256,o=64",
+    ),
+    ("blur3x3", "h=1024,w=1024", "h=512,w=512"),
 ];
 
 fn main() {
@@ -116,10 +145,12 @@ fn main() {
         println!();
     }
     if what != "ops" {
-        println!("| program | sizes | t_f (ms) | t_derivative (ms) | t_derivative / t_f |");
-        println!("| --- | --- | --- | --- | --- |");
+        println!(
+            "| program | sizes | t_f (ms) | t_derivative (ms) | t_derivative / t_f | ratio at about 1/4 size |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- |");
         for p in &progs {
-            let Some((_, s)) = LARGE.iter().find(|(n, _)| *n == p.name) else {
+            let Some((_, s, q)) = LARGE.iter().find(|(n, _, _)| *n == p.name) else {
                 continue;
             };
             // `time NAME ...`: only these programs.
@@ -127,32 +158,37 @@ fn main() {
             if !only.is_empty() && !only.contains(&p.name) {
                 continue;
             }
-            let Ok(sizes) = parse_sizes(s) else {
+            let (Ok(sizes), Ok(small)) = (parse_sizes(s), parse_sizes(q)) else {
                 continue;
             };
             if sizes.keys().any(|k| !p.program.sizes.contains(k))
                 || sizes.len() != p.program.sizes.len()
             {
                 println!(
-                    "| {} | {s} | (size names differ from the program's) | | |",
+                    "| {} | {s} | (size names differ from the program's) | | | |",
                     p.name
                 );
                 continue;
             }
             let (dname, d) = derivative(p);
-            let (tf, td) = match (time(&p.program, &sizes, p.seed), time(&d, &sizes, p.seed)) {
-                (Ok(tf), Ok(td)) => (tf, td),
+            let run = |sizes| match (time(&p.program, sizes, p.seed), time(&d, sizes, p.seed)) {
+                (Ok(tf), Ok(td)) => Ok((tf, td)),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            };
+            let ((tf, td), (sf, sd)) = match (run(&sizes), run(&small)) {
+                (Ok(a), Ok(b)) => (a, b),
                 (Err(e), _) | (_, Err(e)) => {
-                    println!("| {} ({dname}) | {s} | not run: {e} | | |", p.name);
+                    println!("| {} ({dname}) | {s} | not run: {e} | | | |", p.name);
                     continue;
                 }
             };
             println!(
-                "| {} ({dname}) | {s} | {:.3} | {:.3} | {:.2} |",
+                "| {} ({dname}) | {s} | {:.3} | {:.3} | {:.2} | {:.2} ({q}) |",
                 p.name,
                 tf * 1e3,
                 td * 1e3,
-                td / tf.max(1e-9)
+                td / tf.max(1e-9),
+                sd / sf.max(1e-9)
             );
         }
     }

@@ -2,8 +2,10 @@
 //! of the source, the flags and the compiler's version.
 //!
 //! The compiler is `$CC` (default `cc`); flags `-O3 -march=native
-//! -ffp-contract=off -fno-math-errno -fPIC -shared` (never `-ffast-math`:
-//! results must equal the evaluator's up to reassociation). The cache is
+//! -ffp-contract=off -fno-math-errno -fopenmp-simd -DATL_SIMD -fPIC -shared`
+//! (never `-ffast-math`: results must equal the evaluator's up to
+//! reassociation; `-fopenmp-simd` only enables the `omp simd reduction`
+//! pragmas the emitter puts on innermost sums, the one reassociation). The cache is
 //! `$ATL_EGG_CACHE`, else `$XDG_CACHE_HOME/atl-egg`, else
 //! `$HOME/.cache/atl-egg`, else the system's temporary directory.
 
@@ -26,6 +28,8 @@ impl Default for Flags {
                 "-march=native",
                 "-ffp-contract=off",
                 "-fno-math-errno",
+                "-fopenmp-simd",
+                "-DATL_SIMD",
                 "-fPIC",
                 "-shared",
             ]

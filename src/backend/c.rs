@@ -36,6 +36,15 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_MAYBE_UNUSED
 #endif
 
+/* ATL_SIMD (set by the default build flags with -fopenmp-simd): an
+   innermost sum may add its terms in any order (SIMD lanes); never in the
+   counting build, whose first-term flag is a loop-carried dependence. */
+#define ATL_PRAGMA(x) _Pragma(#x)
+#if defined(ATL_SIMD) && !defined(ATL_COUNT_OPS)
+#define ATL_SIMD_REDUCE(a) ATL_PRAGMA(omp simd reduction(+:a))
+#else
+#define ATL_SIMD_REDUCE(a)
+#endif
 #ifdef ATL_COUNT_OPS
 uint64_t atlpacked_ops[3];
 #define ATL_ADD(c) (atlpacked_ops[0] += (uint64_t)((c) != 0))
@@ -43,12 +52,18 @@ uint64_t atlpacked_ops[3];
 #define ATL_CALL() (atlpacked_ops[2]++)
 #define ATL_FIRST(h) int h = 0
 #define ATL_SUMADD(h) (atlpacked_ops[0] += (uint64_t)(h), (h) = 1)
+#define ATL_FIRST_AT(h, n) uint8_t *h = (uint8_t *)calloc((size_t)(n) + 1, 1); if (h == NULL) { free(atl_arena); return 2; }
+#define ATL_SUMADD_AT(h, i) (atlpacked_ops[0] += (uint64_t)(h)[i], (h)[i] = 1)
+#define ATL_FIRST_AT_END(h) free(h)
 #else
 #define ATL_ADD(c) ((void)0)
 #define ATL_MUL() ((void)0)
 #define ATL_CALL() ((void)0)
 #define ATL_FIRST(h) ((void)0)
 #define ATL_SUMADD(h) ((void)0)
+#define ATL_FIRST_AT(h, n) ((void)0)
+#define ATL_SUMADD_AT(h, i) ((void)0)
+#define ATL_FIRST_AT_END(h) ((void)0)
 #endif
 
 /* Index arithmetic (b > 0). */

@@ -19,9 +19,15 @@
 //!   slot of the per-call arena (a binding inside a loop reuses its slot);
 //!   a binding that is a view (`x`, `(get x i)`, `(fst x)`) is not copied;
 //! * an out-of-range `get` reads zero: every access is guarded by its
-//!   range unless its index is a loop variable over exactly that range.
+//!   range unless its index is a loop variable over exactly that range;
+//! * loop order and fusion change only memory traffic, never which terms
+//!   are added or their order per element: a gen over a reduction whose
+//!   accesses are strided is interchanged (`order.rs`), and a let spine's
+//!   gens over one extent run as one loop over rows (`fuse.rs`).
 
+mod fuse;
 pub mod ir;
+mod order;
 mod pred;
 mod value;
 
@@ -399,22 +405,7 @@ impl Lowerer {
     /// Store the value of `e` into the place `dest` (every element written).
     pub(crate) fn store(&mut self, e: &Expr, dest: &V) -> Result<()> {
         match e {
-            Expr::Gen(i, d, body) => {
-                let dn = self.dim(d)?;
-                let iv = self.bind_index(*i);
-                self.full_range.insert(*i, d.clone());
-                let (stmts, ()) = self.block(|lw| {
-                    let inner = dest.index_unchecked(&iv, lw)?;
-                    lw.store(body, &inner)
-                })?;
-                self.out.push(Stmt::For {
-                    var: iv,
-                    lo: "0".into(),
-                    hi: dn,
-                    body: stmts,
-                });
-                Ok(())
-            }
+            Expr::Gen(i, d, body) => self.store_gen(*i, d, body, dest),
             Expr::Iverson(p, body) if !dest.is_scalar_place() => {
                 let (pre, c) = self.block(|lw| lw.pred(p))?;
                 self.out.extend(pre);
@@ -427,12 +418,18 @@ impl Lowerer {
                 if matches!(&**body, Expr::Var(y) if y == x) {
                     return self.store(e0, dest);
                 }
+                if self.store_fused(e, dest)? {
+                    return Ok(());
+                }
                 let old = self.bind_let(*x, e0)?;
                 let r = self.store(body, dest);
                 self.unbind(*x, old);
                 r
             }
             Expr::Pair(a, b) => {
+                if self.store_fused(e, dest)? {
+                    return Ok(());
+                }
                 let (pa, pb) = dest.split_pair()?;
                 self.store(a, &pa)?;
                 self.store(b, &pb)
@@ -442,6 +439,24 @@ impl Lowerer {
                 v.copy_into(dest, self)
             }
         }
+    }
+
+    /// `(gen i d body)` stored into `dest`, one element per iteration.
+    pub(crate) fn gen_loop(&mut self, i: Symbol, d: &Affine, body: &Expr, dest: &V) -> Result<()> {
+        let dn = self.dim(d)?;
+        let iv = self.bind_index(i);
+        self.full_range.insert(i, d.clone());
+        let (stmts, ()) = self.block(|lw| {
+            let inner = dest.index_unchecked(&iv, lw)?;
+            lw.store(body, &inner)
+        })?;
+        self.out.push(Stmt::For {
+            var: iv,
+            lo: "0".into(),
+            hi: dn,
+            body: stmts,
+        });
+        Ok(())
     }
 
     /// The value of `e`: a scalar expression, or a view of tensor leaves.
@@ -553,11 +568,28 @@ impl Lowerer {
     /// A maximal chain of nested sums with its bracket: loops bounded by
     /// the bracket's affine conjuncts; returns the accumulator.
     fn sum_chain(&mut self, e: &Expr, base: &str) -> Result<String> {
-        let (chain, p, body) = crate::semantics::eval::sum_chain(e);
         let acc = self.fresh("acc", base);
         let first = self.fresh("h", "");
         self.line(format!("double ATL_MAYBE_UNUSED {acc} = 0.0;"));
         self.line(format!("ATL_FIRST({first});"));
+        self.sum_nest(
+            e,
+            &Acc::Scalar {
+                acc: acc.clone(),
+                first,
+            },
+        )?;
+        Ok(acc)
+    }
+
+    /// The loops of a sum chain accumulating into `acc`; with
+    /// [`Acc::Row`] the `gen` variable is one more loop, the innermost
+    /// (loop interchange, see [`order`]).
+    pub(crate) fn sum_nest(&mut self, e: &Expr, acc: &Acc) -> Result<()> {
+        let (mut chain, p, body) = crate::semantics::eval::sum_chain(e);
+        if let Acc::Row { gen, dim, .. } = acc {
+            chain.push((*gen, dim));
+        }
         let vars: Vec<Symbol> = chain.iter().map(|(i, _)| *i).collect();
         let mut system = vec![];
         for (i, d) in &chain {
@@ -626,8 +658,7 @@ impl Lowerer {
                 placed[at].push((neg, q));
             }
             let top = self.constraint_conds(&plan.top)?;
-            let (stmts, ()) =
-                self.block(|lw| lw.levels(&plan, 0, &placed, body, &acc, &first, &chain))?;
+            let (stmts, ()) = self.block(|lw| lw.levels(&plan, 0, &placed, body, acc, &chain))?;
             if top.is_empty() {
                 self.out.extend(stmts);
             } else {
@@ -638,7 +669,7 @@ impl Lowerer {
                 });
             }
         }
-        Ok(acc)
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -648,8 +679,7 @@ impl Lowerer {
         k: usize,
         placed: &[Vec<(bool, Pred)>],
         body: &Expr,
-        acc: &str,
-        first: &str,
+        acc: &Acc,
         chain: &[(Symbol, &Affine)],
     ) -> Result<()> {
         // Non-affine conjuncts whose variables are all bound by now.
@@ -685,8 +715,30 @@ impl Lowerer {
                 }
                 let (stmts, ()) = lw.block(|lw| {
                     let x = lw.scalar(body, "v")?;
-                    lw.line(format!("{acc} += {x};"));
-                    lw.line(format!("ATL_SUMADD({first});"));
+                    match acc {
+                        Acc::Scalar { acc, first } => {
+                            lw.line(format!("{acc} += {x};"));
+                            lw.line(format!("ATL_SUMADD({first});"));
+                        }
+                        Acc::Row {
+                            gen,
+                            buf,
+                            off,
+                            flags,
+                            ..
+                        } => {
+                            let i = lw.names.get(gen).cloned().ok_or_else(|| {
+                                Error::eval("an interchanged gen variable is unbound")
+                            })?;
+                            let at = if off == "0" {
+                                i.clone()
+                            } else {
+                                format!("{off} + {i}")
+                            };
+                            lw.line(format!("{buf}[{at}] += {x};"));
+                            lw.line(format!("ATL_SUMADD_AT({flags}, {i});"));
+                        }
+                    }
                     Ok(())
                 })?;
                 if late.is_empty() {
@@ -711,7 +763,7 @@ impl Lowerer {
             let (stmts, ()) = lw.block(|lw| {
                 let g = lw.constraint_conds(&level.guards)?;
                 let (inner, ()) =
-                    lw.block(|lw| lw.levels(plan, k + 1, placed, body, acc, first, chain))?;
+                    lw.block(|lw| lw.levels(plan, k + 1, placed, body, acc, chain))?;
                 if g.is_empty() {
                     lw.out.extend(inner);
                 } else {
@@ -723,6 +775,13 @@ impl Lowerer {
                 }
                 Ok(())
             })?;
+            // The innermost loop of a scalar reduction without loops of its
+            // own: its terms may be added in SIMD lanes (reassociation).
+            if let Acc::Scalar { acc, .. } = acc {
+                if k + 1 == plan.levels.len() && !has_loop(&stmts) {
+                    lw.line(format!("ATL_SIMD_REDUCE({acc})"));
+                }
+            }
             lw.out.push(Stmt::For {
                 var: c,
                 lo,
@@ -775,6 +834,30 @@ impl Lowerer {
             })
             .collect()
     }
+}
+
+/// Where a sum chain accumulates.
+pub(crate) enum Acc {
+    /// A C local, with its first-term flag (the first term needs no addition).
+    Scalar { acc: String, first: String },
+    /// `buf[off + i]` for every `i` of `(gen gen dim ...)`, the gen's loop
+    /// innermost; `flags` marks which elements have their first term.
+    Row {
+        gen: Symbol,
+        dim: Affine,
+        buf: String,
+        off: String,
+        flags: String,
+    },
+}
+
+/// Does a block contain a loop?
+fn has_loop(ss: &[Stmt]) -> bool {
+    ss.iter().any(|s| match s {
+        Stmt::Line(_) => false,
+        Stmt::For { .. } => true,
+        Stmt::If { then, els, .. } => has_loop(then) || has_loop(els),
+    })
 }
 
 fn overflow() -> Error {

@@ -407,9 +407,20 @@ impl V {
         for (k, (a, d)) in args.iter().zip(dims).enumerate() {
             let idx = lw.aff(a)?;
             let dn = lw.dim(d)?;
-            conds.push(format!("0 <= {idx} && {idx} < {dn}"));
+            // As for `get`: no test for a loop variable over exactly this range.
+            let in_range = a.constant == 0
+                && a.terms.len() == 1
+                && a.terms[0].1 == 1
+                && lw.full_range.get(&a.terms[0].0) == Some(d);
+            if !in_range {
+                conds.push(format!("0 <= {idx} && {idx} < {dn}"));
+            }
             off = V::offset(&off, &idx, &V::stride(&dims[k + 1..], lw)?);
         }
-        Ok(format!("(({}) && {buf}[{off}])", conds.join(" && ")))
+        Ok(if conds.is_empty() {
+            format!("{buf}[{off}]")
+        } else {
+            format!("(({}) && {buf}[{off}])", conds.join(" && "))
+        })
     }
 }
