@@ -177,20 +177,34 @@ const WHOLE_PROGRAM_NODES: usize = 400;
 /// expression's free names.
 type Form = (Expr, Expr, BTreeSet<Symbol>);
 
-/// Add the inner product `<c | D[e]>` to `forms`; a real `e` that adds
-/// many terms as one inner product per term (`<c | D[a + b]>` is
-/// `<c | D[a]> + <c | D[b]>`), so that no e-graph holds them all.
+/// Add the inner product `<c | D[e]>` to `forms`; an `e` that adds many
+/// terms, under `gen`s and `sum`s or not, as one inner product per term
+/// (`<c | D[⊞ a + b]>` is `<c | D[⊞ a]> + <c | D[⊞ b]>`, and the same for
+/// `Σ`), so that no e-graph holds them all.
 fn push_forms(forms: &mut Vec<Form>, c: Expr, e: &Expr) {
+    let mut loops: Vec<&Expr> = vec![];
+    let mut body = e;
+    while let Expr::Gen(_, _, b) | Expr::Sum(_, _, b) = body {
+        loops.push(body);
+        body = b;
+    }
     let mut terms = vec![];
-    crate::egraph::letpasses::add_terms(e, &mut terms);
+    crate::egraph::letpasses::add_terms(body, &mut terms);
     if terms.len() <= GROUP {
         forms.push((c, e.clone(), free_names(e)));
         return;
     }
     for t in terms {
-        if !matches!(t, Expr::Const(_)) {
-            forms.push((c.clone(), t.clone(), free_names(t)));
+        if matches!(t, Expr::Const(_)) {
+            continue;
         }
+        let term = loops.iter().rev().fold(t.clone(), |acc, l| match l {
+            Expr::Gen(i, d, _) => crate::front::ast::build::gen(*i, d.clone(), acc),
+            Expr::Sum(i, d, _) => crate::front::ast::build::sum(*i, d.clone(), acc),
+            _ => unreachable!("only loops were collected"),
+        });
+        let names = free_names(&term);
+        forms.push((c.clone(), term, names));
     }
 }
 
