@@ -140,12 +140,18 @@ pub fn summary(stats: &Stats, user_sizes: Option<&str>) -> String {
     };
     if let Some((label, before, after)) = pick {
         let after = after.map(show).unwrap_or_else(|| "?".into());
-        let which = if want.is_some() {
+        let which = if want.is_some() || label.is_empty() {
             String::new()
         } else {
             " (a default sample; --sizes gives yours)".to_string()
         };
-        s += &format!("cost at {label}: {} → {after}{which}\n", show(*before));
+        // a program without sizes has one cost
+        let at = if label.is_empty() {
+            String::new()
+        } else {
+            format!(" at {label}")
+        };
+        s += &format!("cost{at}: {} → {after}{which}\n", show(*before));
     }
     if stats.kept_input {
         s += "the optimizer's result was not cheaper; the input program is kept\n";
