@@ -240,8 +240,8 @@ pub struct OptArgs {
     /// Most iterations per phase.
     #[arg(long, default_value_t = 30)]
     pub iter_limit: usize,
-    /// Seconds for the whole optimization (and, separately, for the
-    /// differentiation phase).
+    /// Seconds for the whole command (a derivative: at most half to
+    /// differentiate, the rest to optimize).
     #[arg(long, default_value_t = 10.0)]
     pub time_limit: f64,
     #[command(flatten)]

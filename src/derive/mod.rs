@@ -28,7 +28,7 @@ use crate::egraph::{optimize, Options, Stats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Param, ParamKind, Program, Type};
 use egg::Symbol;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A derivative program and the optimizer's statistics on it.
 #[derive(Clone, Debug)]
@@ -56,10 +56,25 @@ pub fn nested_type(prog: &Program, wrt: &[Symbol]) -> Type {
     t
 }
 
+/// The time limit covers a whole derivative command: differentiation gets
+/// at most half of it, simplification what is left (`started`: when the
+/// command began).
+fn differentiation_time(opts: &Options) -> Duration {
+    opts.time_limit / 2
+}
+
 /// The simplify phase, on an unsimplified derivative and the statistics of
-/// its differentiation phase.
-fn simplify((p, differentiation): (Program, PhaseStats), opts: &Options) -> Result<Derived> {
-    let mut out = optimize(&p, opts)?;
+/// its differentiation phase, in the time left of the command's limit.
+fn simplify(
+    (p, differentiation): (Program, PhaseStats),
+    opts: &Options,
+    started: Instant,
+) -> Result<Derived> {
+    let opts = Options {
+        time_limit: opts.time_limit.saturating_sub(started.elapsed()),
+        ..opts.clone()
+    };
+    let mut out = optimize(&p, &opts)?;
     out.stats.phases.insert(0, differentiation);
     Ok(Derived {
         program: out.program,
@@ -70,7 +85,9 @@ fn simplify((p, differentiation): (Program, PhaseStats), opts: &Options) -> Resu
 /// Jacobian-vector product: the original parameters, then one tangent per
 /// `wrt` input (all real inputs when empty); returns the output tangent.
 pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
-    simplify(forward::jvp_program(prog, wrt, opts.time_limit)?, opts)
+    let started = Instant::now();
+    let d = forward::jvp_program(prog, wrt, differentiation_time(opts))?;
+    simplify(d, opts, started)
 }
 
 /// The unsimplified vector-Jacobian product program.
@@ -101,7 +118,12 @@ pub fn vjp_program(
 /// Vector-Jacobian product: the original parameters and one cotangent of
 /// the output's type; returns what `grad` returns.
 pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
-    simplify(vjp_program(prog, wrt, opts.time_limit)?, opts)
+    let started = Instant::now();
+    simplify(
+        vjp_program(prog, wrt, differentiation_time(opts))?,
+        opts,
+        started,
+    )
 }
 
 /// The unsimplified gradient program.
@@ -136,7 +158,12 @@ pub fn grad_program(
 
 /// The gradient of a function returning `R` with respect to `wrt`.
 pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
-    simplify(grad_program(prog, wrt, opts.time_limit)?, opts)
+    let started = Instant::now();
+    simplify(
+        grad_program(prog, wrt, differentiation_time(opts))?,
+        opts,
+        started,
+    )
 }
 
 /// The call the design names: the optimized gradient program.
@@ -149,7 +176,14 @@ pub fn optimize_gradient(prog: &Program, wrt: &[&str], opts: &Options) -> Result
 /// then one direction per `wrt` input; returns the derivative of the
 /// gradient along the directions.
 pub fn hvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
+    // half the limit for the gradient, half for its derivative
+    let started = Instant::now();
     let wrt = forward::resolve_wrt(prog, wrt)?;
-    let g = grad(prog, &wrt, opts)?.program;
-    simplify(forward::jvp_program(&g, &wrt, opts.time_limit)?, opts)
+    let half = Options {
+        time_limit: opts.time_limit / 2,
+        ..opts.clone()
+    };
+    let g = grad(prog, &wrt, &half)?.program;
+    let d = forward::jvp_program(&g, &wrt, differentiation_time(&half))?;
+    simplify(d, opts, started)
 }

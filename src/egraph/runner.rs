@@ -35,7 +35,8 @@ pub struct Options {
     pub node_limit: usize,
     /// Most iterations per phase.
     pub iter_limit: usize,
-    /// Time for the whole optimization (and, separately, differentiation).
+    /// Time for the whole optimization; a derivative command shares it
+    /// with differentiation (see `derive`).
     pub time_limit: Duration,
     /// The user's sizes, compared after the largest sample.
     pub sizes: Option<Sizes>,
