@@ -11,6 +11,7 @@ use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real, Type};
 use crate::front::subst::free_names;
 use egg::Symbol;
+use symbolic_expressions::Sexp;
 
 /// One step of a path into a value: an access or a projection.
 #[derive(Clone, Debug)]
@@ -58,34 +59,64 @@ fn wrap_iverson(p: Pred, e: Expr) -> Expr {
     }
 }
 
-/// The derivative of a black box at `a` (the table of
-/// `rules/derivatives.rules`, first derivatives only).
+/// The derivative of a black box at `a`: the entry of `f` in the table of
+/// `rules/derivatives.rules` (the one the rewrite rules are made from),
+/// instantiated with `?x := a` and `?k :=` the exponent.
 fn derivative(f: &Func, a: Expr) -> Expr {
+    use std::sync::OnceLock;
+    type Table = std::collections::HashMap<String, Sexp>;
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        crate::egraph::rules::derivative_table()
+            .into_iter()
+            .map(|(name, _, rhs)| {
+                let rhs = symbolic_expressions::parser::parse_str(&rhs)
+                    .unwrap_or_else(|e| panic!("derivatives.rules, {name}: {e}"));
+                (name, rhs)
+            })
+            .collect()
+    });
+    let rhs = table
+        .get(f.name())
+        .unwrap_or_else(|| panic!("derivatives.rules has no entry for {}", f.name()));
+    let k = f.exponent().map(|k| k.0);
+    instantiate(rhs, &a, k)
+        .unwrap_or_else(|| panic!("derivatives.rules, {}: bad pattern", f.name()))
+}
+
+/// A derivative pattern as an expression (`+`, `*`, numbers, black boxes
+/// and `?x`, `?k`); exponents are folded to numbers.
+fn instantiate(p: &Sexp, x: &Expr, k: Option<f64>) -> Option<Expr> {
     use build::{call, num};
-    match f {
-        Func::Exp => call(Func::Exp, a),
-        Func::Log => call(Func::Recip, a),
-        Func::Sin => call(Func::Cos, a),
-        Func::Cos => call(Func::DCos, a),
-        Func::Tanh => call(Func::DTanh, a),
-        Func::Sqrt => call(Func::DSqrt, a),
-        Func::Recip => call(Func::DRecip, a),
-        Func::Sigmoid => call(Func::DSigmoid, a),
-        Func::Relu => call(Func::Step, a),
-        Func::Step => num(0.0),
-        Func::Pow(k) => call(Func::DPow(*k), a),
-        Func::DTanh => mul(
-            num(-2.0),
-            mul(call(Func::Tanh, a.clone()), call(Func::DTanh, a)),
-        ),
-        Func::DSigmoid => mul(
-            call(Func::DSigmoid, a.clone()),
-            add(num(1.0), mul(num(-2.0), call(Func::Sigmoid, a))),
-        ),
-        Func::DSqrt => mul(num(-0.25), call(Func::Pow(Real(-1.5)), a)),
-        Func::DRecip => mul(num(2.0), call(Func::Pow(Real(-3.0)), a)),
-        Func::DCos => mul(num(-1.0), call(Func::Cos, a)),
-        Func::DPow(k) => mul(num(k.0), call(Func::DPow(Real(k.0 - 1.0)), a)),
+    match p {
+        Sexp::String(s) if s == "?x" => Some(x.clone()),
+        Sexp::String(s) if s == "?k" => k.map(num),
+        Sexp::String(s) => s.parse::<f64>().ok().map(num),
+        Sexp::List(v) => {
+            let head = match v.first()? {
+                Sexp::String(h) => h.as_str(),
+                _ => return None,
+            };
+            let arg = |i: usize| instantiate(v.get(i)?, x, k);
+            match (head, v.len()) {
+                ("+", 3) => Some(add(arg(1)?, arg(2)?)),
+                ("*", 3) => Some(mul(arg(1)?, arg(2)?)),
+                (f, 2) => Some(call(Func::unary(f)?, arg(1)?)),
+                (f, 3) => match arg(2)? {
+                    // the exponent, folded: (dpow ?x (+ ?k -1))
+                    Expr::Const(Real(e)) => Some(call(Func::with_exponent(f, e)?, arg(1)?)),
+                    Expr::Add(a, b) => match (*a, *b) {
+                        (Expr::Const(Real(a)), Expr::Const(Real(b))) => {
+                            Some(call(Func::with_exponent(f, a + b)?, arg(1)?))
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        Sexp::Empty => None,
     }
 }
 
@@ -208,4 +239,57 @@ pub fn coefficient(x: Symbol, t: &Type, forms: &[(&Expr, &Expr)], fresh: &mut Fr
         }
     }
     build_value(x, t, &mut vec![], forms, fresh)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::semantics::blackbox;
+
+    /// The derivative read from `rules/derivatives.rules` agrees with the
+    /// dual numbers' derivative of every black box.
+    #[test]
+    fn the_table_gives_each_black_box_its_derivative() {
+        let x = Symbol::from("x");
+        let funcs = [
+            Func::Exp,
+            Func::Log,
+            Func::Sin,
+            Func::Cos,
+            Func::Tanh,
+            Func::Sqrt,
+            Func::Recip,
+            Func::Sigmoid,
+            Func::Relu,
+            Func::Step,
+            Func::Pow(Real(2.5)),
+            Func::DTanh,
+            Func::DSigmoid,
+            Func::DSqrt,
+            Func::DRecip,
+            Func::DCos,
+            Func::DPow(Real(1.5)),
+        ];
+        for f in funcs {
+            let d = derivative(&f, Expr::Var(x));
+            for v in [0.3, 1.7, 2.9] {
+                let mut env = crate::semantics::eval::Env::new(&Default::default());
+                env.push_var(x, crate::semantics::value::Value::Real(v));
+                let got = crate::semantics::eval::eval_expr(
+                    &d,
+                    &mut env,
+                    &mut crate::semantics::eval::Budget::default(),
+                )
+                .unwrap();
+                let want = blackbox::derivative(f, v, blackbox::apply(f, v));
+                let crate::semantics::value::Value::Real(got) = got else {
+                    panic!("{f:?}: not a real")
+                };
+                assert!(
+                    (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+                    "{f:?} at {v}: {got} vs {want}"
+                );
+            }
+        }
+    }
 }
