@@ -365,20 +365,7 @@ impl Lowerer {
                         (t, "0".to_string(), Some(sym))
                     }
                 };
-                let k = self.fresh("k", "");
-                let at = if off == "0" {
-                    k.clone()
-                } else {
-                    format!("{off} + {k}")
-                };
-                self.out.push(Stmt::For {
-                    var: k,
-                    lo: "0".into(),
-                    hi: dn.clone(),
-                    body: vec![Stmt::Line(format!("{buf}[{at}] = 0.0;"))],
-                });
-                let flags = self.fresh("h", "");
-                self.line(format!("ATL_FIRST_AT({flags}, {dn});"));
+                let flags = self.zero_row(&buf, &off, &dn);
                 reds.push((buf, off, flags, tmp));
             }
         }

@@ -166,6 +166,27 @@ fn subst_pred(p: &Pred, j: Symbol, by: &Affine, avoid: &[Symbol]) -> Option<Pred
 }
 
 impl Lowerer {
+    /// Zero the `dn` entries of `buf` from `off` on, and declare the
+    /// per-element first-term flags of a row accumulated into it (see
+    /// `ATL_FIRST_AT`); returns the flags' name.
+    pub(super) fn zero_row(&mut self, buf: &str, off: &str, dn: &str) -> String {
+        let k = self.fresh("k", "");
+        let at = if off == "0" {
+            k.clone()
+        } else {
+            format!("{off} + {k}")
+        };
+        self.out.push(Stmt::For {
+            var: k,
+            lo: "0".into(),
+            hi: dn.to_string(),
+            body: vec![Stmt::Line(format!("{buf}[{at}] = 0.0;"))],
+        });
+        let flags = self.fresh("h", "");
+        self.line(format!("ATL_FIRST_AT({flags}, {dn});"));
+        flags
+    }
+
     /// A band: when the bracket of the sum chain `s` holds the innermost
     /// sum variable `j` within constants of the gen variable `i`
     /// (`i + lo <= j <= i + hi`, a stencil's adjoint), the chain re-indexed
@@ -399,20 +420,7 @@ impl Lowerer {
         let skewed = self.skew_band(i, s);
         let s = skewed.as_ref().unwrap_or(s);
         let dn = self.dim(d)?;
-        let k = self.fresh("k", "");
-        let at = if off == "0" {
-            k.clone()
-        } else {
-            format!("{off} + {k}")
-        };
-        self.out.push(Stmt::For {
-            var: k,
-            lo: "0".into(),
-            hi: dn.clone(),
-            body: vec![Stmt::Line(format!("{buf}[{at}] = 0.0;"))],
-        });
-        let flags = self.fresh("h", "");
-        self.line(format!("ATL_FIRST_AT({flags}, {dn});"));
+        let flags = self.zero_row(buf, off, &dn);
         self.sum_nest(
             s,
             &Acc::Row {
