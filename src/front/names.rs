@@ -196,13 +196,13 @@ impl Readable<'_> {
         use super::ast::build::*;
         match e {
             Expr::Var(x) => var(self.name(*x)),
-            Expr::Const(_) => e.clone(),
-            Expr::Add(a, b) => add(self.expr(a), self.expr(b)),
-            Expr::Mul(a, b) => mul(self.expr(a), self.expr(b)),
-            Expr::Pair(a, b) => pair(self.expr(a), self.expr(b)),
-            Expr::Call(f, a) => call(*f, self.expr(a)),
-            Expr::Fst(a) => fst(self.expr(a)),
-            Expr::Snd(a) => snd(self.expr(a)),
+            Expr::Const(_)
+            | Expr::Add(..)
+            | Expr::Mul(..)
+            | Expr::Pair(..)
+            | Expr::Call(..)
+            | Expr::Fst(_)
+            | Expr::Snd(_) => e.map_children(|c| self.expr(c)),
             Expr::Get(a, i) => get(self.expr(a), self.aff(i)),
             Expr::Iverson(p, a) => iverson(self.pred(p), self.expr(a)),
             Expr::Let(x, a, b) => {
