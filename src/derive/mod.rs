@@ -18,6 +18,7 @@
 //! design names, [`optimize_gradient`].
 
 pub mod adjoint;
+pub mod appliers;
 pub mod direct;
 pub mod forward;
 pub mod normalize;
