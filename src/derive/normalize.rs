@@ -49,11 +49,10 @@ impl Fresh {
 }
 
 pub fn is_atom(e: &Expr) -> bool {
-    match e {
-        Expr::Const(_) | Expr::Var(_) => true,
-        Expr::Get(a, _) | Expr::Fst(a) | Expr::Snd(a) => is_atom(a),
-        _ => false,
-    }
+    matches!(
+        e,
+        Expr::Const(_) | Expr::Var(_) | Expr::Get(..) | Expr::Fst(_) | Expr::Snd(_)
+    ) && e.children().all(is_atom)
 }
 
 /// Bind `e` to a fresh variable unless it is an atom; the bindings are
@@ -124,24 +123,6 @@ fn lift_loop(
 pub fn lift(e: &Expr, fresh: &mut Fresh) -> Flat {
     use build::*;
     match e {
-        Expr::Var(_)
-        | Expr::Const(_)
-        | Expr::Add(..)
-        | Expr::Mul(..)
-        | Expr::Pair(..)
-        | Expr::Call(..)
-        | Expr::Fst(_)
-        | Expr::Snd(_)
-        | Expr::Get(..) => {
-            // the children's bindings, left to right, before the node
-            let mut binds = vec![];
-            let e = e.map_children(|c| {
-                let (b, c) = lift(c, fresh);
-                binds.extend(b);
-                c
-            });
-            (binds, e)
-        }
         Expr::Iverson(p, a) => {
             // the bracket is copied onto every lifted binding (cost neutrality)
             let (b, a) = lift(a, fresh);
@@ -167,6 +148,16 @@ pub fn lift(e: &Expr, fresh: &mut Fresh) -> Flat {
             let (bb, body) = lift(body, fresh);
             ba.extend(bb);
             (ba, body)
+        }
+        _ => {
+            // the children's bindings, left to right, before the node
+            let mut binds = vec![];
+            let e = e.map_children(|c| {
+                let (b, c) = lift(c, fresh);
+                binds.extend(b);
+                c
+            });
+            (binds, e)
         }
     }
 }

@@ -196,13 +196,6 @@ impl Readable<'_> {
         use super::ast::build::*;
         match e {
             Expr::Var(x) => var(self.name(*x)),
-            Expr::Const(_)
-            | Expr::Add(..)
-            | Expr::Mul(..)
-            | Expr::Pair(..)
-            | Expr::Call(..)
-            | Expr::Fst(_)
-            | Expr::Snd(_) => e.map_children(|c| self.expr(c)),
             Expr::Get(a, i) => get(self.expr(a), self.aff(i)),
             Expr::Iverson(p, a) => iverson(self.pred(p), self.expr(a)),
             Expr::Let(x, a, b) => {
@@ -223,6 +216,8 @@ impl Readable<'_> {
                     sum(n, d, b)
                 }
             }
+            // no names of their own: rename inside
+            _ => e.map_children(|c| self.expr(c)),
         }
     }
 }

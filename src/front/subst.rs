@@ -263,13 +263,6 @@ impl<'f> Substituter<'f> {
                 Replace::Var(y, by) if x == y => by.clone(),
                 _ => e.clone(),
             },
-            Expr::Const(_)
-            | Expr::Add(..)
-            | Expr::Mul(..)
-            | Expr::Pair(..)
-            | Expr::Call(..)
-            | Expr::Fst(_)
-            | Expr::Snd(_) => e.try_map_children(|c| self.expr_r(c, r))?,
             Expr::Get(a, i) => get(self.expr_r(a, r)?, self.aff(i, r)?),
             Expr::Iverson(p, a) => iverson(self.pred_r(p, r)?, self.expr_r(a, r)?),
             Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
@@ -303,6 +296,8 @@ impl<'f> Substituter<'f> {
                     }
                 }
             }
+            // no binders, indices or predicates of their own
+            _ => e.try_map_children(|c| self.expr_r(c, r))?,
         })
     }
 }
