@@ -11,13 +11,63 @@
 //! form (`⊞`, `Σ`, `[p]·`, `let`) extends as far right as it can, so it is
 //! parenthesized when it is a term of a chain.
 
-use super::ast::{Expr, Param, ParamKind, Program, Type};
-use super::print::{pretty_aff, pretty_pred};
+use super::affine::Affine;
+use super::ast::{Expr, Param, ParamKind, Pred, Program, Type};
+use std::fmt::Write;
 
 /// Lines are broken to stay within this many columns where possible.
 const WIDTH: usize = 88;
 /// Indentation stops growing here, so deep programs print in linear space.
 const MAX_INDENT: usize = 48;
+
+/// A predicate in the paper's notation: `i < n ∧ S(i, j)`, `∃k<3. ...`.
+fn pretty_pred(p: &Pred) -> String {
+    match p {
+        Pred::True => "true".into(),
+        Pred::False => "false".into(),
+        Pred::Cmp(op, a, b) => format!("{} {} {}", pretty_aff(a), op.name(), pretty_aff(b)),
+        Pred::And(ps) => ps.iter().map(pretty_pred).collect::<Vec<_>>().join(" ∧ "),
+        Pred::Or(ps) => format!(
+            "({})",
+            ps.iter().map(pretty_pred).collect::<Vec<_>>().join(" ∨ ")
+        ),
+        Pred::Exists(i, d, q) => format!("∃{i}<{}. {}", pretty_aff(d), pretty_pred(q)),
+        Pred::Rel(r, idx) => format!(
+            "{r}({})",
+            idx.iter().map(pretty_aff).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// An index expression in the paper's notation: `2i - j + 1`.
+fn pretty_aff(a: &Affine) -> String {
+    let mut s = String::new();
+    for (n, k) in &a.terms {
+        let sign = if *k < 0 { "-" } else { "+" };
+        let mag = k.unsigned_abs();
+        if s.is_empty() {
+            if *k < 0 {
+                s.push('-');
+            }
+        } else {
+            let _ = write!(s, " {sign} ");
+        }
+        if mag == 1 {
+            let _ = write!(s, "{n}");
+        } else {
+            let _ = write!(s, "{mag}{n}");
+        }
+    }
+    if s.is_empty() {
+        return a.constant.to_string();
+    }
+    if a.constant > 0 {
+        let _ = write!(s, " + {}", a.constant);
+    } else if a.constant < 0 {
+        let _ = write!(s, " - {}", a.constant.unsigned_abs());
+    }
+    s
+}
 
 /// A type in the paper's notation: `R`, `[n][m]R`, `(A × B)`.
 pub fn type_str(t: &Type) -> String {
