@@ -69,6 +69,17 @@ fn pretty_aff(a: &Affine) -> String {
     s
 }
 
+/// The head of the loop `e` binding `i` over `[0, d)`: `⊞[i<d]` for a
+/// `gen`, `Σ[i<d]` for a `sum`.
+fn loop_head(e: &Expr, i: egg::Symbol, d: &Affine) -> String {
+    let sym = if matches!(e, Expr::Gen(..)) {
+        "⊞"
+    } else {
+        "Σ"
+    };
+    format!("{sym}[{i}<{}]", pretty_aff(d))
+}
+
 /// A type in the paper's notation: `R`, `[n][m]R`, `(A × B)`.
 pub fn type_str(t: &Type) -> String {
     match t {
@@ -217,12 +228,8 @@ fn write_flat(e: &Expr, out: &mut String, limit: usize) -> bool {
             ok
         }
         Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
-            let sym = if matches!(e, Expr::Gen(..)) {
-                "⊞"
-            } else {
-                "Σ"
-            };
-            out.push_str(&format!("{sym}[{i}<{}] ", pretty_aff(d)));
+            out.push_str(&loop_head(e, *i, d));
+            out.push(' ');
             write_flat(b, out, limit)
         }
         Expr::Iverson(p, a) => {
@@ -307,12 +314,7 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
             }
         }
         Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
-            let sym = if matches!(e, Expr::Gen(..)) {
-                "⊞"
-            } else {
-                "Σ"
-            };
-            out.push_str(&format!("{sym}[{i}<{}]", pretty_aff(d)));
+            out.push_str(&loop_head(e, *i, d));
             newline(inner, out);
             layout(b, inner, out);
         }
