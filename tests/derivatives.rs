@@ -302,7 +302,7 @@ fn rebuild(v: &Value, xs: &mut impl Iterator<Item = f64>) -> Value {
 fn blackbox_table_matches_the_evaluator() {
     use atl_egg::front::ast::Func;
     use atl_egg::semantics::blackbox;
-    let table = atl_egg::egraph::rules::derivative_table();
+    let table = atl_egg::derive::appliers::derivative_table();
     let mut seen = vec![];
     for (name, _, _) in &table {
         seen.push(name.clone());

@@ -1,6 +1,8 @@
 //! The differentiation rules' Rust appliers and conditions: forward
 //! (`d-var`, `d-const`, `d-let`) and adjoint (`adj-gen`, `adj-rev-let`,
-//! `adj-coeff-dot`, and the conditions on tangents and access paths).
+//! `adj-coeff-dot`, and the conditions on tangents and access paths), and
+//! the forward rules made from the black boxes' derivative table
+//! (`rules/derivatives.rules`).
 //!
 //! They live with the rest of differentiation; the optimizer's rule table
 //! ([`crate::egraph::rules`]) holds only its own appliers and looks a name up
@@ -9,11 +11,57 @@
 
 use crate::egraph::analysis::{name_of, AtlGraph};
 use crate::egraph::language::{Atl, Idx};
-use crate::egraph::rules::{condition_args, ApplierFn, BoxedCondition, Built, Ctx};
+use crate::egraph::rules::{
+    condition_args, parse_rules, ApplierFn, BoxedCondition, Built, Ctx, Rhs, RuleSpec,
+};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Type};
 use crate::front::names;
 use egg::{Condition, Id, Subst, Symbol, Var};
+
+// -- the black boxes' derivatives ---------------------------------------------
+
+/// The black boxes' derivatives, as data: `F: (F ?x) => F'(?x)`.
+pub const DERIVATIVES: &str = include_str!("../../rules/derivatives.rules");
+
+/// The derivative table: (black box name, lhs pattern, derivative pattern).
+pub fn derivative_table() -> Vec<(String, String, String)> {
+    parse_rules("derivatives.rules", DERIVATIVES)
+        .unwrap_or_else(|e| panic!("bad derivative table: {e}"))
+        .into_iter()
+        .filter_map(|s| match s.rhs {
+            Rhs::Pattern(p) => Some((s.name, s.lhs, p)),
+            Rhs::Applier(..) => None,
+        })
+        .collect()
+}
+
+/// The rule sets of the black-box forward rules (the table's group tags).
+fn derivative_tags() -> Vec<String> {
+    parse_rules("derivatives.rules", DERIVATIVES)
+        .ok()
+        .and_then(|v| v.into_iter().next())
+        .map(|s| s.tags)
+        .unwrap_or_default()
+}
+
+/// The forward rules of the black boxes, made from the table:
+/// `(D (F ?x)) => (* F'(?x) (D ?x))`.
+pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
+    let tags = derivative_tags();
+    derivative_table()
+        .into_iter()
+        .map(|(name, lhs, d)| RuleSpec {
+            file: "derivatives.rules",
+            group: "black-box derivatives".into(),
+            name: format!("d-{name}"),
+            lhs: format!("(D {lhs})"),
+            rhs: Rhs::Pattern(format!("(* {d} (D ?x))")),
+            conditions: vec![],
+            tags: tags.clone(),
+        })
+        .collect()
+}
 
 // -- conditions ---------------------------------------------------------------
 

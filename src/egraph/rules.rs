@@ -52,48 +52,6 @@ pub const RULE_FILES: &[(&str, &str)] = &[
     ("adjoint.rules", include_str!("../../rules/adjoint.rules")),
 ];
 
-/// The black boxes' derivatives, as data: `F: (F ?x) => F'(?x)`.
-pub const DERIVATIVES: &str = include_str!("../../rules/derivatives.rules");
-
-/// The derivative table: (black box name, lhs pattern, derivative pattern).
-pub fn derivative_table() -> Vec<(String, String, String)> {
-    parse_rules("derivatives.rules", DERIVATIVES)
-        .unwrap_or_else(|e| panic!("bad derivative table: {e}"))
-        .into_iter()
-        .filter_map(|s| match s.rhs {
-            Rhs::Pattern(p) => Some((s.name, s.lhs, p)),
-            Rhs::Applier(..) => None,
-        })
-        .collect()
-}
-
-/// The rule sets of the black-box forward rules (the table's group tags).
-fn derivative_tags() -> Vec<String> {
-    parse_rules("derivatives.rules", DERIVATIVES)
-        .ok()
-        .and_then(|v| v.into_iter().next())
-        .map(|s| s.tags)
-        .unwrap_or_default()
-}
-
-/// The forward rules of the black boxes, made from the table:
-/// `(D (F ?x)) => (* F'(?x) (D ?x))`.
-pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
-    let tags = derivative_tags();
-    derivative_table()
-        .into_iter()
-        .map(|(name, lhs, d)| RuleSpec {
-            file: "derivatives.rules",
-            group: "black-box derivatives".into(),
-            name: format!("d-{name}"),
-            lhs: format!("(D {lhs})"),
-            rhs: Rhs::Pattern(format!("(* {d} (D ?x))")),
-            conditions: vec![],
-            tags: tags.clone(),
-        })
-        .collect()
-}
-
 /// One rule as written in a file.
 #[derive(Clone, Debug)]
 pub struct RuleSpec {
@@ -328,7 +286,7 @@ pub fn all_specs() -> Vec<RuleSpec> {
         .iter()
         .flat_map(|(f, t)| parse_rules(f, t).unwrap_or_else(|e| panic!("bad rule file: {e}")))
         .collect();
-    out.extend(forward_blackbox_specs());
+    out.extend(crate::derive::appliers::forward_blackbox_specs());
     out
 }
 
