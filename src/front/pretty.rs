@@ -80,6 +80,15 @@ fn loop_head(e: &Expr, i: egg::Symbol, d: &Affine) -> String {
     format!("{sym}[{i}<{}]", pretty_aff(d))
 }
 
+/// The opening of a projection: `π0(` for `fst`, `π1(` for `snd`.
+fn projection(e: &Expr) -> &'static str {
+    if matches!(e, Expr::Fst(_)) {
+        "π0("
+    } else {
+        "π1("
+    }
+}
+
 /// A type in the paper's notation: `R`, `[n][m]R`, `(A × B)`.
 pub fn type_str(t: &Type) -> String {
     match t {
@@ -218,11 +227,7 @@ fn write_flat(e: &Expr, out: &mut String, limit: usize) -> bool {
             ok
         }
         Expr::Fst(a) | Expr::Snd(a) => {
-            out.push_str(if matches!(e, Expr::Fst(_)) {
-                "π0("
-            } else {
-                "π1("
-            });
+            out.push_str(projection(e));
             let ok = write_flat(a, out, limit);
             out.push(')');
             ok
@@ -348,11 +353,7 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
             out.push(')');
         }
         Expr::Fst(a) | Expr::Snd(a) => {
-            out.push_str(if matches!(e, Expr::Fst(_)) {
-                "π0("
-            } else {
-                "π1("
-            });
+            out.push_str(projection(e));
             layout(a, indent + 3, out);
             out.push(')');
         }
