@@ -127,37 +127,17 @@ fn c_identifier(s: &str) -> bool {
 pub fn printed_names(p: &Program) -> Vec<Symbol> {
     use atl_egg::front::ast::{Expr, Pred};
     fn pred(p: &Pred, out: &mut Vec<Symbol>) {
-        match p {
-            Pred::Exists(i, _, q) => {
-                out.push(*i);
-                pred(q, out)
-            }
-            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred(q, out)),
-            _ => {}
+        if let Pred::Exists(i, _, _) = p {
+            out.push(*i);
         }
+        p.children().for_each(|q| pred(q, out));
     }
     fn expr(e: &Expr, out: &mut Vec<Symbol>) {
-        match e {
-            Expr::Var(_) | Expr::Const(_) => {}
-            Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
-                expr(a, out);
-                expr(b, out)
-            }
-            Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => expr(a, out),
-            Expr::Iverson(p, a) => {
-                pred(p, out);
-                expr(a, out)
-            }
-            Expr::Let(x, a, b) => {
-                out.push(*x);
-                expr(a, out);
-                expr(b, out)
-            }
-            Expr::Gen(i, _, b) | Expr::Sum(i, _, b) => {
-                out.push(*i);
-                expr(b, out)
-            }
+        out.extend(e.binder());
+        if let Expr::Iverson(p, _) = e {
+            pred(p, out);
         }
+        e.children().for_each(|c| expr(c, out));
     }
     let mut out: Vec<Symbol> = p.params.iter().map(|q| q.name).collect();
     expr(&p.body, &mut out);

@@ -24,12 +24,13 @@
 //! The environment sigma (variable -> tangent) covers the `--wrt` inputs
 //! and every binding; other real inputs are constants (tangent zero).
 
+use super::appliers::coefficients;
 use super::normalize::{anf, dead_code, lift, unflatten, Fresh};
 use super::phase::{run_and_extract, run_small};
 use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
 use crate::egraph::extract::Sample;
 use crate::egraph::language::{to_rec, Atl};
-use crate::egraph::rules::{coefficients, rule_set};
+use crate::egraph::rules::rule_set;
 use crate::egraph::runner::{collect_extents, extraction_samples, PhaseStats};
 use crate::error::Result;
 use crate::front::affine::Affine;

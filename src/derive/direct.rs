@@ -67,7 +67,7 @@ fn derivative(f: &Func, a: Expr) -> Expr {
     type Table = std::collections::HashMap<String, Sexp>;
     static TABLE: OnceLock<Table> = OnceLock::new();
     let table = TABLE.get_or_init(|| {
-        crate::egraph::rules::derivative_table()
+        super::appliers::derivative_table()
             .into_iter()
             .map(|(name, _, rhs)| {
                 let rhs = symbolic_expressions::parser::parse_str(&rhs)

@@ -9,7 +9,9 @@
 //!    inner product `<w | D[body]>` with `rules/adjoint.rules` (the paper's
 //!    Figures "Adjoint Derivative of Tensors") until the coefficients of the
 //!    inputs' tangents are plain ATL ([`adjoint`]). Both extract only
-//!    programs free of the phase's extension forms ([`phase`]);
+//!    programs free of the phase's extension forms ([`phase`]). The
+//!    rules' Rust appliers and conditions, and the black-box forward rules,
+//!    are in [`appliers`];
 //! 3. **simplify**: the optimizer of [`crate::egraph`] on the result
 //!    (gen pushout, Iverson algebra, index elimination, inlining, dead lets),
 //!    extracted by the sparsity-aware work cost.
@@ -18,6 +20,7 @@
 //! design names, [`optimize_gradient`].
 
 pub mod adjoint;
+pub mod appliers;
 pub mod direct;
 pub mod forward;
 pub mod normalize;

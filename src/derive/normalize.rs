@@ -49,11 +49,10 @@ impl Fresh {
 }
 
 pub fn is_atom(e: &Expr) -> bool {
-    match e {
-        Expr::Const(_) | Expr::Var(_) => true,
-        Expr::Get(a, _) | Expr::Fst(a) | Expr::Snd(a) => is_atom(a),
-        _ => false,
-    }
+    matches!(
+        e,
+        Expr::Const(_) | Expr::Var(_) | Expr::Get(..) | Expr::Fst(_) | Expr::Snd(_)
+    ) && e.children().all(is_atom)
 }
 
 /// Bind `e` to a fresh variable unless it is an atom; the bindings are
@@ -77,41 +76,13 @@ fn wrap(binds: Vec<(Symbol, Expr)>, body: Expr) -> Expr {
 
 /// A-normal form for operands of `*`, black boxes, accesses and projections.
 pub fn anf(e: &Expr, fresh: &mut Fresh) -> Expr {
-    use build::*;
     match e {
-        Expr::Var(_) | Expr::Const(_) => e.clone(),
-        Expr::Add(a, b) => add(anf(a, fresh), anf(b, fresh)),
-        Expr::Mul(a, b) => {
+        Expr::Mul(..) | Expr::Call(..) | Expr::Get(..) | Expr::Fst(_) | Expr::Snd(_) => {
             let mut binds = vec![];
-            let a = atomize(anf(a, fresh), &mut binds, fresh);
-            let b = atomize(anf(b, fresh), &mut binds, fresh);
-            wrap(binds, mul(a, b))
+            let e = e.map_children(|c| atomize(anf(c, fresh), &mut binds, fresh));
+            wrap(binds, e)
         }
-        Expr::Call(f, a) => {
-            let mut binds = vec![];
-            let a = atomize(anf(a, fresh), &mut binds, fresh);
-            wrap(binds, call(*f, a))
-        }
-        Expr::Get(a, i) => {
-            let mut binds = vec![];
-            let a = atomize(anf(a, fresh), &mut binds, fresh);
-            wrap(binds, get(a, i.clone()))
-        }
-        Expr::Fst(a) | Expr::Snd(a) => {
-            let mut binds = vec![];
-            let a = atomize(anf(a, fresh), &mut binds, fresh);
-            let p = if matches!(e, Expr::Fst(_)) {
-                fst(a)
-            } else {
-                snd(a)
-            };
-            wrap(binds, p)
-        }
-        Expr::Pair(a, b) => pair(anf(a, fresh), anf(b, fresh)),
-        Expr::Gen(i, d, b) => gen(*i, d.clone(), anf(b, fresh)),
-        Expr::Sum(i, d, b) => sum(*i, d.clone(), anf(b, fresh)),
-        Expr::Iverson(p, a) => iverson(p.clone(), anf(a, fresh)),
-        Expr::Let(x, a, b) => let_(*x, anf(a, fresh), anf(b, fresh)),
+        _ => e.map_children(|c| anf(c, fresh)),
     }
 }
 
@@ -151,33 +122,7 @@ fn lift_loop(
 /// Figure "Let-Lifting" as a single pass.
 pub fn lift(e: &Expr, fresh: &mut Fresh) -> Flat {
     use build::*;
-    let two = |a: &Expr, b: &Expr, fresh: &mut Fresh, mk: fn(Expr, Expr) -> Expr| {
-        let (mut ba, a) = lift(a, fresh);
-        let (bb, b) = lift(b, fresh);
-        ba.extend(bb);
-        (ba, mk(a, b))
-    };
     match e {
-        Expr::Var(_) | Expr::Const(_) => (vec![], e.clone()),
-        Expr::Add(a, b) => two(a, b, fresh, add),
-        Expr::Mul(a, b) => two(a, b, fresh, mul),
-        Expr::Pair(a, b) => two(a, b, fresh, pair),
-        Expr::Call(f, a) => {
-            let (b, a) = lift(a, fresh);
-            (b, call(*f, a))
-        }
-        Expr::Fst(a) => {
-            let (b, a) = lift(a, fresh);
-            (b, fst(a))
-        }
-        Expr::Snd(a) => {
-            let (b, a) = lift(a, fresh);
-            (b, snd(a))
-        }
-        Expr::Get(a, i) => {
-            let (b, a) = lift(a, fresh);
-            (b, get(a, i.clone()))
-        }
         Expr::Iverson(p, a) => {
             // the bracket is copied onto every lifted binding (cost neutrality)
             let (b, a) = lift(a, fresh);
@@ -203,6 +148,16 @@ pub fn lift(e: &Expr, fresh: &mut Fresh) -> Flat {
             let (bb, body) = lift(body, fresh);
             ba.extend(bb);
             (ba, body)
+        }
+        _ => {
+            // the children's bindings, left to right, before the node
+            let mut binds = vec![];
+            let e = e.map_children(|c| {
+                let (b, c) = lift(c, fresh);
+                binds.extend(b);
+                c
+            });
+            (binds, e)
         }
     }
 }

@@ -52,7 +52,8 @@
 //! * [`analysis`]: free names (merged by union), smallest terms, constant
 //!   folding, index leaves, truth of predicates from index extents;
 //! * [`rules`]: the rule files of `rules/` (data, rule sets by tag) and the
-//!   named Rust conditions and appliers they refer to;
+//!   optimizer's named Rust conditions and appliers (the differentiation
+//!   rules' are in [`crate::derive::appliers`]);
 //! * [`extract`]: the paper's sparsity-aware work cost as an egg
 //!   `CostFunction`;
 //! * [`runner`]: phases, limits, one e-graph per phase, and the guard;

@@ -224,6 +224,84 @@ pub enum Expr {
     Let(Symbol, Box<Expr>, Box<Expr>),
 }
 
+impl Expr {
+    /// The direct subexpressions, left to right (binder bodies included;
+    /// index expressions and predicates are not expressions).
+    pub fn children(&self) -> impl Iterator<Item = &Expr> {
+        let (a, b): (Option<&Expr>, Option<&Expr>) = match self {
+            Expr::Var(_) | Expr::Const(_) => (None, None),
+            Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
+                (Some(a), Some(b))
+            }
+            Expr::Call(_, a)
+            | Expr::Fst(a)
+            | Expr::Snd(a)
+            | Expr::Gen(_, _, a)
+            | Expr::Sum(_, _, a)
+            | Expr::Get(a, _)
+            | Expr::Iverson(_, a) => (Some(a), None),
+        };
+        a.into_iter().chain(b)
+    }
+
+    /// The same node with each direct subexpression replaced by `f` of it,
+    /// left to right; the first error stops the walk. Binders, index
+    /// expressions and predicates are kept as they are.
+    pub fn try_map_children<E>(
+        &self,
+        mut f: impl FnMut(&Expr) -> Result<Expr, E>,
+    ) -> Result<Expr, E> {
+        let mut g = |e: &Expr| f(e).map(Box::new);
+        Ok(match self {
+            Expr::Var(_) | Expr::Const(_) => self.clone(),
+            Expr::Add(a, b) => Expr::Add(g(a)?, g(b)?),
+            Expr::Mul(a, b) => Expr::Mul(g(a)?, g(b)?),
+            Expr::Pair(a, b) => Expr::Pair(g(a)?, g(b)?),
+            Expr::Call(h, a) => Expr::Call(*h, g(a)?),
+            Expr::Fst(a) => Expr::Fst(g(a)?),
+            Expr::Snd(a) => Expr::Snd(g(a)?),
+            Expr::Gen(i, d, a) => Expr::Gen(*i, d.clone(), g(a)?),
+            Expr::Sum(i, d, a) => Expr::Sum(*i, d.clone(), g(a)?),
+            Expr::Get(a, i) => Expr::Get(g(a)?, i.clone()),
+            Expr::Iverson(p, a) => Expr::Iverson(p.clone(), g(a)?),
+            Expr::Let(x, a, b) => Expr::Let(*x, g(a)?, g(b)?),
+        })
+    }
+
+    /// [`Self::try_map_children`] for a transformation that cannot fail.
+    pub fn map_children(&self, mut f: impl FnMut(&Expr) -> Expr) -> Expr {
+        match self.try_map_children(|e| Ok::<_, std::convert::Infallible>(f(e))) {
+            Ok(e) => e,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Does `p` hold of this expression or of any subexpression?
+    pub fn any(&self, p: &mut impl FnMut(&Expr) -> bool) -> bool {
+        p(self) || self.children().any(|c| c.any(p))
+    }
+
+    /// The name this node binds (`let`, `gen`, `sum`), if any.
+    pub fn binder(&self) -> Option<Symbol> {
+        match self {
+            Expr::Gen(i, ..) | Expr::Sum(i, ..) | Expr::Let(i, ..) => Some(*i),
+            _ => None,
+        }
+    }
+}
+
+impl Pred {
+    /// The direct sub-predicates, left to right.
+    pub fn children(&self) -> impl Iterator<Item = &Pred> {
+        let (many, one): (&[Pred], Option<&Pred>) = match self {
+            Pred::And(ps) | Pred::Or(ps) => (ps, None),
+            Pred::Exists(_, _, q) => (&[], Some(q)),
+            Pred::True | Pred::False | Pred::Cmp(..) | Pred::Rel(..) => (&[], None),
+        };
+        many.iter().chain(one)
+    }
+}
+
 /// Types: `R`, `(pair T T)`, `[D]T`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Type {

@@ -196,13 +196,6 @@ impl Readable<'_> {
         use super::ast::build::*;
         match e {
             Expr::Var(x) => var(self.name(*x)),
-            Expr::Const(_) => e.clone(),
-            Expr::Add(a, b) => add(self.expr(a), self.expr(b)),
-            Expr::Mul(a, b) => mul(self.expr(a), self.expr(b)),
-            Expr::Pair(a, b) => pair(self.expr(a), self.expr(b)),
-            Expr::Call(f, a) => call(*f, self.expr(a)),
-            Expr::Fst(a) => fst(self.expr(a)),
-            Expr::Snd(a) => snd(self.expr(a)),
             Expr::Get(a, i) => get(self.expr(a), self.aff(i)),
             Expr::Iverson(p, a) => iverson(self.pred(p), self.expr(a)),
             Expr::Let(x, a, b) => {
@@ -223,6 +216,8 @@ impl Readable<'_> {
                     sum(n, d, b)
                 }
             }
+            // no names of their own: rename inside
+            _ => e.map_children(|c| self.expr(c)),
         }
     }
 }

@@ -11,13 +11,83 @@
 //! form (`⊞`, `Σ`, `[p]·`, `let`) extends as far right as it can, so it is
 //! parenthesized when it is a term of a chain.
 
-use super::ast::{Expr, Param, ParamKind, Program, Type};
-use super::print::{pretty_aff, pretty_pred};
+use super::affine::Affine;
+use super::ast::{Expr, Param, ParamKind, Pred, Program, Type};
+use std::fmt::Write;
 
 /// Lines are broken to stay within this many columns where possible.
 const WIDTH: usize = 88;
 /// Indentation stops growing here, so deep programs print in linear space.
 const MAX_INDENT: usize = 48;
+
+/// A predicate in the paper's notation: `i < n ∧ S(i, j)`, `∃k<3. ...`.
+fn pretty_pred(p: &Pred) -> String {
+    match p {
+        Pred::True => "true".into(),
+        Pred::False => "false".into(),
+        Pred::Cmp(op, a, b) => format!("{} {} {}", pretty_aff(a), op.name(), pretty_aff(b)),
+        Pred::And(ps) => ps.iter().map(pretty_pred).collect::<Vec<_>>().join(" ∧ "),
+        Pred::Or(ps) => format!(
+            "({})",
+            ps.iter().map(pretty_pred).collect::<Vec<_>>().join(" ∨ ")
+        ),
+        Pred::Exists(i, d, q) => format!("∃{i}<{}. {}", pretty_aff(d), pretty_pred(q)),
+        Pred::Rel(r, idx) => format!(
+            "{r}({})",
+            idx.iter().map(pretty_aff).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// An index expression in the paper's notation: `2i - j + 1`.
+fn pretty_aff(a: &Affine) -> String {
+    let mut s = String::new();
+    for (n, k) in &a.terms {
+        let sign = if *k < 0 { "-" } else { "+" };
+        let mag = k.unsigned_abs();
+        if s.is_empty() {
+            if *k < 0 {
+                s.push('-');
+            }
+        } else {
+            let _ = write!(s, " {sign} ");
+        }
+        if mag == 1 {
+            let _ = write!(s, "{n}");
+        } else {
+            let _ = write!(s, "{mag}{n}");
+        }
+    }
+    if s.is_empty() {
+        return a.constant.to_string();
+    }
+    if a.constant > 0 {
+        let _ = write!(s, " + {}", a.constant);
+    } else if a.constant < 0 {
+        let _ = write!(s, " - {}", a.constant.unsigned_abs());
+    }
+    s
+}
+
+/// The head of the loop `e` binding `i` over `[0, d)`: `⊞[i<d]` for a
+/// `gen`, `Σ[i<d]` for a `sum`.
+fn loop_head(e: &Expr, i: egg::Symbol, d: &Affine) -> String {
+    let sym = if matches!(e, Expr::Gen(..)) {
+        "⊞"
+    } else {
+        "Σ"
+    };
+    format!("{sym}[{i}<{}]", pretty_aff(d))
+}
+
+/// The opening of a projection: `π0(` for `fst`, `π1(` for `snd`.
+fn projection(e: &Expr) -> &'static str {
+    if matches!(e, Expr::Fst(_)) {
+        "π0("
+    } else {
+        "π1("
+    }
+}
 
 /// A type in the paper's notation: `R`, `[n][m]R`, `(A × B)`.
 pub fn type_str(t: &Type) -> String {
@@ -157,22 +227,14 @@ fn write_flat(e: &Expr, out: &mut String, limit: usize) -> bool {
             ok
         }
         Expr::Fst(a) | Expr::Snd(a) => {
-            out.push_str(if matches!(e, Expr::Fst(_)) {
-                "π0("
-            } else {
-                "π1("
-            });
+            out.push_str(projection(e));
             let ok = write_flat(a, out, limit);
             out.push(')');
             ok
         }
         Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
-            let sym = if matches!(e, Expr::Gen(..)) {
-                "⊞"
-            } else {
-                "Σ"
-            };
-            out.push_str(&format!("{sym}[{i}<{}] ", pretty_aff(d)));
+            out.push_str(&loop_head(e, *i, d));
+            out.push(' ');
             write_flat(b, out, limit)
         }
         Expr::Iverson(p, a) => {
@@ -257,12 +319,7 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
             }
         }
         Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
-            let sym = if matches!(e, Expr::Gen(..)) {
-                "⊞"
-            } else {
-                "Σ"
-            };
-            out.push_str(&format!("{sym}[{i}<{}]", pretty_aff(d)));
+            out.push_str(&loop_head(e, *i, d));
             newline(inner, out);
             layout(b, inner, out);
         }
@@ -296,11 +353,7 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
             out.push(')');
         }
         Expr::Fst(a) | Expr::Snd(a) => {
-            out.push_str(if matches!(e, Expr::Fst(_)) {
-                "π0("
-            } else {
-                "π1("
-            });
+            out.push_str(projection(e));
             layout(a, indent + 3, out);
             out.push(')');
         }

@@ -113,38 +113,21 @@ pub fn max_fresh_suffix(e: &Expr) -> u64 {
         }
     }
     fn pred(p: &Pred, m: &mut u64) {
-        match p {
-            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred(q, m)),
-            Pred::Exists(i, _, q) => {
-                name(*i, m);
-                pred(q, m);
-            }
-            _ => {}
+        if let Pred::Exists(i, _, _) = p {
+            name(*i, m);
         }
+        p.children().for_each(|q| pred(q, m));
     }
     fn go(e: &Expr, m: &mut u64) {
         match e {
             Expr::Var(x) => name(*x, m),
-            Expr::Const(_) => {}
-            Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
-                go(a, m);
-                go(b, m);
-            }
-            Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => go(a, m),
-            Expr::Gen(i, _, b) | Expr::Sum(i, _, b) => {
-                name(*i, m);
-                go(b, m);
-            }
-            Expr::Iverson(p, a) => {
-                pred(p, m);
-                go(a, m);
-            }
-            Expr::Let(x, a, b) => {
-                name(*x, m);
-                go(a, m);
-                go(b, m);
-            }
+            Expr::Iverson(p, _) => pred(p, m),
+            _ => {}
         }
+        if let Some(b) = e.binder() {
+            name(b, m);
+        }
+        e.children().for_each(|c| go(c, m));
     }
     let mut m = 0;
     go(e, &mut m);
@@ -280,13 +263,6 @@ impl<'f> Substituter<'f> {
                 Replace::Var(y, by) if x == y => by.clone(),
                 _ => e.clone(),
             },
-            Expr::Const(_) => e.clone(),
-            Expr::Add(a, b) => add(self.expr_r(a, r)?, self.expr_r(b, r)?),
-            Expr::Mul(a, b) => mul(self.expr_r(a, r)?, self.expr_r(b, r)?),
-            Expr::Pair(a, b) => pair(self.expr_r(a, r)?, self.expr_r(b, r)?),
-            Expr::Call(f, a) => call(*f, self.expr_r(a, r)?),
-            Expr::Fst(a) => fst(self.expr_r(a, r)?),
-            Expr::Snd(a) => snd(self.expr_r(a, r)?),
             Expr::Get(a, i) => get(self.expr_r(a, r)?, self.aff(i, r)?),
             Expr::Iverson(p, a) => iverson(self.pred_r(p, r)?, self.expr_r(a, r)?),
             Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
@@ -320,6 +296,8 @@ impl<'f> Substituter<'f> {
                     }
                 }
             }
+            // no binders, indices or predicates of their own
+            _ => e.try_map_children(|c| self.expr_r(c, r))?,
         })
     }
 }

@@ -867,12 +867,16 @@ fn overflow() -> Error {
 /// Does `e` do no arithmetic and bind nothing (a read, a projection, a
 /// bracket of those)?
 fn free_of_work(e: &Expr) -> bool {
-    match e {
-        Expr::Var(_) | Expr::Const(_) => true,
-        Expr::Get(a, _) | Expr::Fst(a) | Expr::Snd(a) | Expr::Iverson(_, a) => free_of_work(a),
-        Expr::Pair(a, b) => free_of_work(a) && free_of_work(b),
-        _ => false,
-    }
+    matches!(
+        e,
+        Expr::Var(_)
+            | Expr::Const(_)
+            | Expr::Get(..)
+            | Expr::Fst(_)
+            | Expr::Snd(_)
+            | Expr::Iverson(..)
+            | Expr::Pair(..)
+    ) && e.children().all(free_of_work)
 }
 
 /// A `gen` chain whose body does no arithmetic and binds nothing: its

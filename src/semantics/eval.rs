@@ -323,33 +323,17 @@ pub fn check_dimensions(e: &Expr, sizes: &Sizes) -> Result<()> {
         }
     }
     fn pred(p: &Pred, sizes: &Sizes) -> Result<()> {
-        match p {
-            Pred::And(ps) | Pred::Or(ps) => ps.iter().try_for_each(|q| pred(q, sizes)),
-            Pred::Exists(_, d, q) => {
-                dim(d, sizes)?;
-                pred(q, sizes)
-            }
-            _ => Ok(()),
+        if let Pred::Exists(_, d, _) = p {
+            dim(d, sizes)?;
         }
+        p.children().try_for_each(|q| pred(q, sizes))
     }
     match e {
-        Expr::Var(_) | Expr::Const(_) => Ok(()),
-        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
-            check_dimensions(a, sizes)?;
-            check_dimensions(b, sizes)
-        }
-        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => {
-            check_dimensions(a, sizes)
-        }
-        Expr::Gen(_, d, a) | Expr::Sum(_, d, a) => {
-            dim(d, sizes)?;
-            check_dimensions(a, sizes)
-        }
-        Expr::Iverson(p, a) => {
-            pred(p, sizes)?;
-            check_dimensions(a, sizes)
-        }
+        Expr::Gen(_, d, _) | Expr::Sum(_, d, _) => dim(d, sizes)?,
+        Expr::Iverson(p, _) => pred(p, sizes)?,
+        _ => {}
     }
+    e.children().try_for_each(|c| check_dimensions(c, sizes))
 }
 
 /// Evaluate an (open) expression in `env`.

@@ -173,13 +173,6 @@ impl Renamer<'_> {
         use atl_egg::front::ast::build::*;
         match e {
             Expr::Var(x) => Expr::Var(self.look(*x)),
-            Expr::Const(_) => e.clone(),
-            Expr::Add(a, b) => add(self.expr(a), self.expr(b)),
-            Expr::Mul(a, b) => mul(self.expr(a), self.expr(b)),
-            Expr::Pair(a, b) => pair(self.expr(a), self.expr(b)),
-            Expr::Call(f, a) => call(*f, self.expr(a)),
-            Expr::Fst(a) => fst(self.expr(a)),
-            Expr::Snd(a) => snd(self.expr(a)),
             Expr::Get(a, i) => get(self.expr(a), self.aff(i)),
             Expr::Iverson(p, a) => iverson(self.pred(p), self.expr(a)),
             Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
@@ -201,6 +194,7 @@ impl Renamer<'_> {
                 self.map.pop();
                 let_(nx, a, b)
             }
+            _ => e.map_children(|c| self.expr(c)),
         }
     }
 }

@@ -1,0 +1,429 @@
+//! The differentiation rules' Rust appliers and conditions: forward
+//! (`d-var`, `d-const`, `d-let`) and adjoint (`adj-gen`, `adj-rev-let`,
+//! `adj-coeff-dot`, and the conditions on tangents and access paths), and
+//! the forward rules made from the black boxes' derivative table
+//! (`rules/derivatives.rules`).
+//!
+//! They live with the rest of differentiation; the optimizer's rule table
+//! ([`crate::egraph::rules`]) holds only its own appliers and looks a name up
+//! here when it is not one of them. Each applier says beside it why a
+//! pattern cannot express its rule.
+
+use crate::egraph::analysis::{name_of, AtlGraph};
+use crate::egraph::language::{Atl, Idx};
+use crate::egraph::rules::{
+    condition_args, parse_rules, ApplierFn, BoxedCondition, Built, Ctx, Rhs, RuleSpec,
+};
+use crate::front::affine::Affine;
+use crate::front::ast::{build, Expr, Type};
+use crate::front::names;
+use egg::{Condition, Id, Subst, Symbol, Var};
+
+// -- the black boxes' derivatives ---------------------------------------------
+
+/// The black boxes' derivatives, as data: `F: (F ?x) => F'(?x)`.
+pub const DERIVATIVES: &str = include_str!("../../rules/derivatives.rules");
+
+/// The derivative table: (black box name, lhs pattern, derivative pattern).
+pub fn derivative_table() -> Vec<(String, String, String)> {
+    parse_rules("derivatives.rules", DERIVATIVES)
+        .unwrap_or_else(|e| panic!("bad derivative table: {e}"))
+        .into_iter()
+        .filter_map(|s| match s.rhs {
+            Rhs::Pattern(p) => Some((s.name, s.lhs, p)),
+            Rhs::Applier(..) => None,
+        })
+        .collect()
+}
+
+/// The rule sets of the black-box forward rules (the table's group tags).
+fn derivative_tags() -> Vec<String> {
+    parse_rules("derivatives.rules", DERIVATIVES)
+        .ok()
+        .and_then(|v| v.into_iter().next())
+        .map(|s| s.tags)
+        .unwrap_or_default()
+}
+
+/// The forward rules of the black boxes, made from the table:
+/// `(D (F ?x)) => (* F'(?x) (D ?x))`.
+pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
+    let tags = derivative_tags();
+    derivative_table()
+        .into_iter()
+        .map(|(name, lhs, d)| RuleSpec {
+            file: "derivatives.rules",
+            group: "black-box derivatives".into(),
+            name: format!("d-{name}"),
+            lhs: format!("(D {lhs})"),
+            rhs: Rhs::Pattern(format!("(* {d} (D ?x))")),
+            conditions: vec![],
+            tags: tags.clone(),
+        })
+        .collect()
+}
+
+// -- conditions ---------------------------------------------------------------
+
+/// The tangent of the variable named in class `id` (sigma(x)).
+fn tangent_of(egraph: &AtlGraph, id: Id) -> Option<Symbol> {
+    let x = name_of(egraph, id)?;
+    egraph.analysis.tangents.get(&x).copied()
+}
+
+/// `tangent-free(?a)`: no tangent name is free in `?a`.
+struct TangentFree(Var);
+
+impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for TangentFree {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        !egraph
+            .analysis
+            .mentions_tangent(&egraph[subst[self.0]].data)
+    }
+}
+
+/// `tangent-not-free(?x, ?e)`: the tangent of the variable `?x` is not free
+/// in `?e` (true when `?x` has no tangent).
+struct TangentNotFree(Var, Var);
+
+impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for TangentNotFree {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        match tangent_of(egraph, subst[self.0]) {
+            Some(dx) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, dx),
+            None => name_of(egraph, subst[self.0]).is_some(),
+        }
+    }
+}
+
+/// One step of an access path: an element, or a side of a pair.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PathStep {
+    Get(Affine),
+    Fst,
+    Snd,
+}
+
+/// The access path `(get (fst (var x)) @a)` ... held by a class: its root
+/// variable and its steps, outermost last.
+pub fn path_of(egraph: &AtlGraph, id: Id) -> Option<(Symbol, Vec<PathStep>)> {
+    let mut steps = vec![];
+    let mut id = id;
+    for _ in 0..256 {
+        let node = egraph[id]
+            .nodes
+            .iter()
+            .find(|n| matches!(n, Atl::Var(_) | Atl::Get(_) | Atl::Fst(_) | Atl::Snd(_)))?;
+        match node {
+            Atl::Var(x) => {
+                steps.reverse();
+                return Some((name_of(egraph, *x)?, steps));
+            }
+            Atl::Get([a, i]) => {
+                steps.push(PathStep::Get(egraph[*i].data.aff.clone()?));
+                id = *a;
+            }
+            Atl::Fst(a) => {
+                steps.push(PathStep::Fst);
+                id = *a;
+            }
+            Atl::Snd(a) => {
+                steps.push(PathStep::Snd);
+                id = *a;
+            }
+            _ => unreachable!(),
+        }
+    }
+    None
+}
+
+/// `root-not-free(?P, ?s)`: the variable at the root of the path `?P` is not
+/// free in `?s`.
+struct RootNotFree(Var, Var);
+
+impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for RootNotFree {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        match path_of(egraph, subst[self.0]) {
+            Some((r, _)) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, r),
+            None => false,
+        }
+    }
+}
+
+/// `rooted-at(?q, ?x)` / `not-rooted-at(?q, ?x)`: the path `?q` is (is not)
+/// an access to the tangent of `?x`.
+struct RootedAt(Var, Var, bool);
+
+impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for RootedAt {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        match (
+            path_of(egraph, subst[self.0]),
+            tangent_of(egraph, subst[self.1]),
+        ) {
+            (Some((r, _)), Some(dx)) => (r == dx) == self.2,
+            (Some(_), None) => !self.2,
+            _ => false,
+        }
+    }
+}
+
+/// `settled(?b)`: the class is not a differential binding still waiting to
+/// be turned around (it holds no `dlet`, or also a `let` made from one).
+/// adj-swap-let moves a differential binding only past settled bodies, so
+/// the bindings are turned around innermost first, as in the paper, and the
+/// e-graph does not hold every interleaving of the pending ones (a number
+/// exponential in the length of the chain).
+struct Settled(Var);
+
+impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for Settled {
+    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
+        let nodes = &egraph[subst[self.0]].nodes;
+        !nodes.iter().any(|n| matches!(n, Atl::DLet(_)))
+            || nodes.iter().any(|n| matches!(n, Atl::Let(_)))
+    }
+}
+
+/// The differentiation rules' conditions by the name used in `rules/`
+/// (`None`: not one of them).
+pub fn condition(name: &str, args: &[String]) -> Result<Option<BoxedCondition>, String> {
+    Ok(Some(match name {
+        "tangent-free" => {
+            let [a] = condition_args(name, args)?;
+            Box::new(TangentFree(a))
+        }
+        "settled" => {
+            let [a] = condition_args(name, args)?;
+            Box::new(Settled(a))
+        }
+        "tangent-not-free" => {
+            let [a, b] = condition_args(name, args)?;
+            Box::new(TangentNotFree(a, b))
+        }
+        "root-not-free" => {
+            let [a, b] = condition_args(name, args)?;
+            Box::new(RootNotFree(a, b))
+        }
+        "rooted-at" => {
+            let [a, b] = condition_args(name, args)?;
+            Box::new(RootedAt(a, b, true))
+        }
+        "not-rooted-at" => {
+            let [a, b] = condition_args(name, args)?;
+            Box::new(RootedAt(a, b, false))
+        }
+        _ => return Ok(None),
+    }))
+}
+
+// -- Rust appliers ----------------------------------------------------------------
+
+/// d-var `(D (var ?x))`: the tangent variable of `x` under sigma, or the
+/// zero of `x`'s type for inputs that are not differentiated (a lookup in
+/// the environment sigma, which patterns cannot do).
+fn d_var(c: &mut Ctx) -> Option<Built> {
+    let x = c.name(0)?;
+    if let Some(dx) = c.egraph.analysis.tangents.get(&x).copied() {
+        return Some(Built::Expr(Expr::Var(dx)));
+    }
+    let t = c.egraph.analysis.constants.get(&x)?.clone();
+    let mut made = vec![];
+    let zero = crate::front::types::zero_of(&t, &mut || {
+        let k = c.fresh(Symbol::from("z"));
+        made.push(k);
+        k
+    });
+    let analysis = &mut c.egraph.analysis;
+    // register the extents of the zero's generators, outermost first
+    let mut ty = &t;
+    let mut k = 0;
+    while let Type::Tensor(d, e) = ty {
+        if let Some(name) = made.get(k) {
+            analysis.extents.insert(*name, d.clone());
+        }
+        k += 1;
+        ty = e;
+    }
+    Some(Built::Expr(zero))
+}
+
+/// d-const `(D ?c)` for a constant `c`: zero (a pattern cannot say "any
+/// constant").
+fn d_const(c: &mut Ctx) -> Option<Built> {
+    let id = c.id(0);
+    c.egraph[id]
+        .nodes
+        .iter()
+        .any(|n| matches!(n, Atl::Num(_)))
+        .then(|| Built::Expr(build::num(0.0)))
+}
+
+/// d-let `(D (let ?x ?a ?b))` => `(let x a (let dx (D a) (D b)))` with
+/// sigma extended by x -> dx: the fresh name dx and the extension of sigma
+/// are beyond patterns.
+fn d_let(c: &mut Ctx) -> Option<Built> {
+    let x = c.name(0)?;
+    let (xid, a, b) = (c.id(0), c.id(1), c.id(2));
+    let dx = match c.egraph.analysis.tangents.get(&x) {
+        Some(dx) => *dx,
+        None => {
+            let dx = c
+                .egraph
+                .analysis
+                .fresh_name(Symbol::from(format!("d{}", names::base(x.as_str()))));
+            c.egraph.analysis.add_tangent(x, dx);
+            dx
+        }
+    };
+    let g = &mut *c.egraph;
+    let dxid = g.add(Atl::Sym(dx));
+    let da = g.add(Atl::D(a));
+    let db = g.add(Atl::D(b));
+    let inner = g.add(Atl::Let([dxid, da, db]));
+    Some(Built::Class(g.add(Atl::Let([xid, a, inner]))))
+}
+
+/// adj-gen `(dot ?w (gen ?i ?n ?e))` => `(sum i n (dot (get w @i) e))`:
+/// the index `i` turns from a name (the binder) into an index expression
+/// (the access `w[i]`), which patterns cannot do.
+fn adj_gen(c: &mut Ctx) -> Option<Built> {
+    let (w, i, n, e) = (c.id(0), c.name(1)?, c.id(2), c.id(3));
+    if c.egraph.analysis.is_free(&c.egraph[w].data, i) {
+        return None;
+    }
+    let g = &mut *c.egraph;
+    let iname = g.add(Atl::Sym(i));
+    let iaff = g.add(Atl::Aff(Idx(Affine::var(i))));
+    let wi = g.add(Atl::Get([w, iaff]));
+    let dot = g.add(Atl::Dot([wi, e]));
+    Some(Built::Class(g.add(Atl::Sum([iname, n, dot]))))
+}
+
+/// The coefficients of the tangent entry path `path` (of type `t`) in the
+/// linear form `s`, as a value of type `t`: `(coeff path s)` for a real,
+/// `(gen g n ...)` for a tensor, a pair of both sides. The indices are named
+/// after `key` (the variable) and their position, once.
+pub fn coefficients(g: &mut AtlGraph, t: &Type, key: &str, path: Id, s: Id) -> Id {
+    match t {
+        Type::Real => g.add(Atl::Coeff([path, s])),
+        Type::Tensor(n, e) => {
+            let key = format!("{key}.");
+            let k = g.analysis.name_for(&key, "g");
+            g.analysis.extents.insert(k, n.clone());
+            let kname = g.add(Atl::Sym(k));
+            let kaff = g.add(Atl::Aff(Idx(Affine::var(k))));
+            let inner_path = g.add(Atl::Get([path, kaff]));
+            let body = coefficients(g, e, &key, inner_path, s);
+            let nid = g.add(Atl::Aff(Idx(n.clone())));
+            g.add(Atl::Gen([kname, nid, body]))
+        }
+        Type::Pair(a, b) => {
+            let pa = g.add(Atl::Fst(path));
+            let pb = g.add(Atl::Snd(path));
+            let ca = coefficients(g, a, &format!("{key}0"), pa, s);
+            let cb = coefficients(g, b, &format!("{key}1"), pb, s);
+            g.add(Atl::Pair([ca, cb]))
+        }
+    }
+}
+
+/// adj-rev-let `(dlet ?x ?d ?s)` =>
+/// `(let cx C (+ (dot (var cx) d) (drop x s)))` with `C` the coefficients
+/// of the tangent of `x` in `s`: a fresh name, and a value built by the
+/// type of `x` (a gen per tensor dimension, a pair per pair). Applies once
+/// `s` is a sum of inner products (the paper applies it when no ordinary
+/// binding is left between the differential binding and them).
+fn adj_rev_let(c: &mut Ctx) -> Option<Built> {
+    let (xid, d, s) = (c.id(0), c.id(1), c.id(2));
+    let x = c.name(0)?;
+    if c.egraph[s]
+        .nodes
+        .iter()
+        .any(|n| matches!(n, Atl::Let(_) | Atl::DLet(_)))
+    {
+        return None;
+    }
+    let dx = *c.egraph.analysis.tangents.get(&x)?;
+    let t = c.egraph.analysis.types.get(&x)?.clone();
+    let cx = c
+        .egraph
+        .analysis
+        .name_for(&format!("{x}"), &format!("{}_bar", names::base(x.as_str())));
+    c.egraph.analysis.types.insert(cx, t.clone());
+    let g = &mut *c.egraph;
+    let dxname = g.add(Atl::Sym(dx));
+    let root = g.add(Atl::Var(dxname));
+    let coeffs = coefficients(g, &t, x.as_str(), root, s);
+    let cxname = g.add(Atl::Sym(cx));
+    let cxvar = g.add(Atl::Var(cxname));
+    let back = g.add(Atl::Dot([cxvar, d]));
+    let rest = g.add(Atl::Drop([xid, s]));
+    let body = g.add(Atl::Add([back, rest]));
+    Some(Built::Class(g.add(Atl::Let([cxname, coeffs, body]))))
+}
+
+/// adj-coeff-dot `(coeff ?P (dot ?w ?q))` for a real entry `P` of a tangent
+/// and an access `q` to a tangent: zero for another tangent or another side
+/// of a pair, else `[P's indices == q's indices] * w[P's remaining steps]`.
+/// Comparing two access paths of any depth is beyond a pattern.
+fn adj_coeff_dot(c: &mut Ctx) -> Option<Built> {
+    let (p, w, q) = (c.id(0), c.id(1), c.id(2));
+    let (pr, ps) = path_of(c.egraph, p)?;
+    let (qr, qs) = path_of(c.egraph, q)?;
+    if !c.egraph.analysis.tangent_set_has(pr) || !c.egraph.analysis.tangent_set_has(qr) {
+        return None;
+    }
+    let g = &mut *c.egraph;
+    let zero = || Some(Built::Expr(build::num(0.0)));
+    if pr != qr {
+        return zero();
+    }
+    let mut eqs = vec![];
+    for (a, b) in ps.iter().zip(&qs) {
+        match (a, b) {
+            (PathStep::Get(i), PathStep::Get(j)) => eqs.push((i.clone(), j.clone())),
+            (PathStep::Fst, PathStep::Fst) | (PathStep::Snd, PathStep::Snd) => {}
+            (PathStep::Fst, PathStep::Snd) | (PathStep::Snd, PathStep::Fst) => return zero(),
+            _ => return None,
+        }
+    }
+    if qs.len() > ps.len() {
+        // P is not an entry (ill-typed use): leave it
+        return None;
+    }
+    let mut out = w;
+    for step in &ps[qs.len()..] {
+        out = match step {
+            PathStep::Get(i) => {
+                let a = g.add(Atl::Aff(Idx(i.clone())));
+                g.add(Atl::Get([out, a]))
+            }
+            PathStep::Fst => g.add(Atl::Fst(out)),
+            PathStep::Snd => g.add(Atl::Snd(out)),
+        };
+    }
+    let mut pred: Option<Id> = None;
+    for (i, j) in eqs {
+        let (a, b) = (g.add(Atl::Aff(Idx(i))), g.add(Atl::Aff(Idx(j))));
+        let e = g.add(Atl::Eq([a, b]));
+        pred = Some(match pred {
+            None => e,
+            Some(p) => g.add(Atl::And([p, e])),
+        });
+    }
+    Some(Built::Class(match pred {
+        None => out,
+        Some(p) => g.add(Atl::Iverson([p, out])),
+    }))
+}
+
+/// The differentiation rules' Rust appliers by the name used in `rules/`.
+pub fn applier_fn(name: &str) -> Option<ApplierFn> {
+    Some(match name {
+        "d-var" => d_var,
+        "d-const" => d_const,
+        "d-let" => d_let,
+        "adj-gen" => adj_gen,
+        "adj-rev-let" => adj_rev_let,
+        "adj-coeff-dot" => adj_coeff_dot,
+        _ => return None,
+    })
+}
