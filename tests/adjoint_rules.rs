@@ -113,7 +113,7 @@ fn environment<'a>(
     }
     let inputs = random_inputs(prog, &sizes, rng).ok()?;
     let mut vars: Vec<(Symbol, Value)> = vec![];
-    let mut names: Vec<_> = an.types.iter().collect();
+    let mut names: Vec<_> = an.diff.types.iter().collect();
     names.sort_by_key(|(k, _)| k.as_str());
     for (x, t) in names {
         let v = match inputs.values.get(x) {
@@ -140,8 +140,15 @@ fn environment<'a>(
             },
         ));
     }
-    let mut ev = ExtEval::new(sizes, inputs.relations, vars, idx, &an.tangents, 50_000_000);
-    ev.types = Some(&an.types);
+    let mut ev = ExtEval::new(
+        sizes,
+        inputs.relations,
+        vars,
+        idx,
+        &an.diff.tangents,
+        50_000_000,
+    );
+    ev.types = Some(&an.diff.types);
     Some(ev)
 }
 

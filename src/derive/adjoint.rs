@@ -255,17 +255,20 @@ impl Ctx<'_> {
         }
         let mut analysis = AtlAnalysis {
             extents: self.extents.clone(),
-            prune_to_variables: true,
+            diff: super::context::DiffContext {
+                prune_to_variables: true,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let dx = fresh.name(&format!("t{x}"));
         let t = self.types[&x].clone();
         analysis.add_tangent(x, dx);
-        analysis.types.insert(dx, t.clone());
+        analysis.diff.types.insert(dx, t.clone());
         for (name, ty) in self.types {
-            analysis.types.insert(*name, ty.clone());
+            analysis.diff.types.insert(*name, ty.clone());
             if *name != x {
-                analysis.constants.insert(*name, ty.clone());
+                analysis.diff.constants.insert(*name, ty.clone());
             }
         }
         analysis.fresh = fresh.counter();
@@ -340,21 +343,24 @@ pub fn adjoint_egraph(
         .collect();
     let mut analysis = AtlAnalysis {
         extents,
-        prune_to_variables: true,
+        diff: super::context::DiffContext {
+            prune_to_variables: true,
+            ..Default::default()
+        },
         ..Default::default()
     };
     for x in active {
         let dx = fresh.name(&format!("d{}", crate::front::names::base(x.as_str())));
         analysis.add_tangent(x, dx);
         let t = types[&x].clone();
-        analysis.types.insert(dx, t.clone());
-        analysis.types.insert(x, t);
+        analysis.diff.types.insert(dx, t.clone());
+        analysis.diff.types.insert(x, t);
     }
     for p in &prog.params {
         if let ParamKind::Real(t) = &p.kind {
-            analysis.types.insert(p.name, t.clone());
-            if !analysis.tangents.contains_key(&p.name) {
-                analysis.constants.insert(p.name, t.clone());
+            analysis.diff.types.insert(p.name, t.clone());
+            if !analysis.diff.tangents.contains_key(&p.name) {
+                analysis.diff.constants.insert(p.name, t.clone());
             }
         }
     }
@@ -367,8 +373,8 @@ pub fn adjoint_egraph(
     let outputs: Vec<Id> = wrt
         .iter()
         .map(|w| {
-            let dw = egraph.analysis.tangents[w];
-            let t = egraph.analysis.types[w].clone();
+            let dw = egraph.analysis.diff.tangents[w];
+            let t = egraph.analysis.diff.types[w].clone();
             let name = egraph.add(Atl::Sym(dw));
             let root = egraph.add(Atl::Var(name));
             coefficients(&mut egraph, &t, &format!("out {w}"), root, form)

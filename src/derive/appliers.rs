@@ -68,7 +68,7 @@ pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
 /// The tangent of the variable named in class `id` (sigma(x)).
 fn tangent_of(egraph: &AtlGraph, id: Id) -> Option<Symbol> {
     let x = name_of(egraph, id)?;
-    egraph.analysis.tangents.get(&x).copied()
+    egraph.analysis.diff.tangents.get(&x).copied()
 }
 
 /// `tangent-free(?a)`: no tangent name is free in `?a`.
@@ -221,10 +221,10 @@ pub fn condition(name: &str, args: &[String]) -> Result<Option<BoxedCondition>, 
 /// the environment sigma, which patterns cannot do).
 fn d_var(c: &mut Ctx) -> Option<Built> {
     let x = c.name(0)?;
-    if let Some(dx) = c.egraph.analysis.tangents.get(&x).copied() {
+    if let Some(dx) = c.egraph.analysis.diff.tangents.get(&x).copied() {
         return Some(Built::Expr(Expr::Var(dx)));
     }
-    let t = c.egraph.analysis.constants.get(&x)?.clone();
+    let t = c.egraph.analysis.diff.constants.get(&x)?.clone();
     let mut made = vec![];
     let zero = crate::front::types::zero_of(&t, &mut || {
         let k = c.fresh(Symbol::from("z"));
@@ -262,7 +262,7 @@ fn d_const(c: &mut Ctx) -> Option<Built> {
 fn d_let(c: &mut Ctx) -> Option<Built> {
     let x = c.name(0)?;
     let (xid, a, b) = (c.id(0), c.id(1), c.id(2));
-    let dx = match c.egraph.analysis.tangents.get(&x) {
+    let dx = match c.egraph.analysis.diff.tangents.get(&x) {
         Some(dx) => *dx,
         None => {
             let dx = c
@@ -341,13 +341,13 @@ fn adj_rev_let(c: &mut Ctx) -> Option<Built> {
     {
         return None;
     }
-    let dx = *c.egraph.analysis.tangents.get(&x)?;
-    let t = c.egraph.analysis.types.get(&x)?.clone();
+    let dx = *c.egraph.analysis.diff.tangents.get(&x)?;
+    let t = c.egraph.analysis.diff.types.get(&x)?.clone();
     let cx = c
         .egraph
         .analysis
         .name_for(&format!("{x}"), &format!("{}_bar", names::base(x.as_str())));
-    c.egraph.analysis.types.insert(cx, t.clone());
+    c.egraph.analysis.diff.types.insert(cx, t.clone());
     let g = &mut *c.egraph;
     let dxname = g.add(Atl::Sym(dx));
     let root = g.add(Atl::Var(dxname));

@@ -65,7 +65,7 @@ pub fn differentiate(
     for p in &prog.params {
         if let ParamKind::Real(t) = &p.kind {
             if !sigma.contains_key(&p.name) {
-                analysis.constants.insert(p.name, t.clone());
+                analysis.diff.constants.insert(p.name, t.clone());
             }
         }
     }

@@ -21,6 +21,7 @@
 
 pub mod adjoint;
 pub mod appliers;
+pub mod context;
 pub mod direct;
 pub mod forward;
 pub mod normalize;

@@ -88,24 +88,14 @@ pub struct AtlAnalysis {
     pub extents: HashMap<Symbol, Affine>,
     /// Counter for fresh names made by appliers.
     pub fresh: u64,
-    /// Differentiation only: the tangent name of each differentiated
-    /// variable (the paper's sigma: x -> dx); add with [`Self::add_tangent`].
-    pub tangents: HashMap<Symbol, Symbol>,
-    /// The bits of the tangent names (values of `tangents`).
-    pub tangent_set: NameSet,
-    /// Differentiation only: the types of variables (inputs, bindings,
-    /// cotangents made by the adjoint rules) and of tangents.
-    pub types: HashMap<Symbol, crate::front::ast::Type>,
+    /// Differentiation only: sigma, the types, the constants
+    /// ([`crate::derive::context::DiffContext`]; empty in the optimizer).
+    pub diff: crate::derive::context::DiffContext,
     /// Keep the other nodes of classes known to be constants (tests that
     /// look for every instance of a rule in an e-graph set this).
     pub keep_constant_nodes: bool,
-    /// Prune classes holding a variable to that variable (see `modify`).
-    pub prune_to_variables: bool,
     /// Names made by appliers, by what they name ([`Self::name_for`]).
     pub named: HashMap<String, Symbol>,
-    /// Differentiation only: real inputs that are not differentiated, with
-    /// their types (their derivative is the zero of that type).
-    pub constants: HashMap<Symbol, crate::front::ast::Type>,
 }
 
 impl AtlAnalysis {
@@ -128,21 +118,21 @@ impl AtlAnalysis {
 
     /// Extend sigma with `x -> dx`.
     pub fn add_tangent(&mut self, x: Symbol, dx: Symbol) {
-        self.tangents.insert(x, dx);
+        self.diff.tangents.insert(x, dx);
         let k = self.name_bit(dx);
-        self.tangent_set.insert(k);
+        self.diff.tangent_set.insert(k);
     }
 
     /// Is `s` a tangent name?
     pub fn tangent_set_has(&self, s: Symbol) -> bool {
         self.names
             .get_index_of(&s)
-            .is_some_and(|k| self.tangent_set.contains(k))
+            .is_some_and(|k| self.diff.tangent_set.contains(k))
     }
 
     /// Does the class with data `d` possibly mention a tangent name?
     pub fn mentions_tangent(&self, d: &Data) -> bool {
-        d.free.intersects(&self.tangent_set)
+        d.free.intersects(&self.diff.tangent_set)
     }
 
     /// Is `s` possibly free in the class with data `d`?
@@ -336,7 +326,7 @@ impl Analysis<Atl> for AtlAnalysis {
                 let an = &egraph.analysis;
                 let tangents: Vec<usize> = free
                     .iter()
-                    .filter_map(|k| an.tangents.get(an.names.get_index(k)?))
+                    .filter_map(|k| an.diff.tangents.get(an.names.get_index(k)?))
                     .filter_map(|dx| an.names.get_index_of(dx))
                     .collect();
                 for k in tangents {
@@ -351,8 +341,8 @@ impl Analysis<Atl> for AtlAnalysis {
                     _ => unreachable!(),
                 };
                 free.union_with(&egraph[s].data.free);
-                let dx =
-                    name_of(egraph, *x).and_then(|x| egraph.analysis.tangents.get(&x).copied());
+                let dx = name_of(egraph, *x)
+                    .and_then(|x| egraph.analysis.diff.tangents.get(&x).copied());
                 if let Some(dx) = dx {
                     let k = egraph.analysis.name_bit(dx);
                     free.remove(k);
@@ -365,7 +355,7 @@ impl Analysis<Atl> for AtlAnalysis {
             Atl::Coeff([p, s]) => {
                 free.union_with(&egraph[*p].data.free);
                 free.union_with(&egraph[*s].data.free);
-                free.difference_with(&egraph.analysis.tangent_set);
+                free.difference_with(&egraph.analysis.diff.tangent_set);
             }
             Atl::Sym(_) => {}
             _ => {
@@ -461,7 +451,7 @@ impl Analysis<Atl> for AtlAnalysis {
         // equal to x (a coefficient that happens to be an input, say)
         // would otherwise add their own free names to x's class, and from
         // there to every term using x, until no binder could move past them.
-        if let (true, Some(x)) = (egraph.analysis.prune_to_variables, data.var) {
+        if let (true, Some(x)) = (egraph.analysis.diff.prune_to_variables, data.var) {
             if egraph[id].nodes.len() > 1 {
                 let k = egraph.analysis.name_bit(x);
                 let id = egraph.find(id);

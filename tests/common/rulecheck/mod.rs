@@ -237,7 +237,7 @@ fn check_instance(
         if rng.chance(0.5) {
             analysis.add_tangent(sym(&x), sym(&tangent_name(&x)));
         } else {
-            analysis.constants.insert(sym(&x), t);
+            analysis.diff.constants.insert(sym(&x), t);
         }
     }
     let mut eg = AtlGraph::new(analysis);
@@ -266,7 +266,7 @@ fn check_instance(
         }
         already = true;
     }
-    let (sigma, constants) = (&eg.analysis.tangents, &eg.analysis.constants);
+    let (sigma, constants) = (&eg.analysis.diff.tangents, &eg.analysis.diff.constants);
     let (terms, new_seen) = root_terms(eg, root, &before, rng, cfg.terms);
     let name = report.name.clone();
     let file = report.file.clone();
