@@ -8,6 +8,8 @@
 //! * every entry of the black-box derivative table equals the evaluator's
 //!   derivative of that black box, and every forward rule is exercised.
 
+mod common;
+
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive;
 use atl_egg::egraph::Options;
@@ -17,6 +19,7 @@ use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{random_value, Inputs, Sizes, Value};
+use common::values::unnest;
 use egg::Symbol;
 use std::collections::HashMap;
 use std::path::Path;
@@ -38,25 +41,6 @@ fn type_of(p: &Program, x: Symbol) -> Type {
         ParamKind::Real(t) => t.clone(),
         _ => unreachable!(),
     }
-}
-
-fn unnest(v: &Value, n: usize) -> Vec<Value> {
-    let mut out = vec![];
-    let mut cur = v.clone();
-    for _ in 1..n {
-        match cur {
-            Value::Pair(a, b) => {
-                out.push((*a).clone());
-                cur = (*b).clone();
-            }
-            Value::Zero => {
-                out.push(Value::Zero);
-            }
-            other => panic!("expected a pair, got {other:?}"),
-        }
-    }
-    out.push(cur);
-    out
 }
 
 fn close(a: f64, b: f64, scale: f64, rtol: f64) -> bool {

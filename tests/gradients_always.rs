@@ -18,6 +18,7 @@ use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{random_value, Value};
+use common::values::unnest;
 use common::{generate, random_inputs, GenConfig, Rng};
 use egg::Symbol;
 use std::collections::HashMap;
@@ -28,23 +29,6 @@ fn opts() -> Options {
         time_limit: Duration::from_secs(20),
         ..Default::default()
     }
-}
-
-fn unnest(v: &Value, n: usize) -> Vec<Value> {
-    let mut out = vec![];
-    let mut cur = v.clone();
-    for _ in 1..n {
-        match cur {
-            Value::Pair(a, b) => {
-                out.push((*a).clone());
-                cur = (*b).clone();
-            }
-            Value::Zero => out.push(Value::Zero),
-            other => panic!("expected a pair, got {other:?}"),
-        }
-    }
-    out.push(cur);
-    out
 }
 
 fn real_inputs(p: &Program) -> Vec<Symbol> {

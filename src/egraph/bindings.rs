@@ -24,7 +24,7 @@
 //!   more than the input at any checked sample.
 
 use super::letpasses::{add_terms, index, inline_free_bindings, reuse_bindings};
-use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats, Stats};
+use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats};
 use crate::derive::normalize::{dead_code, lift, unflatten, Fresh};
 use crate::error::Result;
 use crate::front::affine::Affine;
@@ -100,16 +100,10 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         }
     }
     candidates.insert(0, local);
-    let (program, kept_input, cost_before, cost_after) = guard(prog, candidates, opts)?;
+    let (program, stats) = guard(prog, candidates, opts, phases, started)?;
     Ok(Optimized {
         program: crate::front::names::readable(&program, &HashMap::new()),
-        stats: Stats {
-            phases,
-            cost_before,
-            cost_after,
-            kept_input,
-            seconds: started.elapsed().as_secs_f64(),
-        },
+        stats,
     })
 }
 

@@ -71,31 +71,22 @@ fn substitute_reduced(e: &Expr, defs: &HashMap<Symbol, Expr>, next_id: &mut u64)
     if defs.is_empty() || free_names(e).iter().all(|x| !defs.contains_key(x)) {
         return e.clone();
     }
-    let go = |a: &Expr, next_id: &mut u64| substitute_reduced(a, defs, next_id);
     match e {
         Expr::Var(x) => match defs.get(x) {
             // binders of the definition made unique again at each use
             Some(d) => crate::front::names::fresh_binders(d, &HashMap::new(), next_id),
             None => e.clone(),
         },
-        Expr::Const(_) => e.clone(),
-        Expr::Add(a, b) => build::add(go(a, next_id), go(b, next_id)),
-        Expr::Mul(a, b) => build::mul(go(a, next_id), go(b, next_id)),
-        Expr::Pair(a, b) => build::pair(go(a, next_id), go(b, next_id)),
-        Expr::Call(f, a) => build::call(*f, go(a, next_id)),
-        Expr::Fst(a) => match go(a, next_id) {
+        Expr::Fst(a) => match substitute_reduced(a, defs, next_id) {
             Expr::Pair(p, _) => *p,
             a => build::fst(a),
         },
-        Expr::Snd(a) => match go(a, next_id) {
+        Expr::Snd(a) => match substitute_reduced(a, defs, next_id) {
             Expr::Pair(_, q) => *q,
             a => build::snd(a),
         },
-        Expr::Get(a, i) => access(go(a, next_id), i, next_id),
-        Expr::Iverson(p, a) => build::iverson(p.clone(), go(a, next_id)),
-        Expr::Gen(i, d, a) => build::gen(*i, d.clone(), go(a, next_id)),
-        Expr::Sum(i, d, a) => build::sum(*i, d.clone(), go(a, next_id)),
-        Expr::Let(x, a, b) => build::let_(*x, go(a, next_id), go(b, next_id)),
+        Expr::Get(a, i) => access(substitute_reduced(a, defs, next_id), i, next_id),
+        _ => e.map_children(|c| substitute_reduced(c, defs, next_id)),
     }
 }
 
@@ -267,49 +258,30 @@ fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(String, Vec<Symbol>)> {
     ))
 }
 
-/// The free index names of `e`'s affine expressions, in order of first
-/// occurrence (`bound`: the binders around).
+/// The free index names of `e`'s affine expressions and predicates, in
+/// order of first occurrence (`bound`: the binders around).
 fn first_indices(e: &Expr, bound: &mut Vec<Symbol>, out: &mut Vec<Symbol>) {
-    let note = |a: &Affine, bound: &Vec<Symbol>, out: &mut Vec<Symbol>| {
-        for n in a.names() {
-            if !bound.contains(&n) && !out.contains(&n) {
-                out.push(n);
-            }
+    let names: Vec<Symbol> = match e {
+        Expr::Get(_, a) | Expr::Gen(_, a, _) | Expr::Sum(_, a, _) => a.names().collect(),
+        Expr::Iverson(p, _) => {
+            let mut in_pred = std::collections::BTreeSet::new();
+            crate::front::subst::pred_free(p, &mut in_pred);
+            in_pred.into_iter().collect()
         }
+        _ => vec![],
     };
-    match e {
-        Expr::Var(_) | Expr::Const(_) => {}
-        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
-            first_indices(a, bound, out);
-            first_indices(b, bound, out);
+    for n in names {
+        if !bound.contains(&n) && !out.contains(&n) {
+            out.push(n);
         }
-        Expr::Let(x, a, b) => {
-            first_indices(a, bound, out);
-            bound.push(*x);
-            first_indices(b, bound, out);
-            bound.pop();
-        }
-        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) => first_indices(a, bound, out),
-        Expr::Get(a, i) => {
-            first_indices(a, bound, out);
-            note(i, bound, out);
-        }
-        Expr::Iverson(p, a) => {
-            let mut names = std::collections::BTreeSet::new();
-            crate::front::subst::pred_free(p, &mut names);
-            for n in names {
-                if !bound.contains(&n) && !out.contains(&n) {
-                    out.push(n);
-                }
-            }
-            first_indices(a, bound, out);
-        }
-        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
-            note(d, bound, out);
-            bound.push(*i);
-            first_indices(a, bound, out);
-            bound.pop();
-        }
+    }
+    let binder = e.binder();
+    bound.extend(binder);
+    for c in e.children() {
+        first_indices(c, bound, out);
+    }
+    if binder.is_some() {
+        bound.pop();
     }
 }
 
@@ -349,21 +321,10 @@ fn reuse_in(e: &Expr, known: &HashMap<String, Known>, loops: &mut Vec<(Symbol, A
             }
         }
     }
-    let go = |a: &Expr, loops: &mut Vec<(Symbol, Affine)>| reuse_in(a, known, loops);
     match e {
-        Expr::Var(_) | Expr::Const(_) => e.clone(),
-        Expr::Add(a, b) => build::add(go(a, loops), go(b, loops)),
-        Expr::Mul(a, b) => build::mul(go(a, loops), go(b, loops)),
-        Expr::Pair(a, b) => build::pair(go(a, loops), go(b, loops)),
-        Expr::Call(f, a) => build::call(*f, go(a, loops)),
-        Expr::Fst(a) => build::fst(go(a, loops)),
-        Expr::Snd(a) => build::snd(go(a, loops)),
-        Expr::Get(a, i) => build::get(go(a, loops), i.clone()),
-        Expr::Iverson(p, a) => build::iverson(p.clone(), go(a, loops)),
-        Expr::Let(x, a, b) => build::let_(*x, go(a, loops), go(b, loops)),
         Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
             loops.push((*i, d.clone()));
-            let a = go(a, loops);
+            let a = reuse_in(a, known, loops);
             loops.pop();
             if matches!(e, Expr::Gen(..)) {
                 build::gen(*i, d.clone(), a)
@@ -371,6 +332,7 @@ fn reuse_in(e: &Expr, known: &HashMap<String, Known>, loops: &mut Vec<(Symbol, A
                 build::sum(*i, d.clone(), a)
             }
         }
+        _ => e.map_children(|c| reuse_in(c, known, loops)),
     }
 }
 

@@ -406,17 +406,11 @@ pub fn optimize_whole(prog: &Program, opts: &Options) -> Result<Whole> {
             ..prog.clone()
         })
         .collect();
-    let (program, kept_input, cost_before, cost_after) = guard(prog, candidates, opts)?;
+    let (program, stats) = guard(prog, candidates, opts, phases, started)?;
     Ok(Whole {
         program,
         hints,
-        stats: Stats {
-            phases,
-            cost_before,
-            cost_after,
-            kept_input,
-            seconds: started.elapsed().as_secs_f64(),
-        },
+        stats,
     })
 }
 
@@ -552,11 +546,15 @@ fn small_first_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
 /// sample in order, then the smaller term (a gradient of zero work can
 /// still be a vector or a cube), then the first; the input when there is
 /// none.
+/// The statistics say the `phases` that made the candidates, the costs
+/// before and after, and the time since `started`.
 pub fn guard(
     prog: &Program,
     candidates: Vec<Program>,
     opts: &Options,
-) -> Result<(Program, bool, Costs, Costs)> {
+    phases: Vec<PhaseStats>,
+    started: Instant,
+) -> Result<(Program, Stats)> {
     let samples = guard_samples(prog, opts.sizes.as_ref());
     let mut extents = HashMap::new();
     collect_extents(&prog.body, &mut extents);
@@ -604,10 +602,18 @@ pub fn guard(
             best = Some((candidate, (after, size)));
         }
     }
-    Ok(match best {
-        Some((candidate, (after, _))) => (candidate, false, before, after),
-        None => (prog.clone(), true, before.clone(), before),
-    })
+    let (program, kept_input, cost_after) = match best {
+        Some((candidate, (after, _))) => (candidate, false, after),
+        None => (prog.clone(), true, before.clone()),
+    };
+    let stats = Stats {
+        phases,
+        cost_before: before,
+        cost_after,
+        kept_input,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    Ok((program, stats))
 }
 
 /// Rule names of every phase (for reports and tests).

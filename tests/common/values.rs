@@ -182,3 +182,22 @@ pub fn show_inputs(inputs: &Inputs) -> String {
     }
     out
 }
+
+/// The `n` parts of a right-nested pair (`grad`'s result for `n` inputs);
+/// a zero stands for zeros of every part.
+pub fn unnest(v: &Value, n: usize) -> Vec<Value> {
+    let mut out = vec![];
+    let mut cur = v.clone();
+    for _ in 1..n {
+        match cur {
+            Value::Pair(a, b) => {
+                out.push((*a).clone());
+                cur = (*b).clone();
+            }
+            Value::Zero => out.push(Value::Zero),
+            other => panic!("expected a pair, got {other:?}"),
+        }
+    }
+    out.push(cur);
+    out
+}
