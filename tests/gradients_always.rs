@@ -6,7 +6,10 @@
 //! * property: `grad` of random generator programs returning `R`, with
 //!   respect to each real input in turn and all together, checked against
 //!   dual numbers: `<grad f(x), v> = D f(x)[v]` along a random `v`.
-//!   `ATL_GRAD_CASES` sets the number of programs (default 40).
+//!   `ATL_GRAD_CASES` sets the number of programs (default 40) and
+//!   `ATL_GRAD_FIRST_SEED` the generator seed to start from (default 1), so
+//!   that a long run can be split between processes; each failure is printed
+//!   as it is found, and progress every 250 programs.
 
 mod common;
 
@@ -138,9 +141,13 @@ fn gradients_of_random_programs_match_dual_numbers() {
         .unwrap_or(40);
     let cfg = GenConfig::default();
     let mut failures = vec![];
+    let first: u64 = std::env::var("ATL_GRAD_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let mut checked = 0;
-    let mut seed = 0u64;
-    while checked < cases && seed < cases * 20 {
+    let mut seed = first - 1;
+    while checked < cases && seed < first + cases * 20 {
         seed += 1;
         let g = generate(seed, &cfg);
         let Ok(p) = parse_program(g.sugar.as_bytes()) else {
@@ -154,16 +161,22 @@ fn gradients_of_random_programs_match_dual_numbers() {
             continue;
         }
         checked += 1;
+        if checked % 250 == 0 {
+            eprintln!("checked {checked} random programs (seed {seed})");
+        }
         let mut choices: Vec<Vec<Symbol>> = inputs.iter().map(|x| vec![*x]).collect();
         if inputs.len() > 1 {
             choices.push(inputs.clone());
         }
         for wrt in choices {
             if let Err(e) = check_grad(&p, &wrt, seed) {
-                failures.push(format!("seed {seed} --wrt {wrt:?}: {e}\n{}", g.sugar));
+                let failure = format!("seed {seed} --wrt {wrt:?}: {e}\n{}", g.sugar);
+                eprintln!("FAILED {failure}");
+                failures.push(failure);
             }
         }
     }
-    eprintln!("checked {checked} random programs");
+    eprintln!("checked {checked} random programs (seeds {first}..={seed})");
+    assert_eq!(checked, cases, "the generator gave too few programs");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
