@@ -9,7 +9,19 @@
 //! prints its wall time, peak memory (max RSS) and the gradient's io-cost
 //! ratio at n = 16; then the growth exponent of the time fitted over
 //! k >= 64. `--time-limit 600` so that no limit changes the work done.
+//!
+//!     cargo run --release --example scaling -- --corpus [DIR]
+//!
+//! instead measures every program of a corpus directory (default
+//! `corpus/`): `grad` (or `vjp` for a tensor result) with its `; wrt:` and
+//! the default limits, its wall time, peak memory and io-cost ratio at the
+//! largest size set.
 
+use atl_egg::corpus::{random_inputs, CorpusProgram};
+use atl_egg::front::ast::{Program, Type};
+use atl_egg::rng::Rng;
+use atl_egg::semantics::value::Relation;
+use std::collections::HashMap;
 use atl_egg::front::parse_program;
 use atl_egg::semantics::cost::io_cost;
 use atl_egg::semantics::value::Sizes;
@@ -74,7 +86,69 @@ fn slice_sum(k: usize) -> String {
     text
 }
 
+const BIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/atl-egg");
+
+/// One run of the binary under `/usr/bin/time`: wall seconds, peak memory
+/// in MiB, and the output (or the first line of the error).
+fn measure(args: &[&str]) -> (f64, f64, Result<Vec<u8>, String>) {
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "TIME %e %M", BIN])
+        .args(args)
+        .output()
+        .expect("runs /usr/bin/time");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err.lines().find(|l| l.starts_with("TIME")).unwrap_or("");
+    let field = |k: usize| -> f64 {
+        line.split_whitespace()
+            .nth(k)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let result = if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(format!("error: {}", err.lines().next().unwrap_or("")))
+    };
+    (field(1), field(2) / 1024.0, result)
+}
+
+/// The io-cost ratio of a derivative `d` of `f` at `sizes` (and the
+/// relation values `rel`).
+fn ratio(f: &Program, d: &[u8], sizes: &Sizes, rel: &HashMap<Symbol, Relation>) -> String {
+    let g = parse_program(d).unwrap();
+    let a = io_cost(f, sizes, rel).unwrap() as f64;
+    let b = io_cost(&g, sizes, rel).unwrap() as f64;
+    format!("{:.3}", b / a.max(1.0))
+}
+
+fn corpus(dir: &str) {
+    println!("| program | command | time (s) | peak memory (MiB) | io-cost ratio (largest sizes) |");
+    println!("| --- | --- | --- | --- | --- |");
+    for p in CorpusProgram::load_dir(std::path::Path::new(dir)).expect("reads the corpus") {
+        let command = if p.program.ret == Type::Real { "grad" } else { "vjp" };
+        let file = format!("{dir}/{}.atl", p.name);
+        let wrt = p.wrt.iter().map(|w| w.as_str()).collect::<Vec<_>>().join(",");
+        let mut args = vec![command, &file];
+        if !wrt.is_empty() {
+            args.extend(["--wrt", &wrt]);
+        }
+        let (secs, mib, out) = measure(&args);
+        let sizes = p.size_sets.last().cloned().unwrap_or_default();
+        let mut rng = Rng::new(p.seed);
+        let inputs = random_inputs(&p.program, &sizes, &mut rng).expect("inputs");
+        let ratio = match out {
+            Ok(d) => ratio(&p.program, &d, &inputs.sizes, &inputs.relations),
+            Err(e) => e,
+        };
+        println!("| {} | {command} | {secs:.2} | {mib:.0} | {ratio} |", p.name);
+    }
+}
+
 fn main() {
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(k) = all.iter().position(|a| a == "--corpus") {
+        return corpus(all.get(k + 1).map(String::as_str).unwrap_or("corpus"));
+    }
     let args: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
@@ -84,7 +158,6 @@ fn main() {
     } else {
         args
     };
-    let bin = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/atl-egg");
     let dir = std::env::temp_dir().join("atl-egg-scaling");
     std::fs::create_dir_all(&dir).unwrap();
     type Family = (&'static str, fn(usize) -> String);
@@ -102,38 +175,15 @@ fn main() {
             let text = make(k);
             let file = dir.join(format!("{name}_{k}.atl"));
             std::fs::write(&file, &text).unwrap();
-            let out = Command::new("/usr/bin/time")
-                .args(["-f", "TIME %e %M", bin, "grad"])
-                .arg(&file)
-                .args(["--time-limit", "600"])
-                .output()
-                .expect("runs /usr/bin/time");
-            let err = String::from_utf8_lossy(&out.stderr);
-            let line = err.lines().find(|l| l.starts_with("TIME")).unwrap_or("");
-            let parts: Vec<&str> = line.split_whitespace().collect();
-            let secs: f64 = parts
-                .get(1)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(f64::NAN);
-            let kb: f64 = parts
-                .get(2)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(f64::NAN);
-            let ratio = if out.status.success() {
-                let f = parse_program(text.as_bytes()).unwrap();
-                let g = parse_program(&out.stdout).unwrap();
-                let sizes: Sizes = [(Symbol::from("n"), 16)].into_iter().collect();
-                let rel = Default::default();
-                let a = io_cost(&f, &sizes, &rel).unwrap() as f64;
-                let b = io_cost(&g, &sizes, &rel).unwrap() as f64;
-                format!("{:.3}", b / a.max(1.0))
-            } else {
-                format!("error: {}", err.lines().next().unwrap_or(""))
+            let path = file.to_string_lossy().to_string();
+            let (secs, mib, out) = measure(&["grad", &path, "--time-limit", "600"]);
+            let sizes: Sizes = [(Symbol::from("n"), 16)].into_iter().collect();
+            let f = parse_program(text.as_bytes()).unwrap();
+            let ratio = match out {
+                Ok(d) => ratio(&f, &d, &sizes, &HashMap::new()),
+                Err(e) => e,
             };
-            println!(
-                "| {name} | {k} | {secs:.2} | {:.0} | {ratio} |",
-                kb / 1024.0
-            );
+            println!("| {name} | {k} | {secs:.2} | {mib:.0} | {ratio} |");
             if k >= 64 && secs.is_finite() {
                 points.push(((k as f64).ln(), secs.max(1e-3).ln()));
             }
