@@ -19,13 +19,13 @@
 
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::{Program, Type};
-use atl_egg::rng::Rng;
-use atl_egg::semantics::value::Relation;
-use std::collections::HashMap;
 use atl_egg::front::parse_program;
+use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::io_cost;
+use atl_egg::semantics::value::Relation;
 use atl_egg::semantics::value::Sizes;
 use egg::Symbol;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::Command;
 
@@ -122,12 +122,23 @@ fn ratio(f: &Program, d: &[u8], sizes: &Sizes, rel: &HashMap<Symbol, Relation>) 
 }
 
 fn corpus(dir: &str) {
-    println!("| program | command | time (s) | peak memory (MiB) | io-cost ratio (largest sizes) |");
+    println!(
+        "| program | command | time (s) | peak memory (MiB) | io-cost ratio (largest sizes) |"
+    );
     println!("| --- | --- | --- | --- | --- |");
     for p in CorpusProgram::load_dir(std::path::Path::new(dir)).expect("reads the corpus") {
-        let command = if p.program.ret == Type::Real { "grad" } else { "vjp" };
+        let command = if p.program.ret == Type::Real {
+            "grad"
+        } else {
+            "vjp"
+        };
         let file = format!("{dir}/{}.atl", p.name);
-        let wrt = p.wrt.iter().map(|w| w.as_str()).collect::<Vec<_>>().join(",");
+        let wrt = p
+            .wrt
+            .iter()
+            .map(|w| w.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
         let mut args = vec![command, &file];
         if !wrt.is_empty() {
             args.extend(["--wrt", &wrt]);
@@ -140,7 +151,10 @@ fn corpus(dir: &str) {
             Ok(d) => ratio(&p.program, &d, &inputs.sizes, &inputs.relations),
             Err(e) => e,
         };
-        println!("| {} | {command} | {secs:.2} | {mib:.0} | {ratio} |", p.name);
+        println!(
+            "| {} | {command} | {secs:.2} | {mib:.0} | {ratio} |",
+            p.name
+        );
     }
 }
 

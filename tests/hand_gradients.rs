@@ -56,16 +56,23 @@ fn comparison() {
         let grad = derive::grad(&f.program, &wrt, &Options::default())
             .unwrap_or_else(|e| panic!("{of}: grad failed: {e}"));
         // The printed gradient, read back: what a user of the binary gets.
-        let ours = parse_program(atl_egg::front::print::program_to_string(&grad.program).as_bytes())
-            .expect("the printed gradient reads back");
+        let ours =
+            parse_program(atl_egg::front::print::program_to_string(&grad.program).as_bytes())
+                .expect("the printed gradient reads back");
         let mut rng = Rng::new(f.seed);
         for sizes in &f.size_sets {
             let inputs = inputs_at(&f.program, &mut rng, sizes.clone(), 0.5);
             let a = evaluate(&ours, &inputs).expect("atl-egg's gradient evaluates");
             let b = evaluate(&hand.program, &inputs).expect("the hand-written gradient evaluates");
-            let tol = Tolerance { rel: 1e-9, abs: 1e-12 };
+            let tol = Tolerance {
+                rel: 1e-9,
+                abs: 1e-12,
+            };
             if let Err(e) = compare_values(&a, &b, tol) {
-                failures.push(format!("{of} at {}: values differ {e}", sizes_to_string(sizes)));
+                failures.push(format!(
+                    "{of} at {}: values differ {e}",
+                    sizes_to_string(sizes)
+                ));
             }
             let cost = |p| io_cost(p, &inputs.sizes, &inputs.relations).unwrap();
             let (cf, ca, ch) = (cost(&f.program), cost(&ours), cost(&hand.program));

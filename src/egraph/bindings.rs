@@ -23,7 +23,9 @@
 //!   ([`super::runner::guard`]) keeps the cheapest candidate that costs no
 //!   more than the input at any checked sample.
 
-use super::letpasses::{add_terms, index, inline_free_bindings, reuse_bindings};
+use super::letpasses::{
+    add_terms, drop_false_brackets, index, inline_free_bindings, reuse_bindings,
+};
 use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats};
 use crate::derive::normalize::{dead_code, lift, unflatten, Fresh};
 use crate::error::Result;
@@ -53,8 +55,13 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     let mut candidates = vec![];
     let mut phases = vec![];
     let input_small = term_size(&prog.body) <= WHOLE_PROGRAM_NODES;
+    // the input without its `[false]·e` terms: what every e-graph starts from
+    let cleaned = Program {
+        body: drop_false_brackets(&prog.body),
+        ..prog.clone()
+    };
 
-    let local = by_binding(prog, opts, deadline, &mut next_id)?;
+    let local = by_binding(&cleaned, opts, deadline, &mut next_id)?;
     phases.extend(local.1);
     let local = local.0;
     let left = |now: Instant| deadline.saturating_duration_since(now);
@@ -62,7 +69,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         // inlining and sharing across bindings: the whole (small) program
         // in one e-graph, from the per-binding result and from the input
         let starts: Vec<&Program> = if input_small {
-            vec![&local, prog]
+            vec![&local, &cleaned]
         } else {
             vec![&local]
         };

@@ -5,7 +5,15 @@
 //! * [`inline_free_bindings`]: a binding that does no arithmetic is
 //!   substituted into its uses (sparsity through bindings);
 //! * [`reuse_bindings`]: a computation a binding already holds is read
-//!   from it (sharing of equal definitions and subterms).
+//!   from it (sharing of equal definitions and subterms);
+//! * [`drop_false_brackets`]: `[false]·e` terms removed where their type
+//!   is real (outside the e-graph: a rule `[false]·e = 0` would merge a
+//!   tensor-typed class with the real 0, and its real-typed instances under
+//!   `+` make the e-graph grow without bound);
+//! * [`bracket_empty_products`]: a product with a sum is bracketed by the
+//!   sum's range being non-empty, so that a factor moved out of a sum costs
+//!   nothing where the sum did no work (the guard's "never costlier at any
+//!   size" includes empty ranges).
 
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
@@ -356,6 +364,63 @@ fn rename(e: &Expr, map: &HashMap<Symbol, Symbol>) -> Expr {
     out
 }
 
+/// `e` without its `[false]·e` terms where they are real: a summand is
+/// dropped, a product or a sum of one is 0, a real-valued one is 0 (and
+/// a summand 0 is dropped too). Equal
+/// in value, and never costlier (the cost model charges such terms
+/// nothing, and an addition of one nothing either), but its readers (and
+/// the e-graphs after it) see the terms that remain.
+pub fn drop_false_brackets(e: &Expr) -> Expr {
+    // (a false bracket that is real has become 0 below)
+    let is_false = |e: &Expr| {
+        matches!(e, Expr::Iverson(Pred::False, _)) || matches!(e, Expr::Const(c) if c.0 == 0.0)
+    };
+    let is_real = |e: &Expr| {
+        matches!(
+            e,
+            Expr::Const(_) | Expr::Add(..) | Expr::Mul(..) | Expr::Call(..) | Expr::Sum(..)
+        )
+    };
+    let e = e.map_children(drop_false_brackets);
+    match &e {
+        Expr::Add(a, b) if is_false(a) => (**b).clone(),
+        Expr::Add(a, b) if is_false(b) => (**a).clone(),
+        Expr::Mul(a, b) if is_false(a) || is_false(b) => build::num(0.0),
+        Expr::Sum(_, _, a) if is_false(a) => build::num(0.0),
+        Expr::Iverson(Pred::False, a) if is_real(a) => build::num(0.0),
+        _ => e,
+    }
+}
+
+/// `e` with each product that has a sum as an operand bracketed by that
+/// sum's range being non-empty: `u · Σ[j<m] t[j]` becomes
+/// `[0 < m]·u · Σ[j<m] t[j]`. Equal in value (an empty sum is 0, and so is
+/// the product), and never costlier: the bracket costs nothing and saves
+/// the product (and its other operand) on an empty range. Factoring `u` out
+/// of `Σ[j<m] u · t[j]` saves m - 1 products at every m >= 1 but costs one
+/// at m = 0; with the bracket it is no costlier at any size, so the guard
+/// can keep it. A range that is a positive constant needs no bracket.
+pub fn bracket_empty_products(e: &Expr) -> Expr {
+    let e = e.map_children(bracket_empty_products);
+    let Expr::Mul(a, b) = &e else {
+        return e;
+    };
+    let mut preds = vec![];
+    for side in [a, b] {
+        if let Expr::Sum(_, d, _) = side.as_ref() {
+            let nonempty = Pred::Cmp(CmpOp::Lt, Affine::constant(0), d.clone());
+            if d.as_constant().is_none_or(|k| k <= 0) && !preds.contains(&nonempty) {
+                preds.push(nonempty);
+            }
+        }
+    }
+    match preds.len() {
+        0 => e,
+        1 => Expr::Iverson(preds.pop().unwrap(), Box::new(e)),
+        _ => Expr::Iverson(Pred::And(preds), Box::new(e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,6 +476,53 @@ mod tests {
         let r = &binds2.iter().find(|b| b.0 == Symbol::from("r")).unwrap().1;
         assert!(free_names(r).contains(&Symbol::from("e")), "{r:?}");
         same_values(&p, binds2, result2);
+    }
+
+    #[test]
+    fn false_brackets_are_dropped_where_real() {
+        let p = parse_program(
+            b"(fn f ((x (tensor n R)))
+               (pair (gen i n (+ (iverson false 1) (get x i))) (iverson false (gen j n 1))))",
+        )
+        .unwrap();
+        let q = drop_false_brackets(&p.body);
+        assert_eq!(
+            crate::front::print::expr_to_string(&q),
+            "(pair (gen i n (get x i)) (iverson false (gen j n 1)))"
+        );
+    }
+
+    #[test]
+    fn a_product_with_a_sum_is_bracketed_by_its_range() {
+        let p = parse_program(
+            b"(fn f ((x (tensor n R)) (u R))
+               (* (+ u 1) (sum j n (* u (get x j)))))",
+        )
+        .unwrap();
+        let q = Program {
+            body: bracket_empty_products(&p.body),
+            ..p.clone()
+        };
+        assert!(matches!(q.body, Expr::Iverson(..)), "{:?}", q.body);
+        for n in 0..4 {
+            let sizes: crate::semantics::value::Sizes = [(Symbol::from("n"), n)].into();
+            let inputs =
+                crate::corpus::random_inputs(&p, &sizes, &mut crate::rng::Rng::new(3)).unwrap();
+            let real = |v| match v {
+                crate::semantics::value::Value::Real(x) => x,
+                crate::semantics::value::Value::Zero => 0.0,
+                other => panic!("{other:?}"),
+            };
+            let (a, b) = (
+                evaluate(&p, &inputs).unwrap(),
+                evaluate(&q, &inputs).unwrap(),
+            );
+            assert_eq!(real(a), real(b));
+            let rel = Default::default();
+            let cost = |p: &Program| crate::semantics::cost::cost(p, &sizes, &rel).unwrap();
+            assert!(cost(&q) <= cost(&p));
+            assert_eq!(cost(&q) < cost(&p), n == 0, "n = {n}");
+        }
     }
 
     #[test]

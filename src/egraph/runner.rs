@@ -569,7 +569,13 @@ pub fn guard(
         .chain(prog.sizes.iter().copied())
         .collect();
     let mut best: Option<(Program, (Costs, usize))> = None;
-    for candidate in candidates {
+    let mut queue: std::collections::VecDeque<(Program, bool)> =
+        candidates.into_iter().map(|c| (c, false)).collect();
+    while let Some((candidate, bracketed)) = queue.pop_front() {
+        let candidate = Program {
+            body: super::letpasses::drop_false_brackets(&candidate.body),
+            ..candidate
+        };
         // well-formed: the input's type, no name the input does not declare
         let typed = crate::front::types::type_of(
             &candidate.body,
@@ -596,10 +602,16 @@ pub fn guard(
                 .then(size.cmp(other_size))
                 .is_lt()
         };
-        if after.iter().zip(&before).all(|(a, b)| a.1 <= b.1)
-            && best.as_ref().is_none_or(|(_, c)| cheaper_than(c))
-        {
+        let never_costlier = after.iter().zip(&before).all(|(a, b)| a.1 <= b.1);
+        if never_costlier && best.as_ref().is_none_or(|(_, c)| cheaper_than(c)) {
             best = Some((candidate, (after, size)));
+        } else if !never_costlier && !bracketed {
+            // costlier somewhere: perhaps only on an empty range, where a
+            // factor moved out of a sum still multiplies
+            let body = super::letpasses::bracket_empty_products(&candidate.body);
+            if body != candidate.body {
+                queue.push_back((Program { body, ..candidate }, true));
+            }
         }
     }
     let (program, kept_input, cost_after) = match best {

@@ -25,14 +25,23 @@ fn bad(msg: String) -> Error {
     Error::transform(format!("ill-typed core expression: {msg}"))
 }
 
-/// The type of a well-typed core expression.
+/// The type of a core expression; an error if it is ill-typed (the
+/// optimizer's guard relies on this to reject a candidate: every operand
+/// of `+`, `*`, a black box and a `sum` body must be real).
 pub fn type_of(e: &Expr, env: &mut TypeEnv) -> Result<Type> {
     Ok(match e {
         Expr::Var(x) => env
             .get(x)
             .cloned()
             .ok_or_else(|| bad(format!("unbound variable {x}")))?,
-        Expr::Const(_) | Expr::Add(..) | Expr::Mul(..) | Expr::Call(..) | Expr::Sum(..) => {
+        Expr::Const(_) => Type::Real,
+        Expr::Add(..) | Expr::Mul(..) | Expr::Call(..) | Expr::Sum(..) => {
+            for c in e.children() {
+                match type_of(c, env)? {
+                    Type::Real => {}
+                    t => return Err(bad(format!("arithmetic on {t:?}"))),
+                }
+            }
             Type::Real
         }
         Expr::Pair(a, b) => Type::Pair(Box::new(type_of(a, env)?), Box::new(type_of(b, env)?)),

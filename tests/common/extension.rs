@@ -236,10 +236,22 @@ impl<'a> ExtEval<'a> {
                 for dx in self.tangents.values() {
                     self.vars.push((*dx, Value::Zero));
                 }
+                // s(e_P) - s(0): the coefficient of a linear form, and the
+                // derivative of an affine one (a class may hold a linear
+                // form plus a tangent-free term that an algebra rule merged
+                // with it, `seed + [false]·dx[g]` = `seed`)
+                self.vars.push((root, Value::Zero));
+                let at_zero = self.eval(t, ext, *b);
+                self.vars.pop();
                 self.vars.push((root, one.unwrap_or(Value::Zero)));
-                let r = self.eval(t, ext, *b);
+                let at_one = self.eval(t, ext, *b);
                 self.vars.truncate(n);
-                r?
+                match (at_one?, at_zero?) {
+                    (Value::Real(a), Value::Real(z)) => Value::Real(a - z),
+                    (Value::Real(a), Value::Zero) => Value::Real(a),
+                    (Value::Zero, Value::Real(z)) => Value::Real(-z),
+                    (a, _) => a,
+                }
             }
             Atl::Add([a, b]) => Value::Real(self.real(t, ext, *a)? + self.real(t, ext, *b)?),
             Atl::Mul([a, b]) => Value::Real(self.real(t, ext, *a)? * self.real(t, ext, *b)?),
