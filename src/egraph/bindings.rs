@@ -25,6 +25,7 @@
 
 use super::letpasses::{
     add_terms, drop_false_brackets, index, inline_free_bindings, reuse_bindings,
+    share_repeated_elements,
 };
 use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats};
 use crate::derive::normalize::{dead_code, lift, unflatten, Fresh};
@@ -196,6 +197,7 @@ fn by_binding(
     let result = units.result(&result, next_id)?;
     out.append(&mut units.extra);
     let (out, result) = reuse_bindings(out, result);
+    let (out, result) = share_repeated_elements(out, result, next_id);
     let body = unflatten(dead_code((out, result)));
     let mut stats = units.stats;
     for s in &mut stats {

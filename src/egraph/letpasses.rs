@@ -6,6 +6,8 @@
 //!   substituted into its uses (sparsity through bindings);
 //! * [`reuse_bindings`]: a computation a binding already holds is read
 //!   from it (sharing of equal definitions and subterms);
+//! * [`share_repeated_elements`]: an elementwise computation recomputed
+//!   over the same ranges in two places becomes a binding both read;
 //! * [`drop_false_brackets`]: `[false]·e` terms removed where their type
 //!   is real (outside the e-graph: a rule `[false]·e = 0` would merge a
 //!   tensor-typed class with the real 0, and its real-typed instances under
@@ -421,6 +423,140 @@ pub fn bracket_empty_products(e: &Expr) -> Expr {
     }
 }
 
+/// The materializing pass: an elementwise computation that two places
+/// recompute over the same index ranges (`exp(z[s][k])` in a normalizer's
+/// sum and again in the softmax, as reverse mode writes them) becomes a
+/// binding of its own, `m = ⊞[s] ⊞[k] exp(z[s][k])`, which
+/// [`reuse_bindings`] then reads at both places. Only occurrences outside
+/// any bracket count, so each computed the whole range: the binding costs
+/// no more than one of them, and the program less at every size (the same
+/// at empty ranges).
+pub fn share_repeated_elements(
+    mut binds: Vec<(Symbol, Expr)>,
+    mut result: Expr,
+    next_id: &mut u64,
+) -> (Vec<(Symbol, Expr)>, Expr) {
+    for _ in 0..MAX_SHARED {
+        let mut found: HashMap<String, Occurrences> = HashMap::new();
+        for (k, e) in binds.iter().map(|b| &b.1).chain([&result]).enumerate() {
+            collect_elements(e, k, &mut vec![], &mut found);
+        }
+        let best = found
+            .into_iter()
+            .filter(|(_, o)| o.count >= 2 && o.consistent)
+            .max_by(|a, b| {
+                let size = |o: &Occurrences| super::bindings::term_size(&o.term);
+                size(&a.1).cmp(&size(&b.1)).then_with(|| b.0.cmp(&a.0))
+            });
+        let Some((_, occ)) = best else {
+            break;
+        };
+        // ⊞ over the indices in their order of first occurrence
+        let mut body = occ.term.clone();
+        let mut fresh_indices = vec![];
+        for v in &occ.indices {
+            *next_id += 1;
+            let w = crate::front::names::make(v.as_str(), *next_id);
+            let mut no_fresh = |b: Symbol| b;
+            body = Substituter::new(&mut no_fresh)
+                .expr(&body, &Replace::Index(*v, Affine::var(w)))
+                .expect("renaming an index cannot overflow");
+            fresh_indices.push(w);
+        }
+        for (w, d) in fresh_indices.iter().zip(&occ.dims).rev() {
+            body = build::gen(*w, d.clone(), body);
+        }
+        *next_id += 1;
+        let base = match &occ.term {
+            Expr::Call(f, _) => f.name(),
+            _ => "shared",
+        };
+        let name = crate::front::names::make(base, *next_id);
+        let at = occ.first.min(binds.len());
+        binds.insert(at, (name, body));
+        let (b, r) = reuse_bindings(binds, result);
+        binds = b;
+        result = r;
+    }
+    (binds, result)
+}
+
+/// At most this many bindings are made by [`share_repeated_elements`].
+const MAX_SHARED: usize = 8;
+
+/// The places one elementwise computation occurs (see
+/// [`share_repeated_elements`]).
+struct Occurrences {
+    term: Expr,
+    indices: Vec<Symbol>,
+    dims: Vec<Affine>,
+    count: usize,
+    /// The first binding (or the result, at `binds.len()`) it occurs in.
+    first: usize,
+    /// Every occurrence has the same extents.
+    consistent: bool,
+}
+
+/// Record the elementwise subterms of `e` (in binding `k`) that do work
+/// inside loops, outside brackets and lets; `loops`: the `gen`/`sum`
+/// indices around, with their extents.
+fn collect_elements(
+    e: &Expr,
+    k: usize,
+    loops: &mut Vec<(Symbol, Affine)>,
+    found: &mut HashMap<String, Occurrences>,
+) {
+    match e {
+        Expr::Iverson(..) | Expr::Let(..) => return,
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+            loops.push((*i, d.clone()));
+            collect_elements(a, k, loops, found);
+            loops.pop();
+            return;
+        }
+        _ => {}
+    }
+    if !loops.is_empty()
+        && matches!(e, Expr::Call(..) | Expr::Mul(..) | Expr::Add(..))
+        && does_work(e)
+        && super::bindings::term_size(e) <= MAX_REUSE_NODES
+    {
+        let names: Vec<Symbol> = loops.iter().map(|l| l.0).collect();
+        if let Some((key, seen)) = subterm_key(e, &names) {
+            let dims: Vec<Affine> = seen
+                .iter()
+                .map(|v| {
+                    loops
+                        .iter()
+                        .rev()
+                        .find(|l| l.0 == *v)
+                        .expect("a loop index")
+                        .1
+                        .clone()
+                })
+                .collect();
+            // the extents must not mention the loops (a triangular range)
+            let fixed = dims.iter().all(|d| d.names().all(|n| !names.contains(&n)));
+            if !seen.is_empty() && fixed {
+                let o = found.entry(key).or_insert_with(|| Occurrences {
+                    term: e.clone(),
+                    indices: seen.clone(),
+                    dims: dims.clone(),
+                    count: 0,
+                    first: k,
+                    consistent: true,
+                });
+                o.count += 1;
+                o.first = o.first.min(k);
+                o.consistent &= o.dims == dims;
+            }
+        }
+    }
+    for c in e.children() {
+        collect_elements(c, k, loops, found);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,6 +659,30 @@ mod tests {
             assert!(cost(&q) <= cost(&p));
             assert_eq!(cost(&q) < cost(&p), n == 0, "n = {n}");
         }
+    }
+
+    #[test]
+    fn a_computation_made_twice_becomes_a_binding() {
+        let (p, binds, result) = flat(
+            "(fn f ((z (tensor b c R)))
+               (let t (gen s b (sum k c (exp (get z s k))))
+                 (let u (gen g b (gen h c (* (get t g) (exp (get z g h)))))
+                   (sum s b (sum k c (get u s k))))))",
+        );
+        let mut id = 1000;
+        let (binds2, result2) = share_repeated_elements(binds, result, &mut id);
+        assert_eq!(binds2.len(), 3, "{binds2:?}");
+        let calls = |e: &Expr| {
+            let mut n = 0;
+            e.any(&mut |x| {
+                n += usize::from(matches!(x, Expr::Call(..)));
+                false
+            });
+            n
+        };
+        let total: usize = binds2.iter().map(|b| calls(&b.1)).sum();
+        assert_eq!(total, 1, "{binds2:?}");
+        same_values(&p, binds2, result2);
     }
 
     #[test]
