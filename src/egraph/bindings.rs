@@ -227,6 +227,20 @@ fn pair_leaves(e: &Expr) -> usize {
     }
 }
 
+/// `k` copies of the real term `t` added up, as one product: `k · t`, or
+/// `[p]·(k · e)` for a bracket `[p]·e` (so that the product is charged only
+/// where the bracket holds, as the additions were). Never costlier than
+/// `t + ... + t` for k >= 2.
+fn times(k: u32, t: Expr) -> Expr {
+    if k == 1 {
+        return t;
+    }
+    match t {
+        Expr::Iverson(p, e) => Expr::Iverson(p, Box::new(times(k, *e))),
+        t => build::mul(build::num(f64::from(k)), t),
+    }
+}
+
 impl Units<'_> {
     /// The result: each leaf of its pairs a unit.
     fn result(&mut self, e: &Expr, next_id: &mut u64) -> Result<Expr> {
@@ -250,7 +264,8 @@ impl Units<'_> {
             return self.optimize_unit(e, next_id);
         }
         self.left += terms.len();
-        let mut sum: Option<Expr> = None;
+        // equal optimized terms are added once, times their count
+        let mut like: Vec<(String, Expr, u32)> = vec![];
         for t in terms {
             let closed = gens
                 .iter()
@@ -260,6 +275,15 @@ impl Units<'_> {
             for (i, _) in &gens {
                 o = index(o, &Affine::var(*i), next_id);
             }
+            let key = crate::front::print::expr_to_string(&super::runner::canonical_binders(&o));
+            match like.iter_mut().find(|l| l.0 == key) {
+                Some(l) => l.2 += 1,
+                None => like.push((key, o, 1)),
+            }
+        }
+        let mut sum: Option<Expr> = None;
+        for (_, o, count) in like {
+            let o = times(count, o);
             sum = Some(match sum {
                 None => o,
                 Some(s) => build::add(s, o),
