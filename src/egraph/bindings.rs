@@ -24,8 +24,8 @@
 //!   more than the input at any checked sample.
 
 use super::letpasses::{
-    add_terms, drop_false_brackets, index, inline_free_bindings, reuse_bindings,
-    share_repeated_elements,
+    add_terms, drop_broadcast_dimensions, drop_false_brackets, index, inline_free_bindings,
+    reuse_bindings, share_repeated_elements,
 };
 use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats};
 use crate::derive::normalize::{dead_code, lift, unflatten, Fresh};
@@ -198,6 +198,7 @@ fn by_binding(
     out.append(&mut units.extra);
     let (out, result) = reuse_bindings(out, result);
     let (out, result) = share_repeated_elements(out, result, next_id);
+    let (out, result) = drop_broadcast_dimensions(out, result);
     let body = unflatten(dead_code((out, result)));
     let mut stats = units.stats;
     for s in &mut stats {

@@ -8,6 +8,9 @@
 //!   from it (sharing of equal definitions and subterms);
 //! * [`share_repeated_elements`]: an elementwise computation recomputed
 //!   over the same ranges in two places becomes a binding both read;
+//! * [`drop_broadcast_dimensions`]: a tensor binding whose element does
+//!   not depend on one of its indices is computed once per other index
+//!   (scalars broadcast instead of materialized);
 //! * [`drop_false_brackets`]: `[false]·e` terms removed where their type
 //!   is real (outside the e-graph: a rule `[false]·e = 0` would merge a
 //!   tensor-typed class with the real 0, and its real-typed instances under
@@ -557,6 +560,142 @@ fn collect_elements(
     }
 }
 
+/// The broadcast pass: a binding `x = ⊞[i] ⊞[j] e` whose element does not
+/// depend on some of its indices (`⊞[j<m] u[i]·d[b]`, or `⊞[b] recip(s)`,
+/// a scalar made a vector) is computed once per remaining index, and its
+/// reads `x[a][c]` become `[0 <= c < m]·x'[a]` (no bracket where `c` is a
+/// loop index over the same range), and `x'` is bracketed by the dropped
+/// ranges being non-empty. Only bindings read through full
+/// accesses everywhere are changed. The definition does less work and a
+/// read in range is the same value, so the program is equal in value and
+/// never costlier (a bracket costs nothing, and an addition or a sum sees
+/// it).
+pub fn drop_broadcast_dimensions(
+    mut binds: Vec<(Symbol, Expr)>,
+    mut result: Expr,
+) -> (Vec<(Symbol, Expr)>, Expr) {
+    for k in 0..binds.len() {
+        let (x, e) = &binds[k];
+        let x = *x;
+        let mut dims: Vec<(Symbol, Affine)> = vec![];
+        let mut body = e;
+        while let Expr::Gen(i, d, b) = body {
+            dims.push((*i, d.clone()));
+            body = b;
+        }
+        let free = free_names(body);
+        let keep: Vec<bool> = dims.iter().map(|(i, _)| free.contains(i)).collect();
+        if keep.iter().all(|k| *k) || !does_work(body) {
+            continue;
+        }
+        let later = binds[k + 1..].iter().map(|b| &b.1).chain([&result]);
+        if !later.into_iter().all(|e| full_uses(e, x, dims.len())) {
+            continue;
+        }
+        // computed only where the dropped ranges are non-empty: on an
+        // empty one the tensor had no elements and cost nothing
+        let nonempty: Vec<Pred> = dims
+            .iter()
+            .zip(&keep)
+            .filter(|((_, d), k)| !**k && d.as_constant().is_none_or(|c| c <= 0))
+            .map(|((_, d), _)| Pred::Cmp(CmpOp::Lt, Affine::constant(0), d.clone()))
+            .collect();
+        let body = match nonempty.len() {
+            0 => body.clone(),
+            1 => Expr::Iverson(nonempty[0].clone(), Box::new(body.clone())),
+            _ => Expr::Iverson(Pred::And(nonempty), Box::new(body.clone())),
+        };
+        let def = dims
+            .iter()
+            .zip(&keep)
+            .rev()
+            .filter(|(_, k)| **k)
+            .fold(body, |acc, ((i, d), _)| build::gen(*i, d.clone(), acc));
+        binds[k].1 = def;
+        let extents: Vec<&Affine> = dims.iter().map(|d| &d.1).collect();
+        for b in &mut binds[k + 1..] {
+            b.1 = narrow_reads(&b.1, x, &keep, &extents, &mut vec![]);
+        }
+        result = narrow_reads(&result, x, &keep, &extents, &mut vec![]);
+    }
+    (binds, result)
+}
+
+/// The accesses of a chain `x[a1]..[ak]` (outermost last), if `e` is one.
+fn access_chain(e: &Expr) -> Option<(Symbol, Vec<&Affine>)> {
+    match e {
+        Expr::Var(x) => Some((*x, vec![])),
+        Expr::Get(a, i) => {
+            let (x, mut idx) = access_chain(a)?;
+            idx.push(i);
+            Some((x, idx))
+        }
+        _ => None,
+    }
+}
+
+/// Is every read of `x` in `e` a full access chain of `k` indices?
+fn full_uses(e: &Expr, x: Symbol, k: usize) -> bool {
+    if let Some((y, idx)) = access_chain(e) {
+        return y != x || idx.len() == k;
+    }
+    e.children().all(|c| full_uses(c, x, k))
+}
+
+/// `e` with each read `x[a1]..[ak]` keeping only the accesses `keep`
+/// marks, bracketed by the range of each dropped one unless a loop around
+/// (`loops`) ranges over exactly that extent.
+fn narrow_reads(
+    e: &Expr,
+    x: Symbol,
+    keep: &[bool],
+    extents: &[&Affine],
+    loops: &mut Vec<(Symbol, Affine)>,
+) -> Expr {
+    if let Some((y, idx)) = access_chain(e) {
+        if y != x || idx.len() != keep.len() {
+            return e.clone();
+        }
+        let mut read = Expr::Var(x);
+        let mut preds = vec![];
+        for ((a, k), d) in idx.iter().zip(keep).zip(extents) {
+            if *k {
+                read = build::get(read, (*a).clone());
+                continue;
+            }
+            let covered = loops
+                .iter()
+                .rev()
+                .any(|(v, ext)| **a == Affine::var(*v) && ext == *d);
+            let constant_in_range = matches!(
+                (a.as_constant(), d.as_constant()),
+                (Some(c), Some(n)) if 0 <= c && c < n
+            );
+            if !covered && !constant_in_range {
+                preds.push(Pred::Cmp(CmpOp::Le, Affine::constant(0), (*a).clone()));
+                preds.push(Pred::Cmp(CmpOp::Lt, (*a).clone(), (*d).clone()));
+            }
+        }
+        return match preds.len() {
+            0 => read,
+            _ => Expr::Iverson(Pred::And(preds), Box::new(read)),
+        };
+    }
+    match e {
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+            loops.push((*i, d.clone()));
+            let a = narrow_reads(a, x, keep, extents, loops);
+            loops.pop();
+            if matches!(e, Expr::Gen(..)) {
+                build::gen(*i, d.clone(), a)
+            } else {
+                build::sum(*i, d.clone(), a)
+            }
+        }
+        _ => e.map_children(|c| narrow_reads(c, x, keep, extents, loops)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -682,6 +821,29 @@ mod tests {
         };
         let total: usize = binds2.iter().map(|b| calls(&b.1)).sum();
         assert_eq!(total, 1, "{binds2:?}");
+        same_values(&p, binds2, result2);
+    }
+
+    #[test]
+    fn a_broadcast_dimension_is_not_materialized() {
+        let (p, binds, result) = flat(
+            "(fn f ((u (tensor n R)) (s R) (v (tensor m R)))
+               (let t (gen i n (gen j m (* (get u i) s)))
+                 (let c (gen b n (recip s))
+                   (sum i n (sum j m (* (get (get t i) j) (+ (get v j) (get c i))))))))",
+        );
+        let (binds2, result2) = drop_broadcast_dimensions(binds, result);
+        let t = &binds2.iter().find(|b| b.0 == Symbol::from("t")).unwrap().1;
+        assert!(
+            matches!(t, Expr::Gen(_, _, b) if !matches!(**b, Expr::Gen(..))),
+            "{t:?}"
+        );
+        let c = &binds2.iter().find(|b| b.0 == Symbol::from("c")).unwrap().1;
+        // `[0 < n]·recip(s)`: a scalar, computed only if n > 0
+        assert!(
+            matches!(c, Expr::Iverson(_, b) if matches!(**b, Expr::Call(..))),
+            "{c:?}"
+        );
         same_values(&p, binds2, result2);
     }
 
