@@ -154,6 +154,22 @@ impl<V: Clone> Env<V> {
         self.vars.get(&name)
     }
 
+    /// The value of a variable (an evaluation error when unbound).
+    pub fn lookup(&self, name: Symbol) -> Result<V> {
+        self.var(name)
+            .cloned()
+            .ok_or_else(|| Error::eval(format!("unbound variable {name}")))
+    }
+
+    /// Run `body` with `name` bound to `v` (a `let`); the binding it shadows
+    /// is restored, also on error.
+    pub fn with_var<R>(&mut self, name: Symbol, v: V, body: impl FnOnce(&mut Self) -> R) -> R {
+        let shadowed = self.push_var(name, v);
+        let r = body(self);
+        self.pop_var(name, shadowed);
+        r
+    }
+
     /// Bind a variable; returns the binding it shadows (give it to [`Env::pop_var`]).
     pub fn push_var(&mut self, name: Symbol, v: V) -> Option<V> {
         self.vars.insert(name, v)
@@ -198,6 +214,11 @@ impl<V: Clone> Env<V> {
         let n = self.affine(d)?;
         u64::try_from(n)
             .map_err(|_| Error::eval(format!("dimension {d} is negative ({n}) at these sizes")))
+    }
+
+    /// The loops of a sum chain ([`sum_chain`]) with their dimensions.
+    pub fn loops(&self, chain: &[(Symbol, &Affine)]) -> Result<Vec<(Symbol, u64)>> {
+        chain.iter().map(|&(i, d)| Ok((i, self.dim(d)?))).collect()
     }
 
     /// Run `body` for every tuple of the loop variables `chain` (each over
@@ -339,10 +360,7 @@ pub fn check_dimensions(e: &Expr, sizes: &Sizes) -> Result<()> {
 /// Evaluate an (open) expression in `env`.
 pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> {
     Ok(match e {
-        Expr::Var(x) => env
-            .var(*x)
-            .cloned()
-            .ok_or_else(|| Error::eval(format!("unbound variable {x}")))?,
+        Expr::Var(x) => env.lookup(*x)?,
         Expr::Const(c) => Value::Real(c.0),
         Expr::Add(a, b) => {
             let x = eval_expr(a, env, budget)?.real()?;
@@ -378,10 +396,7 @@ pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> 
         }
         Expr::Sum(..) => {
             let (chain, pred, body) = sum_chain(e);
-            let chain = chain
-                .into_iter()
-                .map(|(i, d)| Ok((i, env.dim(d)?)))
-                .collect::<Result<Vec<_>>>()?;
+            let chain = env.loops(&chain)?;
             let mut acc = 0.0;
             env.for_each_tuple(&chain, budget, |env, budget| {
                 if pred.map_or(Ok(true), |p| eval_pred(p, env, budget))? {
@@ -404,10 +419,7 @@ pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> 
         }
         Expr::Let(x, a, b) => {
             let v = eval_expr(a, env, budget)?;
-            let shadowed = env.push_var(*x, v);
-            let r = eval_expr(b, env, budget);
-            env.pop_var(*x, shadowed);
-            r?
+            env.with_var(*x, v, |env| eval_expr(b, env, budget))?
         }
     })
 }
