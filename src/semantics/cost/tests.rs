@@ -956,12 +956,12 @@ sys.path.insert(0, sys.argv[1])
 import atl_ref as A
 out = []
 for c in json.load(open(sys.argv[2])):
-try:
-    prog = A.load(c['text'])
-    inputs = A.inputs_from_json(prog, c['inputs'], c['sizes'], require_reals=False)
-    out.append(A.cost(prog, c['sizes'], inputs))
-except A.AtlError as e:
-    out.append('error: %s %s' % (e.kind, e.msg))
+    try:
+        prog = A.load(c['text'])
+        inputs = A.inputs_from_json(prog, c['inputs'], c['sizes'], require_reals=False)
+        out.append(A.cost(prog, c['sizes'], inputs))
+    except A.AtlError as e:
+        out.append('error: %s %s' % (e.kind, e.msg))
 print(json.dumps(out))
 "#;
 
@@ -991,7 +991,10 @@ fn reference_costs(cases: &[RefCase]) -> Option<Vec<serde_json::Value>> {
     if !std::path::Path::new(REFERENCE).exists() {
         return None;
     }
-    let tmp = std::env::temp_dir().join(format!("atl_cost_ref_{}", std::process::id()));
+    // one directory per call: the two reference tests run side by side
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = std::env::temp_dir().join(format!("atl_cost_ref_{}_{call}", std::process::id()));
     std::fs::create_dir_all(&tmp).ok()?;
     let json: Vec<serde_json::Value> = cases
         .iter()
