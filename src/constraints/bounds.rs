@@ -18,7 +18,7 @@
 //! system, they tighten outer loops and can only leave inner loops empty.
 
 use super::linear::LinForm;
-use super::system::{eliminate, solve_for, Constraint, Solved, Truth};
+use super::system::{eliminate, ge_bound, solve_for, Constraint, Side, Solved, Truth};
 use egg::Symbol;
 
 /// `v >= ceil(form / div)` (a lower bound) or `v <= floor(form / div)`
@@ -142,15 +142,10 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
         for c in here {
             match &c {
                 Constraint::Ge(f) => {
-                    let k = f.coeff(v);
-                    let r = f.without(v);
-                    if k > 0 {
-                        levels[d].lower.push(Bound {
-                            form: r.scale(-1)?,
-                            div: k,
-                        });
-                    } else {
-                        levels[d].upper.push(Bound { form: r, div: -k });
+                    let (side, form, div) = ge_bound(f.coeff(v), f.without(v), |r| r.scale(-1))?;
+                    match side {
+                        Side::Lower => levels[d].lower.push(Bound { form, div }),
+                        Side::Upper => levels[d].upper.push(Bound { form, div }),
                     }
                     ges.push(f.clone());
                 }
@@ -174,7 +169,7 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
             Truth::Always => {}
             Truth::Never => {
                 top.clear();
-                top.push(Constraint::Ge(LinForm::constant(-1)));
+                top.push(Constraint::never());
                 break;
             }
             Truth::Depends => {

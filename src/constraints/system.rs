@@ -1,26 +1,29 @@
-//! Constraints over affine forms, equality solving and Fourier–Motzkin
-//! projection.
+//! Constraints over affine forms, equality solving, Fourier–Motzkin
+//! projection, and the bounds a constraint puts on one variable: symbolic
+//! ([`ge_bound`] on forms, for loop bounds) or at concrete values
+//! ([`interval`], for counting).
 
-use super::linear::{floor_div, LinForm};
+use super::linear::{ceil_div, floor_div, LinForm, Var};
+use crate::front::ast::CmpOp;
 use egg::Symbol;
 
 /// One constraint of a system.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Constraint {
+pub enum Constraint<V = Symbol> {
     /// `f >= 0`
-    Ge(LinForm),
+    Ge(LinForm<V>),
     /// `f == 0`
-    Eq(LinForm),
+    Eq(LinForm<V>),
     /// `k | f` (`k > 0`)
-    Divides(i128, LinForm),
+    Divides(i128, LinForm<V>),
 }
 
 /// A variable an equality fixed: `var = num / den` (`den > 0`; exact where
 /// the system's divisibility guard `den | num` holds).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Solved {
-    pub var: Symbol,
-    pub num: LinForm,
+pub struct Solved<V = Symbol> {
+    pub var: V,
+    pub num: LinForm<V>,
     pub den: i128,
 }
 
@@ -31,29 +34,46 @@ pub enum Truth {
     Depends,
 }
 
-impl Constraint {
-    pub fn form(&self) -> &LinForm {
+impl<V: Var> Constraint<V> {
+    /// The comparison `a op b` (`None` on overflow).
+    pub fn compare(op: CmpOp, a: &LinForm<V>, b: &LinForm<V>) -> Option<Constraint<V>> {
+        let d = b.combine(1, a, -1)?; // b - a
+        Some(match op {
+            CmpOp::Lt => Constraint::Ge(d.add_constant(-1)?),
+            CmpOp::Le => Constraint::Ge(d),
+            CmpOp::Eq => Constraint::Eq(d),
+            CmpOp::Gt => Constraint::Ge(d.scale(-1)?.add_constant(-1)?),
+            CmpOp::Ge => Constraint::Ge(d.scale(-1)?),
+        })
+    }
+
+    /// A constraint that never holds.
+    pub fn never() -> Constraint<V> {
+        Constraint::Ge(LinForm::constant(-1))
+    }
+
+    pub fn form(&self) -> &LinForm<V> {
         match self {
             Constraint::Ge(f) | Constraint::Eq(f) | Constraint::Divides(_, f) => f,
         }
     }
 
-    pub fn mentions(&self, v: Symbol) -> bool {
-        self.form().coeff(v) != 0
+    pub fn mentions(&self, v: V) -> bool {
+        self.form().mentions(v)
     }
 
     /// Divide by the content of the variable part: `Ge` rounds the constant
     /// down (exact over the integers); an `Eq` whose constant is not a
     /// multiple can never hold (it stays, and [`Constraint::truth`] is
     /// `Never` on it only when it is constant, so it becomes `0 == c`).
-    pub fn normalize(self) -> Constraint {
+    pub fn normalize(self) -> Constraint<V> {
         match self {
             Constraint::Ge(f) => {
                 let g = f.content();
                 if g > 1 {
-                    let mut h = f.clone();
-                    h.constant = floor_div(f.constant, g);
-                    h.terms.values_mut().for_each(|k| *k /= g);
+                    let mut h = f;
+                    h.constant = floor_div(h.constant, g);
+                    h.map_coeffs(|k| k / g);
                     Constraint::Ge(h)
                 } else {
                     Constraint::Ge(f)
@@ -67,9 +87,9 @@ impl Constraint {
                     }
                     let mut h = f;
                     h.constant /= g;
-                    h.terms.values_mut().for_each(|k| *k /= g);
+                    h.map_coeffs(|k| k / g);
                     // A canonical sign: the first coefficient positive.
-                    if h.terms.values().next().is_some_and(|&k| k < 0) {
+                    if h.terms().first().is_some_and(|t| t.1 < 0) {
                         h = h.scale(-1).unwrap_or(h);
                     }
                     Constraint::Eq(h)
@@ -80,8 +100,7 @@ impl Constraint {
             Constraint::Divides(k, f) => {
                 let mut h = f;
                 h.constant = h.constant.rem_euclid(k);
-                h.terms.values_mut().for_each(|c| *c = c.rem_euclid(k));
-                h.terms.retain(|_, c| *c != 0);
+                h.map_coeffs(|c| c.rem_euclid(k));
                 Constraint::Divides(k, h)
             }
         }
@@ -105,18 +124,22 @@ impl Constraint {
     }
 
     /// Does it hold with every name given by `env`?
-    pub fn holds(&self, env: &impl Fn(Symbol) -> Option<i128>) -> Option<bool> {
-        let x = self.form().eval(env)?;
-        Some(match self {
+    pub fn holds(&self, env: &impl Fn(V) -> Option<i128>) -> Option<bool> {
+        Some(self.holds_at(self.form().eval(env)?))
+    }
+
+    /// Does it hold where its form's value is `x`?
+    pub fn holds_at(&self, x: i128) -> bool {
+        match self {
             Constraint::Ge(_) => x >= 0,
             Constraint::Eq(_) => x == 0,
             Constraint::Divides(k, _) => x.rem_euclid(*k) == 0,
-        })
+        }
     }
 
     /// Substitute `s.var = s.num / s.den` (scaling by `den > 0` keeps the
     /// sense of every constraint).
-    pub fn substitute(&self, s: &Solved) -> Option<Constraint> {
+    pub fn substitute(&self, s: &Solved<V>) -> Option<Constraint<V>> {
         let f = self.form();
         let a = f.coeff(s.var);
         if a == 0 {
@@ -134,7 +157,8 @@ impl Constraint {
 /// Solve the equality `eq` (`f == 0`) for `v` (coefficient `k != 0`):
 /// `v = num / den` with `den = |k|`, exact under the guard `den | num`
 /// (returned when `den > 1`).
-pub fn solve_for(eq: &LinForm, v: Symbol) -> Option<(Solved, Option<Constraint>)> {
+#[allow(clippy::type_complexity)]
+pub fn solve_for<V: Var>(eq: &LinForm<V>, v: V) -> Option<(Solved<V>, Option<Constraint<V>>)> {
     let k = eq.coeff(v);
     if k == 0 {
         return None;
@@ -150,9 +174,9 @@ pub fn solve_for(eq: &LinForm, v: Symbol) -> Option<(Solved, Option<Constraint>)
 /// combinations of a lower and an upper bound (rational Fourier–Motzkin:
 /// implied by the system, so it may only admit points without an integer
 /// `v`, never drop one). Returns `None` if more than `limit` would be made.
-pub fn eliminate(ges: &[LinForm], v: Symbol, limit: usize) -> Option<Vec<LinForm>> {
-    let lower: Vec<&LinForm> = ges.iter().filter(|f| f.coeff(v) > 0).collect();
-    let upper: Vec<&LinForm> = ges.iter().filter(|f| f.coeff(v) < 0).collect();
+pub fn eliminate<V: Var>(ges: &[LinForm<V>], v: V, limit: usize) -> Option<Vec<LinForm<V>>> {
+    let lower: Vec<&LinForm<V>> = ges.iter().filter(|f| f.coeff(v) > 0).collect();
+    let upper: Vec<&LinForm<V>> = ges.iter().filter(|f| f.coeff(v) < 0).collect();
     if lower.len() * upper.len() > limit {
         return None;
     }
@@ -164,4 +188,85 @@ pub fn eliminate(ges: &[LinForm], v: Symbol, limit: usize) -> Option<Vec<LinForm
         }
     }
     Some(out)
+}
+
+/// Which side of a variable a bound is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// `v >= ceil(r / d)`
+    Lower,
+    /// `v <= floor(r / d)`
+    Upper,
+}
+
+/// `a·v + rest >= 0` (`a != 0`) as a bound on `v`: `(Lower, -rest, a)` for
+/// `v >= ceil(-rest / a)` when `a > 0`, else `(Upper, rest, -a)` for
+/// `v <= floor(rest / -a)`. `rest` is a form (loop bounds) or a value
+/// (counting); `neg` negates it (`None` on overflow).
+pub fn ge_bound<R>(a: i128, rest: R, neg: impl FnOnce(R) -> Option<R>) -> Option<(Side, R, i128)> {
+    Some(if a > 0 {
+        (Side::Lower, neg(rest)?, a)
+    } else {
+        (Side::Upper, rest, a.checked_neg()?)
+    })
+}
+
+/// Narrow the inclusive interval `[lo, hi]` to the values of `v` where `c`
+/// holds, the other variables given by `env` (`None` on overflow or an
+/// unbound variable). Divisibility does not narrow an interval: `c` is a
+/// `Ge` or an `Eq`. An empty interval has `lo > hi`.
+pub fn narrow<V: Var>(
+    c: &Constraint<V>,
+    v: V,
+    env: &impl Fn(V) -> Option<i128>,
+    lo: &mut i128,
+    hi: &mut i128,
+) -> Option<()> {
+    let (a, b) = c.form().eval_split(v, env)?;
+    if a == 0 {
+        if !c.holds_at(b) {
+            (*lo, *hi) = (1, 0);
+        }
+        return Some(());
+    }
+    match c {
+        Constraint::Ge(_) => match ge_bound(a, b, i128::checked_neg)? {
+            (Side::Lower, r, d) => *lo = (*lo).max(ceil_div(r, d)),
+            (Side::Upper, r, d) => *hi = (*hi).min(floor_div(r, d)),
+        },
+        Constraint::Eq(_) => {
+            // a·v = -b
+            let (a, nb) = if a < 0 {
+                (a.checked_neg()?, b)
+            } else {
+                (a, b.checked_neg()?)
+            };
+            if nb.rem_euclid(a) == 0 {
+                let q = nb.div_euclid(a);
+                *lo = (*lo).max(q);
+                *hi = (*hi).min(q);
+            } else {
+                (*lo, *hi) = (1, 0);
+            }
+        }
+        Constraint::Divides(..) => debug_assert!(false, "divisibility narrowed as an interval"),
+    }
+    Some(())
+}
+
+/// The values of `v` in `[lo, hi]` where every constraint of `cons` holds
+/// at `env`, as an inclusive interval (empty when `lo > hi`).
+pub fn interval<V: Var>(
+    v: V,
+    (mut lo, mut hi): (i128, i128),
+    cons: &[Constraint<V>],
+    env: &impl Fn(V) -> Option<i128>,
+) -> Option<(i128, i128)> {
+    for c in cons {
+        narrow(c, v, env, &mut lo, &mut hi)?;
+        if lo > hi {
+            return Some((1, 0));
+        }
+    }
+    Some((lo, hi))
 }

@@ -131,19 +131,11 @@ impl<'c, 'a> Compiler<'c, 'a> {
         let mut l = Lin::constant(a.constant as i128);
         for &(name, k) in &a.terms {
             match self.resolve(name)? {
-                Resolved::Slot(s) => {
-                    l = l.add_scaled(
-                        k as i128,
-                        &Lin {
-                            c: 0,
-                            t: vec![(s, 1)],
-                        },
-                    )?
-                }
+                Resolved::Slot(s) => l = ck(l.plus_term(s, k as i128))?,
                 Resolved::Value(v) => {
-                    l.c = (k as i128)
+                    l.constant = (k as i128)
                         .checked_mul(v as i128)
-                        .and_then(|p| p.checked_add(l.c))
+                        .and_then(|p| p.checked_add(l.constant))
                         .ok_or_else(overflow)?
                 }
             }
@@ -153,18 +145,18 @@ impl<'c, 'a> Compiler<'c, 'a> {
 
     pub(super) fn dim(&self, d: &Affine) -> Result<i64> {
         let l = self.lin(d)?;
-        if !l.is_const() {
+        if !l.is_constant() {
             return Err(Error::eval(format!(
                 "dimension {d} depends on an index variable"
             )));
         }
-        if l.c < 0 {
+        if l.constant < 0 {
             return Err(Error::eval(format!(
                 "dimension {d} is negative ({}) at these sizes",
-                l.c
+                l.constant
             )));
         }
-        i64::try_from(l.c)
+        i64::try_from(l.constant)
             .map_err(|_| Error::eval(format!("dimension {d} overflows 64-bit integers")))
     }
 
@@ -174,9 +166,9 @@ impl<'c, 'a> Compiler<'c, 'a> {
         id
     }
 
-    pub(super) fn cmp_node(&mut self, op: CmpOp, l: Lin) -> u32 {
-        let slots = l.t.iter().map(|x| x.0).collect();
-        self.node(PKind::Cmp(op, l), slots)
+    pub(super) fn cmp_node(&mut self, c: Con) -> u32 {
+        let slots = c.form().names().collect();
+        self.node(PKind::Cmp(c), slots)
     }
 
     pub(super) fn slots_of(&self, ids: &[u32]) -> Vec<u32> {
@@ -196,11 +188,12 @@ impl<'c, 'a> Compiler<'c, 'a> {
             Pred::True => Ok(true),
             Pred::False => Ok(false),
             Pred::Cmp(op, a, b) => {
-                let l = self.lin(a)?.sub(&self.lin(b)?)?;
-                if l.is_const() {
-                    return Ok(holds(*op, l.c));
+                let c = compare(*op, &self.lin(a)?, &self.lin(b)?)?;
+                let l = c.form();
+                if l.is_constant() {
+                    return Ok(c.holds_at(l.constant));
                 }
-                let id = self.cmp_node(*op, l);
+                let id = self.cmp_node(c);
                 out.push(id);
                 Ok(true)
             }
@@ -259,8 +252,7 @@ impl<'c, 'a> Compiler<'c, 'a> {
                     .iter()
                     .map(|a| self.lin(a))
                     .collect::<Result<Vec<_>>>()?;
-                let mut slots: Vec<u32> =
-                    lins.iter().flat_map(|l| l.t.iter().map(|x| x.0)).collect();
+                let mut slots: Vec<u32> = lins.iter().flat_map(|l| l.names()).collect();
                 slots.sort_unstable();
                 slots.dedup();
                 let closed = slots.is_empty();
@@ -357,25 +349,22 @@ impl<'c, 'a> Compiler<'c, 'a> {
         let blocked = self.slots_of(&opaque);
         let free = |s: u32| blocked.binary_search(&s).is_err();
 
-        // Unit equalities.
+        // Unit equalities (exact: no divisibility guard).
         'solve: loop {
             for i in 0..cmps.len() {
-                if cmps[i].0 != CmpOp::Eq {
-                    continue;
-                }
-                let cand = loops.iter().rev().copied().find(|&(s, _)| {
-                    let k = cmps[i].1.coeff(s);
-                    (k == 1 || k == -1) && free(s)
-                });
+                let Con::Eq(f) = &cmps[i] else { continue };
+                let cand = loops
+                    .iter()
+                    .rev()
+                    .copied()
+                    .find(|&(s, _)| matches!(f.coeff(s), 1 | -1) && free(s));
                 if let Some((s, n)) = cand {
-                    let (_, l) = cmps.swap_remove(i);
-                    let e = l.without(s).scale(-l.coeff(s))?;
+                    let eq = cmps.swap_remove(i);
+                    let (sol, _) = ck(solve_for(eq.form(), s))?;
                     for c in cmps.iter_mut() {
-                        c.1 = c.1.substitute(s, &e)?;
+                        *c = ck(c.substitute(&sol))?;
                     }
-                    let upper = e.add_const(-(n as i128))?;
-                    cmps.push((CmpOp::Ge, e));
-                    cmps.push((CmpOp::Lt, upper));
+                    cmps.extend(in_range(&sol.num, n)?);
                     loops.retain(|l| l.0 != s);
                     continue 'solve;
                 }
@@ -385,42 +374,38 @@ impl<'c, 'a> Compiler<'c, 'a> {
         if !fold_closed(&mut cmps) {
             return Ok(false);
         }
-        // Fourier–Motzkin on unit-coefficient variables, innermost first.
+        // Fourier–Motzkin on variables whose inequalities all have
+        // coefficient ±1 (exact over the integers then), innermost first.
         'fm: loop {
             for idx in (0..loops.len()).rev() {
                 let (s, n) = loops[idx];
                 if !free(s) {
                     continue;
                 }
-                let mut lowers = vec![Lin::constant(0)];
-                let mut uppers = vec![Lin::constant(n as i128 - 1)];
+                let mut ges = in_range(&Lin::var(s), n)?
+                    .map(|c| c.form().clone())
+                    .to_vec();
                 let mut unit = true;
-                for (op, l) in &cmps {
-                    let a = l.coeff(s);
-                    if a == 0 {
-                        continue;
+                for c in &cmps {
+                    match (c, c.form().coeff(s)) {
+                        (_, 0) => {}
+                        (Con::Ge(f), 1 | -1) => ges.push(f.clone()),
+                        _ => {
+                            unit = false;
+                            break;
+                        }
                     }
-                    if a != 1 && a != -1 {
-                        unit = false;
-                        break;
-                    }
-                    unit_bounds(*op, a, &l.without(s), &mut lowers, &mut uppers)?;
                 }
-                if !unit || lowers.len() * uppers.len() > MAX_PAIRS {
+                let projected = if unit {
+                    eliminate(&ges, s, MAX_PAIRS)
+                } else {
+                    None
+                };
+                let Some(projected) = projected else {
                     continue;
-                }
-                let mut next: Vec<(CmpOp, Lin)> = Vec::new();
-                for c in cmps.drain(..) {
-                    if !c.1.mentions(s) {
-                        next.push(c);
-                    }
-                }
-                for lo in &lowers {
-                    for hi in &uppers {
-                        next.push((CmpOp::Ge, hi.sub(lo)?));
-                    }
-                }
-                cmps = next;
+                };
+                cmps.retain(|c| !c.mentions(s));
+                cmps.extend(projected.into_iter().map(Con::Ge));
                 loops.remove(idx);
                 if !fold_closed(&mut cmps) {
                     return Ok(false);
@@ -432,8 +417,8 @@ impl<'c, 'a> Compiler<'c, 'a> {
             break;
         }
         let mut ids: Vec<u32> = Vec::with_capacity(cmps.len() + opaque.len());
-        for (op, l) in cmps {
-            ids.push(self.cmp_node(op, l));
+        for c in cmps {
+            ids.push(self.cmp_node(c));
         }
         ids.extend(opaque);
         if loops.is_empty() {
