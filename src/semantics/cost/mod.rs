@@ -23,8 +23,8 @@
 //! ```
 //!
 //! where a guard is a conjunction of predicates (affine comparisons, `or`,
-//! relation tests, existentials). The compiler (`Compiler::expr`) builds
-//! this symbolic form bottom-up:
+//! relation tests, existentials). The rules (`Compiler::cost` in `rules`,
+//! with the symbolic algebra) build this symbolic form bottom-up:
 //!
 //! * `*`, `F`, pair, let, get: add the parts (constants fold, terms append);
 //! * `(iverson p e)`: conjoin `p` to every term of `e` (a zero-cost `e` is 0
@@ -92,24 +92,32 @@
 //! # Layout
 //!
 //! [`spec`](cost_by_enumeration): the rules as written, by enumeration (the
-//! specification and the tests' oracle); `predicates`: the predicate arena;
-//! `plan`: counting plans; `symbolic`: the symbolic form; `direct`: the
-//! direct fallback. Affine forms, comparisons, equality solving,
-//! Fourier–Motzkin and interval narrowing are `crate::constraints`' (over
-//! slots); this module keeps the choices that make a count exact (solve and
-//! eliminate only with coefficient ±1) and fast (plans, the budget).
+//! specification and the tests' oracle); `rules`: the same rules once more,
+//! as one walk generic over what a cost is (`Algebra`), which the two
+//! compiled paths implement: `symbolic` (the signed sum of counts, counted
+//! by `finish`) and `direct` (the tree fallback, `run`); `compiler`: the
+//! state they share (slots, compiled predicates, existentials);
+//! `predicates`: the predicate arena; `plan`: counting plans. Affine forms,
+//! comparisons, equality solving, Fourier–Motzkin and interval narrowing
+//! are `crate::constraints`' (over slots); this module keeps the choices
+//! that make a count exact (solve and eliminate only with coefficient ±1)
+//! and fast (plans, the budget).
 
+mod compiler;
 mod direct;
 mod plan;
 mod predicates;
+mod rules;
 mod spec;
 mod symbolic;
 #[cfg(test)]
 mod tests;
 
+use compiler::*;
 use direct::*;
 use plan::*;
 use predicates::*;
+use rules::*;
 use symbolic::*;
 
 pub use spec::cost_by_enumeration;
@@ -258,7 +266,7 @@ pub fn cost_expr(e: &Expr, ctx: &CostCtx) -> Result<u128> {
 /// extraction costs many terms and prefers a quick failure to a slow count).
 pub fn cost_expr_budget(e: &Expr, ctx: &CostCtx, budget: u64) -> Result<u128> {
     let mut c = Compiler::new(ctx, budget);
-    let symbolic = c.expr(e).and_then(|sym| c.finish(sym));
+    let symbolic = c.cost::<Sym>(e).and_then(|sym| c.finish(sym));
     if !c.gave_up {
         return symbolic;
     }
@@ -269,8 +277,8 @@ pub fn cost_expr_budget(e: &Expr, ctx: &CostCtx, budget: u64) -> Result<u128> {
 
 fn cost_direct(e: &Expr, ctx: &CostCtx, budget: u64) -> Result<u128> {
     let mut c = Compiler::new(ctx, budget);
-    let (ir, _) = c.ir(e)?;
-    let total = c.run(&ir)?;
+    let tree: Tree = c.cost(e)?;
+    let total = c.run(&tree.ir)?;
     u128::try_from(total).map_err(|_| internal("negative cost"))
 }
 
