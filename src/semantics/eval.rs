@@ -100,17 +100,7 @@ impl<V: Clone> Env<V> {
     /// non-negative) and its relations (all present, with the declared
     /// dimensions). Real-valued inputs are left for the caller to bind.
     pub fn for_program(prog: &Program, inputs: &Inputs) -> Result<Env<V>> {
-        for &s in &prog.sizes {
-            match inputs.sizes.get(&s) {
-                None => return Err(Error::input(format!("size {s} is not given"))),
-                Some(&v) if v < 0 => {
-                    return Err(Error::input(format!(
-                        "size {s} must be a non-negative integer, got {v}"
-                    )))
-                }
-                Some(_) => {}
-            }
-        }
+        inputs.sizes.require(&prog.sizes)?;
         let mut env = Env::new(&inputs.sizes);
         for p in &prog.params {
             if let ParamKind::Relation(dims) = &p.kind {

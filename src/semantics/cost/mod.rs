@@ -227,17 +227,7 @@ impl<'a> CostCtx<'a> {
 /// The work cost of a whole program at concrete sizes. Every size of the
 /// program must be given and non-negative (input errors otherwise).
 pub fn cost(prog: &Program, sizes: &Sizes, relations: &HashMap<Symbol, Relation>) -> Result<u128> {
-    for s in &prog.sizes {
-        match sizes.get(s) {
-            None => return Err(Error::input(format!("size {s} is not given"))),
-            Some(&v) if v < 0 => {
-                return Err(Error::input(format!(
-                    "size {s} must be a non-negative integer, got {v}"
-                )))
-            }
-            Some(_) => {}
-        }
-    }
+    sizes.require(&prog.sizes)?;
     cost_expr(&prog.body, &CostCtx::new(sizes, relations))
 }
 

@@ -1124,7 +1124,7 @@ fn corpus_matches_reference() {
             .unwrap_or_else(|e| panic!("{e}: {path:?}"));
         for line in text.lines().filter_map(|l| l.strip_prefix("; sizes:")) {
             for set in line.split('|') {
-                let sz = crate::semantics::sizes::parse_sizes(set).unwrap();
+                let sz = set.parse::<Sizes>().unwrap();
                 let mut rels = HashMap::new();
                 for p in &prog.params {
                     if let crate::front::ast::ParamKind::Relation(dims) = &p.kind {
