@@ -462,22 +462,14 @@ mod tests {
     use crate::front::parse_program;
     use crate::semantics::json::{inputs_from_json, value_to_json};
     use crate::semantics::sizes::resolve_sizes;
+    use crate::semantics::value::test_support::{s, sizes, vec_n};
     use serde_json::json;
 
-    fn s(x: &str) -> Symbol {
-        Symbol::from(x)
-    }
     fn a(x: &str) -> Affine {
         Affine::var(s(x))
     }
     fn c(k: i64) -> Affine {
         Affine::constant(k)
-    }
-    fn sizes(pairs: &[(&str, i64)]) -> Sizes {
-        pairs.iter().map(|&(k, v)| (s(k), v)).collect()
-    }
-    fn vec_n() -> Type {
-        Type::Tensor(a("n"), Box::new(Type::Real))
     }
 
     /// Evaluate an open term with `x`, `y`, ... bound.

@@ -6,10 +6,8 @@ use crate::error::ErrorKind;
 use crate::front::ast::build::*;
 use crate::front::ast::{Func, Pred};
 use crate::rng::Rng;
+use crate::semantics::value::test_support::{s, sizes};
 
-fn s(x: &str) -> Symbol {
-    Symbol::from(x)
-}
 fn v(x: &str) -> Affine {
     Affine::var(s(x))
 }
@@ -18,9 +16,6 @@ fn k(c: i64) -> Affine {
 }
 fn cmp(op: CmpOp, a: Affine, b: Affine) -> Pred {
     Pred::Cmp(op, a, b)
-}
-fn sizes(kv: &[(&str, i64)]) -> Sizes {
-    kv.iter().map(|(n, x)| (s(n), *x)).collect()
 }
 fn no_rels() -> HashMap<Symbol, Relation> {
     HashMap::new()
