@@ -267,6 +267,19 @@ fn cost_matches_brute_force_on_random_terms() {
     );
 }
 
+/// `(K0 i0 n (K1 i1 n (K2 i2 n inner)))`, each `K` a `gen` (`g`) or a `sum`
+/// (`s`).
+fn nest(kinds: &str, names: [&str; 3], inner: Expr) -> Expr {
+    kinds
+        .bytes()
+        .zip(names)
+        .rev()
+        .fold(inner, |e, (k, i)| match k {
+            b'g' => gen(s(i), v("n"), e),
+            _ => sum(s(i), v("n"), e),
+        })
+}
+
 #[test]
 fn chains_with_coefficients_and_equalities() {
     // Hand-picked predicates on sum and gen chains, against brute force.
@@ -319,68 +332,16 @@ fn chains_with_coefficients_and_equalities() {
     let rels = no_rels();
     for p in &preds {
         let body = mul(xi("i"), xi("j"));
+        let guarded = iverson(p.clone(), body.clone());
+        let both = add(iverson(p.clone(), xi("i")), guarded.clone());
+        let one = add(iverson(p.clone(), xi("i")), xi("j"));
         let forms = [
-            sum(
-                s("i"),
-                v("n"),
-                sum(
-                    s("j"),
-                    v("n"),
-                    sum(s("k"), v("n"), iverson(p.clone(), body.clone())),
-                ),
-            ),
-            gen(
-                s("i"),
-                v("n"),
-                sum(
-                    s("j"),
-                    v("n"),
-                    sum(s("k"), v("n"), iverson(p.clone(), body.clone())),
-                ),
-            ),
-            gen(
-                s("i"),
-                v("n"),
-                gen(
-                    s("j"),
-                    v("n"),
-                    sum(s("k"), v("n"), iverson(p.clone(), body.clone())),
-                ),
-            ),
-            gen(
-                s("i"),
-                v("n"),
-                gen(
-                    s("j"),
-                    v("n"),
-                    gen(s("k"), v("n"), iverson(p.clone(), body.clone())),
-                ),
-            ),
-            gen(
-                s("i"),
-                v("n"),
-                gen(
-                    s("j"),
-                    v("n"),
-                    gen(
-                        s("k"),
-                        v("n"),
-                        add(
-                            iverson(p.clone(), xi("i")),
-                            iverson(p.clone(), body.clone()),
-                        ),
-                    ),
-                ),
-            ),
-            gen(
-                s("k"),
-                v("n"),
-                gen(
-                    s("i"),
-                    v("n"),
-                    sum(s("j"), v("n"), add(iverson(p.clone(), xi("i")), xi("j"))),
-                ),
-            ),
+            nest("sss", ["i", "j", "k"], guarded.clone()),
+            nest("gss", ["i", "j", "k"], guarded.clone()),
+            nest("ggs", ["i", "j", "k"], guarded.clone()),
+            nest("ggg", ["i", "j", "k"], guarded),
+            nest("ggg", ["i", "j", "k"], both),
+            nest("ggs", ["k", "i", "j"], one),
         ];
         for e in &forms {
             for n in 0..7 {
@@ -419,10 +380,9 @@ fn trace_of_diag_costs_n_minus_1() {
     }
 }
 
-#[test]
-fn sum_skipping_x1() {
-    // (sum i n (iverson (or (< i 1) (> i 1)) (get x i)))
-    let skip = sum(
+/// `(sum i n (iverson (or (< i 1) (> i 1)) (get x i)))`
+fn skip_x1() -> Expr {
+    sum(
         s("i"),
         v("n"),
         iverson(
@@ -432,7 +392,13 @@ fn sum_skipping_x1() {
             ]),
             xi("i"),
         ),
-    );
+    )
+}
+
+#[test]
+fn sum_skipping_x1() {
+    // (sum i n (iverson (or (< i 1) (> i 1)) (get x i)))
+    let skip = skip_x1();
     // (sum i n (+ (iverson (< i 1) x_i) (iverson (> i 1) x_i))): the
     // addition never happens, the sum adds n terms.
     let split = sum(
@@ -801,17 +767,7 @@ fn size_10000_programs() {
         sum(s("j"), v("n"), iverson(off, mul(x(), x()))),
     );
     assert_eq!(tc(&offsum, &sz).unwrap(), 2 * (n * n - n) - 1);
-    let skip = sum(
-        s("i"),
-        v("n"),
-        iverson(
-            Pred::Or(vec![
-                cmp(CmpOp::Lt, v("i"), k(1)),
-                cmp(CmpOp::Gt, v("i"), k(1)),
-            ]),
-            xi("i"),
-        ),
-    );
+    let skip = skip_x1();
     assert_eq!(tc(&skip, &sz).unwrap(), n - 2);
     // a 3-d triangular count, enumerated in two dimensions
     let tri3 = gen(
