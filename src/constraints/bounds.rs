@@ -40,12 +40,7 @@ pub struct Level {
 }
 
 /// A variable fixed by an equality: `var = num / den`, exact (guarded).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Def {
-    pub var: Symbol,
-    pub num: LinForm,
-    pub den: i128,
-}
+pub type Def = Solved;
 
 #[derive(Clone, Debug, Default)]
 pub struct LoopPlan {
@@ -95,11 +90,7 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
             .collect::<Option<Vec<_>>>()?;
         // Earlier definitions may mention v: substitute into them too.
         for d in &mut solved {
-            let a = d.num.coeff(v);
-            if a != 0 {
-                d.num = d.num.without(v).combine(s.den, &s.num, a)?;
-                d.den = d.den.checked_mul(s.den)?;
-            }
+            *d = d.substitute(&s)?;
         }
         cons.extend(guard);
         loops.retain(|&w| w != v);
@@ -107,14 +98,7 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
     }
     // Definitions: num / den with every loop variable bound; a definition
     // never mentions another (they were substituted), any order works.
-    let defs = solved
-        .into_iter()
-        .map(|s| Def {
-            var: s.var,
-            num: s.num,
-            den: s.den,
-        })
-        .collect();
+    let defs = solved;
     let mut levels: Vec<Level> = loops
         .iter()
         .map(|&v| Level {

@@ -27,6 +27,21 @@ pub struct Solved<V = Symbol> {
     pub den: i128,
 }
 
+impl<V: Var> Solved<V> {
+    /// Substitute another solution into this one's right-hand side.
+    pub fn substitute(&self, s: &Solved<V>) -> Option<Solved<V>> {
+        let a = self.num.coeff(s.var);
+        if a == 0 {
+            return Some(self.clone());
+        }
+        Some(Solved {
+            var: self.var,
+            num: self.num.without(s.var).combine(s.den, &s.num, a)?,
+            den: self.den.checked_mul(s.den)?,
+        })
+    }
+}
+
 /// What a constraint says about its names alone.
 pub enum Truth {
     Always,
@@ -269,4 +284,95 @@ pub fn interval<V: Var>(
         }
     }
     Some((lo, hi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// A random form over slots 0..3 with small coefficients.
+    fn form(rng: &mut Rng) -> LinForm<u32> {
+        let mut f = LinForm::constant(rng.range(-6, 6) as i128);
+        for v in 0..3 {
+            f = f.plus_term(v, rng.range(-3, 3) as i128).unwrap();
+        }
+        f
+    }
+
+    #[test]
+    fn comparisons_forms_and_intervals_agree_with_evaluation() {
+        let mut rng = Rng::new(11);
+        let ops = [CmpOp::Lt, CmpOp::Le, CmpOp::Eq, CmpOp::Gt, CmpOp::Ge];
+        for _ in 0..2000 {
+            let (f, g) = (form(&mut rng), form(&mut rng));
+            let env = [
+                rng.range(-4, 4) as i128,
+                rng.range(-4, 4) as i128,
+                rng.range(-4, 4) as i128,
+            ];
+            let at = |v: u32| env.get(v as usize).copied();
+            let (x, y) = (f.eval(&at).unwrap(), g.eval(&at).unwrap());
+            // forms: combine, substitute, split evaluation
+            let k = rng.range(-3, 3) as i128;
+            assert_eq!(f.combine(2, &g, k).unwrap().eval(&at), Some(2 * x + k * y));
+            let s = f.substitute(1, &g).unwrap();
+            let env1 = [env[0], y, env[2]];
+            assert_eq!(s.eval(&at), f.eval(&|v| env1.get(v as usize).copied()));
+            let (a, b) = f.eval_split(2, &at).unwrap();
+            assert_eq!(a * env[2] + b, x);
+            // comparisons
+            let op = ops[rng.below(ops.len())];
+            let c = Constraint::compare(op, &f, &g).unwrap();
+            assert_eq!(c.holds(&at), Some(op.holds(x as i64, y as i64)), "{op:?}");
+            // the interval of slot 2 is exactly where the constraints hold
+            let cons = [c, Constraint::compare(op, &g, &f).unwrap()];
+            let (lo, hi) = interval(2, (-10, 10), &cons, &at).unwrap();
+            for v in -10..=10 {
+                let env2 = [env[0], env[1], v];
+                let at2 = |s: u32| env2.get(s as usize).copied();
+                let want = cons.iter().all(|c| c.holds(&at2).unwrap());
+                assert_eq!(lo <= v && v <= hi, want, "{cons:?} at {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn solving_and_eliminating() {
+        let mut rng = Rng::new(12);
+        for _ in 0..500 {
+            let eq = form(&mut rng);
+            let Some((s, guard)) = solve_for(&eq, 0) else {
+                continue;
+            };
+            // wherever the equality holds, the solution gives slot 0
+            for a in -5..=5i128 {
+                for b in -5..=5i128 {
+                    let env = [a, b, 1];
+                    let at = |v: u32| env.get(v as usize).copied();
+                    if eq.eval(&at) == Some(0) {
+                        let num = s.num.eval(&at).unwrap();
+                        assert!(guard.as_ref().is_none_or(|g| g.holds(&at) == Some(true)));
+                        assert_eq!(num, a * s.den, "{eq:?}");
+                    }
+                }
+            }
+        }
+        // ∃ j. 0 <= j, j <= i, j < n  is  0 <= i, 0 < n (with unit coefficients)
+        let (i, j, n) = (0u32, 1u32, 2u32);
+        let v = LinForm::<u32>::var;
+        let ges = [
+            v(j),
+            v(i).combine(1, &v(j), -1).unwrap(),
+            v(n).combine(1, &v(j), -1)
+                .unwrap()
+                .add_constant(-1)
+                .unwrap(),
+        ];
+        let mut got = eliminate(&ges, j, 8).unwrap();
+        got.sort();
+        let mut want = vec![v(i), v(n).add_constant(-1).unwrap()];
+        want.sort();
+        assert_eq!(got, want);
+    }
 }

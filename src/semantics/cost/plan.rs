@@ -93,8 +93,7 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
     // Back-substitute: each solution mentions only later-solved variables.
     for i in (0..solved.len()).rev() {
         for j in i + 1..solved.len() {
-            let (sj, ej) = (solved[j].0.var, solved[j].0.num.clone());
-            solved[i].0.num = ck(solved[i].0.num.substitute(sj, &ej))?;
+            solved[i].0 = ck(solved[i].0.substitute(&solved[j].0))?;
         }
     }
     let is_solved = |s: u32| solved.iter().position(|x| x.0.var == s);
