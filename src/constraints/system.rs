@@ -205,6 +205,21 @@ pub fn eliminate<V: Var>(ges: &[LinForm<V>], v: V, limit: usize) -> Option<Vec<L
     Some(out)
 }
 
+/// Drop the constraints without variables, deciding them: `false` if one
+/// fails.
+pub fn decide_closed<V: Var>(cons: &mut Vec<Constraint<V>>) -> bool {
+    let mut ok = true;
+    cons.retain(|c| match c.truth() {
+        Truth::Depends => true,
+        Truth::Always => false,
+        Truth::Never => {
+            ok = false;
+            false
+        }
+    });
+    ok
+}
+
 /// Which side of a variable a bound is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {

@@ -331,7 +331,7 @@ impl<'c, 'a> Compiler<'c, 'a> {
             }
             break;
         }
-        if !fold_closed(&mut cmps) {
+        if !decide_closed(&mut cmps) {
             return Ok(false);
         }
         // Fourier–Motzkin on variables whose inequalities all have
@@ -367,7 +367,7 @@ impl<'c, 'a> Compiler<'c, 'a> {
                 cmps.retain(|c| !c.mentions(s));
                 cmps.extend(projected.into_iter().map(Con::Ge));
                 loops.remove(idx);
-                if !fold_closed(&mut cmps) {
+                if !decide_closed(&mut cmps) {
                     return Ok(false);
                 }
                 cmps.sort();

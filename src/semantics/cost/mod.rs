@@ -97,7 +97,9 @@
 //! compiled paths implement: `symbolic` (the signed sum of counts, counted
 //! by `finish`) and `direct` (the tree fallback, `run`); `compiler`: the
 //! state they share (slots, compiled predicates, existentials);
-//! `predicates`: the predicate arena; `plan`: counting plans. Affine forms,
+//! `predicates`: the predicate arena; `plan`: counting plans; `slots`: the
+//! shared constraint module over slots, its results as the cost's errors
+//! (a thin layer, no second copy). Affine forms,
 //! comparisons, equality solving, Fourier–Motzkin and interval narrowing
 //! are `crate::constraints`' (over slots); this module keeps the choices
 //! that make a count exact (solve and eliminate only with coefficient ±1)
@@ -108,6 +110,7 @@ mod direct;
 mod plan;
 mod predicates;
 mod rules;
+mod slots;
 mod spec;
 mod symbolic;
 #[cfg(test)]
@@ -118,82 +121,19 @@ use direct::*;
 use plan::*;
 use predicates::*;
 use rules::*;
+use slots::*;
 use symbolic::*;
 
 pub use spec::cost_by_enumeration;
 
 use super::value::{type_size, Relation, Sizes};
-use crate::constraints::system::{eliminate, solve_for, Solved};
-use crate::constraints::{Constraint, LinForm};
+use crate::constraints::system::{decide_closed, eliminate, solve_for, Solved};
+use crate::constraints::Constraint;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred, Program};
 use egg::Symbol;
 use std::collections::HashMap;
-
-// -- the shared affine forms and constraints, over loop slots --------------
-
-/// A binder of the costed term, numbered (sizes and outer index variables
-/// are constants by then).
-pub(super) type Slot = u32;
-/// An affine form over slots.
-pub(super) type Lin = LinForm<Slot>;
-/// A comparison over slots (`Ge` or `Eq`: the cost never makes divisibility
-/// constraints, as it solves only equalities with coefficient ±1).
-pub(super) type Con = Constraint<Slot>;
-
-/// A checked result of the constraint module as the cost's error.
-pub(super) fn ck<T>(x: Option<T>) -> Result<T> {
-    x.ok_or_else(overflow)
-}
-
-/// The slot values of `env` as the constraint module reads them.
-pub(super) fn at(env: &[i64]) -> impl Fn(Slot) -> Option<i128> + '_ {
-    move |s| env.get(s as usize).map(|&x| x as i128)
-}
-
-pub(super) fn holds(c: &Con, env: &[i64]) -> Result<bool> {
-    ck(c.holds(&at(env)))
-}
-
-/// The constraint `a op b`.
-pub(super) fn compare(op: CmpOp, a: &Lin, b: &Lin) -> Result<Con> {
-    ck(Con::compare(op, a, b))
-}
-
-/// `0 <= e < n`.
-pub(super) fn in_range(e: &Lin, n: i64) -> Result<[Con; 2]> {
-    Ok([
-        Con::Ge(e.clone()),
-        compare(CmpOp::Lt, e, &Lin::constant(n as i128))?,
-    ])
-}
-
-/// The values of slot `s` in `[0, n)` allowed by `cons` at `env`, as an
-/// inclusive interval (empty when `lo > hi`).
-pub(super) fn interval(s: Slot, n: i64, cons: &[Con], env: &[i64]) -> Result<(i128, i128)> {
-    let range = (0, n as i128 - 1);
-    ck(crate::constraints::system::interval(
-        s,
-        range,
-        cons,
-        &at(env),
-    ))
-}
-
-/// Decide the constraints without slots; `false` if one fails.
-pub(super) fn fold_closed(cons: &mut Vec<Con>) -> bool {
-    let mut ok = true;
-    cons.retain(|c| {
-        if c.form().is_constant() {
-            ok &= c.holds_at(c.form().constant);
-            false
-        } else {
-            true
-        }
-    });
-    ok
-}
 
 /// How many loop values (enumerated index values and interval counts) one
 /// costing may visit before it gives up.
