@@ -126,7 +126,7 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
         for c in here {
             match &c {
                 Constraint::Ge(f) => {
-                    let (side, form, div) = ge_bound(f.coeff(v), f.without(v), |r| r.scale(-1))?;
+                    let (side, form, div) = ge_bound(f, v)?;
                     match side {
                         Side::Lower => levels[d].lower.push(Bound { form, div }),
                         Side::Upper => levels[d].upper.push(Bound { form, div }),

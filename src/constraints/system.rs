@@ -1,6 +1,6 @@
 //! Constraints over affine forms, equality solving, Fourier–Motzkin
-//! projection, and the bounds a constraint puts on one variable: symbolic
-//! ([`ge_bound`] on forms, for loop bounds) or at concrete values
+//! projection, and the bounds a constraint puts on one variable: as forms
+//! ([`ge_bound`], for loop bounds) or at concrete values
 //! ([`interval`], for counting).
 
 use super::linear::{ceil_div, floor_div, LinForm, Var};
@@ -50,15 +50,20 @@ pub enum Truth {
 }
 
 impl<V: Var> Constraint<V> {
-    /// The comparison `a op b` (`None` on overflow).
+    /// The comparison `a op b` (`None` on overflow): `b - a >= 1` for
+    /// `a < b`, `a - b >= 0` for `a >= b`, `b - a == 0` for `a == b`, ...
     pub fn compare(op: CmpOp, a: &LinForm<V>, b: &LinForm<V>) -> Option<Constraint<V>> {
-        let d = b.combine(1, a, -1)?; // b - a
+        let (hi, lo) = match op {
+            CmpOp::Lt | CmpOp::Le | CmpOp::Eq => (b, a),
+            CmpOp::Gt | CmpOp::Ge => (a, b),
+        };
+        let mut d = hi.combine(1, lo, -1)?;
+        if matches!(op, CmpOp::Lt | CmpOp::Gt) {
+            d.constant = d.constant.checked_sub(1)?;
+        }
         Some(match op {
-            CmpOp::Lt => Constraint::Ge(d.add_constant(-1)?),
-            CmpOp::Le => Constraint::Ge(d),
             CmpOp::Eq => Constraint::Eq(d),
-            CmpOp::Gt => Constraint::Ge(d.scale(-1)?.add_constant(-1)?),
-            CmpOp::Ge => Constraint::Ge(d.scale(-1)?),
+            _ => Constraint::Ge(d),
         })
     }
 
@@ -67,6 +72,7 @@ impl<V: Var> Constraint<V> {
         Constraint::Ge(LinForm::constant(-1))
     }
 
+    #[inline]
     pub fn form(&self) -> &LinForm<V> {
         match self {
             Constraint::Ge(f) | Constraint::Eq(f) | Constraint::Divides(_, f) => f,
@@ -144,6 +150,7 @@ impl<V: Var> Constraint<V> {
     }
 
     /// Does it hold where its form's value is `x`?
+    #[inline]
     pub fn holds_at(&self, x: i128) -> bool {
         match self {
             Constraint::Ge(_) => x >= 0,
@@ -190,14 +197,15 @@ pub fn solve_for<V: Var>(eq: &LinForm<V>, v: V) -> Option<(Solved<V>, Option<Con
 /// implied by the system, so it may only admit points without an integer
 /// `v`, never drop one). Returns `None` if more than `limit` would be made.
 pub fn eliminate<V: Var>(ges: &[LinForm<V>], v: V, limit: usize) -> Option<Vec<LinForm<V>>> {
-    let lower: Vec<&LinForm<V>> = ges.iter().filter(|f| f.coeff(v) > 0).collect();
-    let upper: Vec<&LinForm<V>> = ges.iter().filter(|f| f.coeff(v) < 0).collect();
-    if lower.len() * upper.len() > limit {
+    let lower = || ges.iter().filter(|f| f.coeff(v) > 0);
+    let upper = || ges.iter().filter(|f| f.coeff(v) < 0);
+    let pairs = lower().count() * upper().count();
+    if pairs > limit {
         return None;
     }
-    let mut out = vec![];
-    for l in &lower {
-        for u in &upper {
+    let mut out = Vec::with_capacity(pairs);
+    for l in lower() {
+        for u in upper() {
             let (a, b) = (l.coeff(v), -u.coeff(v));
             out.push(l.combine(b, u, a)?);
         }
@@ -229,13 +237,14 @@ pub enum Side {
     Upper,
 }
 
-/// `a·v + rest >= 0` (`a != 0`) as a bound on `v`: `(Lower, -rest, a)` for
-/// `v >= ceil(-rest / a)` when `a > 0`, else `(Upper, rest, -a)` for
-/// `v <= floor(rest / -a)`. `rest` is a form (loop bounds) or a value
-/// (counting); `neg` negates it (`None` on overflow).
-pub fn ge_bound<R>(a: i128, rest: R, neg: impl FnOnce(R) -> Option<R>) -> Option<(Side, R, i128)> {
+/// `f = a·v + rest >= 0` (`a != 0`) as a bound on `v`: `(Lower, -rest, a)`
+/// for `v >= ceil(-rest / a)` when `a > 0`, else `(Upper, rest, -a)` for
+/// `v <= floor(rest / -a)` (`None` on overflow). [`narrow`] applies the
+/// same bounds at values.
+pub fn ge_bound<V: Var>(f: &LinForm<V>, v: V) -> Option<(Side, LinForm<V>, i128)> {
+    let (a, rest) = (f.coeff(v), f.without(v));
     Some(if a > 0 {
-        (Side::Lower, neg(rest)?, a)
+        (Side::Lower, rest.scale(-1)?, a)
     } else {
         (Side::Upper, rest, a.checked_neg()?)
     })
@@ -245,6 +254,7 @@ pub fn ge_bound<R>(a: i128, rest: R, neg: impl FnOnce(R) -> Option<R>) -> Option
 /// holds, the other variables given by `env` (`None` on overflow or an
 /// unbound variable). Divisibility does not narrow an interval: `c` is a
 /// `Ge` or an `Eq`. An empty interval has `lo > hi`.
+#[inline]
 pub fn narrow<V: Var>(
     c: &Constraint<V>,
     v: V,
@@ -260,10 +270,10 @@ pub fn narrow<V: Var>(
         return Some(());
     }
     match c {
-        Constraint::Ge(_) => match ge_bound(a, b, i128::checked_neg)? {
-            (Side::Lower, r, d) => *lo = (*lo).max(ceil_div(r, d)),
-            (Side::Upper, r, d) => *hi = (*hi).min(floor_div(r, d)),
-        },
+        // the bounds of `ge_bound`, at values (written out: the inner loop
+        // of counting)
+        Constraint::Ge(_) if a > 0 => *lo = (*lo).max(ceil_div(b.checked_neg()?, a)),
+        Constraint::Ge(_) => *hi = (*hi).min(floor_div(b, a.checked_neg()?)),
         Constraint::Eq(_) => {
             // a·v = -b
             let (a, nb) = if a < 0 {

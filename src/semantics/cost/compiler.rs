@@ -342,30 +342,34 @@ impl<'c, 'a> Compiler<'c, 'a> {
                 if !free(s) {
                     continue;
                 }
-                let mut ges = in_range(&Lin::var(s), n)?
-                    .map(|c| c.form().clone())
-                    .to_vec();
-                let mut unit = true;
-                for c in &cmps {
-                    match (c, c.form().coeff(s)) {
-                        (_, 0) => {}
-                        (Con::Ge(f), 1 | -1) => ges.push(f.clone()),
-                        _ => {
-                            unit = false;
-                            break;
+                // (a variable nothing mentions just goes: its range is not
+                // empty)
+                if cmps.iter().any(|c| c.mentions(s)) {
+                    // 0 <= s <= n - 1, then the inequalities on s
+                    let upper = ck(Lin::constant(n as i128 - 1).plus_term(s, -1))?;
+                    let mut ges = vec![Lin::var(s), upper];
+                    let mut unit = true;
+                    for c in &cmps {
+                        match (c, c.form().coeff(s)) {
+                            (_, 0) => {}
+                            (Con::Ge(f), 1 | -1) => ges.push(f.clone()),
+                            _ => {
+                                unit = false;
+                                break;
+                            }
                         }
                     }
+                    let projected = if unit {
+                        eliminate(&ges, s, MAX_PAIRS)
+                    } else {
+                        None
+                    };
+                    let Some(projected) = projected else {
+                        continue;
+                    };
+                    cmps.retain(|c| !c.mentions(s));
+                    cmps.extend(projected.into_iter().map(Con::Ge));
                 }
-                let projected = if unit {
-                    eliminate(&ges, s, MAX_PAIRS)
-                } else {
-                    None
-                };
-                let Some(projected) = projected else {
-                    continue;
-                };
-                cmps.retain(|c| !c.mentions(s));
-                cmps.extend(projected.into_iter().map(Con::Ge));
                 loops.remove(idx);
                 if !decide_closed(&mut cmps) {
                     return Ok(false);

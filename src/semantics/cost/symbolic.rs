@@ -48,19 +48,23 @@ impl Sym {
 }
 
 impl Algebra for Sym {
+    #[inline]
     fn zero() -> Sym {
         Sym::default()
     }
 
+    #[inline]
     fn is_zero(&self) -> bool {
         self.k == 0 && self.terms.is_empty()
     }
 
+    #[inline]
     fn plus(_: &mut Compiler, mut a: Sym, b: Sym) -> Result<Sym> {
         a.append(b)?;
         Ok(a)
     }
 
+    #[inline]
     fn one_more(_: &mut Compiler, mut a: Sym) -> Result<Sym> {
         a.add_const(1)?;
         Ok(a)
