@@ -16,8 +16,15 @@ use std::str::FromStr;
 
 /// Concrete sizes, in declaration order (equal as maps, whatever the
 /// order). It reads as its map.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Sizes(IndexMap<Symbol, i64>);
+
+/// As the map (`{"n": 4}`), as failure messages printed it before.
+impl fmt::Debug for Sizes {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 impl Sizes {
     pub fn new() -> Sizes {
@@ -250,6 +257,7 @@ mod tests {
         assert_eq!(m.to_string().parse::<Sizes>().unwrap(), m);
         assert!("".parse::<Sizes>().unwrap().is_empty());
         assert_eq!(Sizes::new().to_string(), "");
+        assert_eq!(format!("{m:?}"), r#"{"n": 4, "m": 3}"#);
         for bad in [
             "n",
             "n=-3",
