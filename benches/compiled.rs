@@ -7,7 +7,7 @@ use atl_egg::backend;
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::rng::Rng;
-use atl_egg::semantics::sizes::parse_sizes;
+use atl_egg::semantics::sizes::Sizes;
 use atl_egg::{derive, egraph};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::Path;
@@ -28,7 +28,7 @@ fn bench(c: &mut Criterion) {
     progs.extend(CorpusProgram::load_dir(Path::new("examples/programs")).expect("examples"));
     for (name, sizes) in CASES {
         let p = progs.iter().find(|p| p.name == *name).expect("program");
-        let sizes = parse_sizes(sizes).expect("sizes");
+        let sizes = sizes.parse::<Sizes>().expect("sizes");
         let o = egraph::Options::default();
         let wrt = p.wrt_or_all();
         let d = if p.program.ret == Type::Real {

@@ -18,7 +18,7 @@ use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost;
-use atl_egg::semantics::sizes::parse_sizes;
+use atl_egg::semantics::sizes::Sizes;
 use atl_egg::{derive, egraph};
 use std::path::Path;
 
@@ -158,7 +158,7 @@ fn main() {
             if !only.is_empty() && !only.contains(&p.name) {
                 continue;
             }
-            let (Ok(sizes), Ok(small)) = (parse_sizes(s), parse_sizes(q)) else {
+            let (Ok(sizes), Ok(small)) = (s.parse::<Sizes>(), q.parse::<Sizes>()) else {
                 continue;
             };
             if sizes.keys().any(|k| !p.program.sizes.contains(k))

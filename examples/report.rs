@@ -13,7 +13,6 @@ use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::front::parse_program;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::{cost, io_cost};
-use atl_egg::semantics::sizes::sizes_to_string;
 use atl_egg::semantics::value::Sizes;
 use egg::Symbol;
 use std::path::Path;
@@ -23,7 +22,7 @@ fn label(s: &Sizes) -> String {
     if s.is_empty() {
         "-".into()
     } else {
-        sizes_to_string(s)
+        s.to_string()
     }
 }
 

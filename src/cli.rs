@@ -263,7 +263,7 @@ impl OptArgs {
                 .sizes
                 .sizes
                 .as_deref()
-                .map(sizes::parse_sizes)
+                .map(str::parse::<sizes::Sizes>)
                 .transpose()?,
         })
     }
@@ -423,7 +423,7 @@ fn inputs_for(
     session: &mut Session,
 ) -> Result<value::Inputs> {
     let given = match &sizes.sizes {
-        Some(s) => sizes::parse_sizes(s)?,
+        Some(s) => s.parse::<sizes::Sizes>()?,
         None => value::Sizes::default(),
     };
     let json = inputs.map(|p| read_inputs(p, session)).transpose()?;

@@ -4,7 +4,7 @@
 use atl_egg::egraph::extract::UNUSABLE;
 use atl_egg::egraph::runner::PhaseStats;
 use atl_egg::egraph::Stats;
-use atl_egg::semantics::sizes::parse_sizes;
+use atl_egg::semantics::sizes::Sizes;
 
 /// A cost as JSON: `null` where the program is not defined at those sizes
 /// (a negative dimension), which the optimizer counts as unusable.
@@ -126,9 +126,9 @@ pub fn summary(stats: &Stats, user_sizes: Option<&str>) -> String {
     }
     let all = costs(stats);
     // size sets compare as maps: `m=3,n=4` is the sample `n=4,m=3`
-    let want = user_sizes.map(|s| parse_sizes(s).ok());
+    let want = user_sizes.map(|s| s.parse::<Sizes>().ok());
     let pick = match &want {
-        Some(w) => all.iter().find(|(l, _, _)| parse_sizes(l).ok() == *w),
+        Some(w) => all.iter().find(|(l, _, _)| l.parse::<Sizes>().ok() == *w),
         None => all.first(),
     };
     let show = |c: u128| {

@@ -15,7 +15,6 @@ use crate::error::{Error, Result};
 use crate::front::ast::{ParamKind, Program};
 use crate::front::parse_program;
 use crate::rng::Rng;
-use crate::semantics::sizes::parse_sizes;
 use crate::semantics::value::{random_relation, random_value, Inputs, Sizes};
 use egg::Symbol;
 use std::fmt::Write as _;
@@ -45,7 +44,8 @@ impl CorpusProgram {
             Some(s) => s
                 .split('|')
                 .map(|set| {
-                    parse_sizes(set).map_err(|e| Error::input(format!("{name}: '; sizes:' {e}")))
+                    set.parse::<Sizes>()
+                        .map_err(|e| Error::input(format!("{name}: '; sizes:' {e}")))
                 })
                 .collect::<Result<_>>()?,
             None => vec![Sizes::default()],

@@ -44,7 +44,6 @@ use atl_egg::egraph::{optimize, Options, Stats};
 use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::front::print::program_to_string;
 use atl_egg::semantics::cost::{cost, io_cost};
-use atl_egg::semantics::sizes::sizes_to_string;
 use atl_egg::semantics::value::{random_relation, Relation, Sizes};
 use egg::Symbol;
 use std::collections::HashMap;
@@ -102,7 +101,7 @@ fn label(sizes: &Sizes) -> String {
     if sizes.is_empty() {
         return "(no sizes)".into();
     }
-    sizes_to_string(sizes)
+    sizes.to_string()
 }
 
 fn options() -> Options {

@@ -18,7 +18,7 @@
 //! system, they tighten outer loops and can only leave inner loops empty.
 
 use super::linear::LinForm;
-use super::system::{eliminate, solve_for, Constraint, Solved, Truth};
+use super::system::{eliminate, ge_bound, solve_for, Constraint, Side, Solved, Truth};
 use egg::Symbol;
 
 /// `v >= ceil(form / div)` (a lower bound) or `v <= floor(form / div)`
@@ -40,12 +40,7 @@ pub struct Level {
 }
 
 /// A variable fixed by an equality: `var = num / den`, exact (guarded).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Def {
-    pub var: Symbol,
-    pub num: LinForm,
-    pub den: i128,
-}
+pub type Def = Solved;
 
 #[derive(Clone, Debug, Default)]
 pub struct LoopPlan {
@@ -95,11 +90,7 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
             .collect::<Option<Vec<_>>>()?;
         // Earlier definitions may mention v: substitute into them too.
         for d in &mut solved {
-            let a = d.num.coeff(v);
-            if a != 0 {
-                d.num = d.num.without(v).combine(s.den, &s.num, a)?;
-                d.den = d.den.checked_mul(s.den)?;
-            }
+            *d = d.substitute(&s)?;
         }
         cons.extend(guard);
         loops.retain(|&w| w != v);
@@ -107,14 +98,7 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
     }
     // Definitions: num / den with every loop variable bound; a definition
     // never mentions another (they were substituted), any order works.
-    let defs = solved
-        .into_iter()
-        .map(|s| Def {
-            var: s.var,
-            num: s.num,
-            den: s.den,
-        })
-        .collect();
+    let defs = solved;
     let mut levels: Vec<Level> = loops
         .iter()
         .map(|&v| Level {
@@ -142,15 +126,10 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
         for c in here {
             match &c {
                 Constraint::Ge(f) => {
-                    let k = f.coeff(v);
-                    let r = f.without(v);
-                    if k > 0 {
-                        levels[d].lower.push(Bound {
-                            form: r.scale(-1)?,
-                            div: k,
-                        });
-                    } else {
-                        levels[d].upper.push(Bound { form: r, div: -k });
+                    let (side, form, div) = ge_bound(f, v)?;
+                    match side {
+                        Side::Lower => levels[d].lower.push(Bound { form, div }),
+                        Side::Upper => levels[d].upper.push(Bound { form, div }),
                     }
                     ges.push(f.clone());
                 }
@@ -174,7 +153,7 @@ pub fn plan(system: &[Constraint], vars: &[Symbol]) -> Option<LoopPlan> {
             Truth::Always => {}
             Truth::Never => {
                 top.clear();
-                top.push(Constraint::Ge(LinForm::constant(-1)));
+                top.push(Constraint::never());
                 break;
             }
             Truth::Depends => {

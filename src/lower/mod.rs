@@ -118,10 +118,10 @@ impl Lowerer {
             })
         };
         let mut s = String::new();
-        for (v, &k) in &f.terms {
+        for &(v, k) in f.terms() {
             let name = self
                 .names
-                .get(v)
+                .get(&v)
                 .ok_or_else(|| Error::eval(format!("unbound index or size name {v}")))?;
             let sign = if k < 0 {
                 "-"

@@ -205,7 +205,7 @@ impl Lowerer {
         for atom in super::conjuncts(p) {
             for c in super::pred::affine(atom).unwrap_or_default() {
                 let Constraint::Ge(f) = c else { continue };
-                if f.terms.len() != 2 {
+                if f.terms().len() != 2 {
                     continue;
                 }
                 match (f.coeff(j), f.coeff(i)) {

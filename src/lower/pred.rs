@@ -13,18 +13,12 @@ use crate::front::ast::{CmpOp, Pred};
 pub(crate) fn affine(p: &Pred) -> Option<Vec<Constraint>> {
     Some(match p {
         Pred::True => vec![],
-        Pred::False => vec![Constraint::Ge(LinForm::constant(-1))],
-        Pred::Cmp(op, a, b) => {
-            let (a, b) = (LinForm::from_affine(a), LinForm::from_affine(b));
-            let d = b.combine(1, &a, -1)?; // b - a
-            vec![match op {
-                CmpOp::Lt => Constraint::Ge(d.add_constant(-1)?),
-                CmpOp::Le => Constraint::Ge(d),
-                CmpOp::Eq => Constraint::Eq(d),
-                CmpOp::Gt => Constraint::Ge(d.scale(-1)?.add_constant(-1)?),
-                CmpOp::Ge => Constraint::Ge(d.scale(-1)?),
-            }]
-        }
+        Pred::False => vec![Constraint::never()],
+        Pred::Cmp(op, a, b) => vec![Constraint::compare(
+            *op,
+            &LinForm::from_affine(a),
+            &LinForm::from_affine(b),
+        )?],
         Pred::And(ps) => {
             let mut out = vec![];
             for q in ps {

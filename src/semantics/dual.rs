@@ -29,10 +29,7 @@ pub type DualEnv = Env<Dual>;
 /// Evaluate an (open) expression on dual numbers.
 pub fn dual_expr(e: &Expr, env: &mut DualEnv, budget: &mut Budget) -> Result<Dual> {
     Ok(match e {
-        Expr::Var(x) => env
-            .var(*x)
-            .cloned()
-            .ok_or_else(|| Error::eval(format!("unbound variable {x}")))?,
+        Expr::Var(x) => env.lookup(*x)?,
         Expr::Const(c) => (Value::Real(c.0), Value::Real(0.0)),
         Expr::Add(a, b) => {
             let (a0, a1) = reals(dual_expr(a, env, budget)?)?;
@@ -83,10 +80,7 @@ pub fn dual_expr(e: &Expr, env: &mut DualEnv, budget: &mut Budget) -> Result<Dua
         }
         Expr::Sum(..) => {
             let (chain, pred, body) = sum_chain(e);
-            let chain = chain
-                .into_iter()
-                .map(|(i, d)| Ok((i, env.dim(d)?)))
-                .collect::<Result<Vec<_>>>()?;
+            let chain = env.loops(&chain)?;
             let (mut av, mut ad) = (0.0, 0.0);
             env.for_each_tuple(&chain, budget, |env, budget| {
                 if pred.map_or(Ok(true), |p| eval_pred(p, env, budget))? {
@@ -112,10 +106,7 @@ pub fn dual_expr(e: &Expr, env: &mut DualEnv, budget: &mut Budget) -> Result<Dua
         }
         Expr::Let(x, a, b) => {
             let v = dual_expr(a, env, budget)?;
-            let shadowed = env.push_var(*x, v);
-            let r = dual_expr(b, env, budget);
-            env.pop_var(*x, shadowed);
-            r?
+            env.with_var(*x, v, |env| dual_expr(b, env, budget))?
         }
     })
 }

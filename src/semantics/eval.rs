@@ -100,17 +100,7 @@ impl<V: Clone> Env<V> {
     /// non-negative) and its relations (all present, with the declared
     /// dimensions). Real-valued inputs are left for the caller to bind.
     pub fn for_program(prog: &Program, inputs: &Inputs) -> Result<Env<V>> {
-        for &s in &prog.sizes {
-            match inputs.sizes.get(&s) {
-                None => return Err(Error::input(format!("size {s} is not given"))),
-                Some(&v) if v < 0 => {
-                    return Err(Error::input(format!(
-                        "size {s} must be a non-negative integer, got {v}"
-                    )))
-                }
-                Some(_) => {}
-            }
-        }
+        inputs.sizes.require(&prog.sizes)?;
         let mut env = Env::new(&inputs.sizes);
         for p in &prog.params {
             if let ParamKind::Relation(dims) = &p.kind {
@@ -152,6 +142,22 @@ impl<V: Clone> Env<V> {
 
     pub fn var(&self, name: Symbol) -> Option<&V> {
         self.vars.get(&name)
+    }
+
+    /// The value of a variable (an evaluation error when unbound).
+    pub fn lookup(&self, name: Symbol) -> Result<V> {
+        self.var(name)
+            .cloned()
+            .ok_or_else(|| Error::eval(format!("unbound variable {name}")))
+    }
+
+    /// Run `body` with `name` bound to `v` (a `let`); the binding it shadows
+    /// is restored, also on error.
+    pub fn with_var<R>(&mut self, name: Symbol, v: V, body: impl FnOnce(&mut Self) -> R) -> R {
+        let shadowed = self.push_var(name, v);
+        let r = body(self);
+        self.pop_var(name, shadowed);
+        r
     }
 
     /// Bind a variable; returns the binding it shadows (give it to [`Env::pop_var`]).
@@ -198,6 +204,11 @@ impl<V: Clone> Env<V> {
         let n = self.affine(d)?;
         u64::try_from(n)
             .map_err(|_| Error::eval(format!("dimension {d} is negative ({n}) at these sizes")))
+    }
+
+    /// The loops of a sum chain ([`sum_chain`]) with their dimensions.
+    pub fn loops(&self, chain: &[(Symbol, &Affine)]) -> Result<Vec<(Symbol, u64)>> {
+        chain.iter().map(|&(i, d)| Ok((i, self.dim(d)?))).collect()
     }
 
     /// Run `body` for every tuple of the loop variables `chain` (each over
@@ -339,10 +350,7 @@ pub fn check_dimensions(e: &Expr, sizes: &Sizes) -> Result<()> {
 /// Evaluate an (open) expression in `env`.
 pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> {
     Ok(match e {
-        Expr::Var(x) => env
-            .var(*x)
-            .cloned()
-            .ok_or_else(|| Error::eval(format!("unbound variable {x}")))?,
+        Expr::Var(x) => env.lookup(*x)?,
         Expr::Const(c) => Value::Real(c.0),
         Expr::Add(a, b) => {
             let x = eval_expr(a, env, budget)?.real()?;
@@ -378,10 +386,7 @@ pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> 
         }
         Expr::Sum(..) => {
             let (chain, pred, body) = sum_chain(e);
-            let chain = chain
-                .into_iter()
-                .map(|(i, d)| Ok((i, env.dim(d)?)))
-                .collect::<Result<Vec<_>>>()?;
+            let chain = env.loops(&chain)?;
             let mut acc = 0.0;
             env.for_each_tuple(&chain, budget, |env, budget| {
                 if pred.map_or(Ok(true), |p| eval_pred(p, env, budget))? {
@@ -404,10 +409,7 @@ pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> 
         }
         Expr::Let(x, a, b) => {
             let v = eval_expr(a, env, budget)?;
-            let shadowed = env.push_var(*x, v);
-            let r = eval_expr(b, env, budget);
-            env.pop_var(*x, shadowed);
-            r?
+            env.with_var(*x, v, |env| eval_expr(b, env, budget))?
         }
     })
 }
@@ -460,22 +462,14 @@ mod tests {
     use crate::front::parse_program;
     use crate::semantics::json::{inputs_from_json, value_to_json};
     use crate::semantics::sizes::resolve_sizes;
+    use crate::semantics::value::test_support::{s, sizes, vec_n};
     use serde_json::json;
 
-    fn s(x: &str) -> Symbol {
-        Symbol::from(x)
-    }
     fn a(x: &str) -> Affine {
         Affine::var(s(x))
     }
     fn c(k: i64) -> Affine {
         Affine::constant(k)
-    }
-    fn sizes(pairs: &[(&str, i64)]) -> Sizes {
-        pairs.iter().map(|&(k, v)| (s(k), v)).collect()
-    }
-    fn vec_n() -> Type {
-        Type::Tensor(a("n"), Box::new(Type::Real))
     }
 
     /// Evaluate an open term with `x`, `y`, ... bound.

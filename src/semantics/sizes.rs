@@ -1,56 +1,130 @@
-//! Size sets: the [`Sizes`] type, its one text form `n=4,m=3` (read by
-//! [`parse_sizes`] from the `--sizes` flag and the corpus' `; sizes:` lines,
-//! written by [`sizes_to_string`]), and sizes resolved from the flag and the
-//! inputs (a size not given is taken from an input whose dimension is
-//! exactly that size name, as the conformance reference does).
+//! Size sets: the [`Sizes`] type and its one text form `n=4,m=3` (read by
+//! [`FromStr`] from the `--sizes` flag and the corpus' `; sizes:` lines,
+//! written by [`Display`](fmt::Display)), the check every run of a whole
+//! program makes first ([`Sizes::require`]), and sizes resolved from the
+//! flag and the inputs (a size not given is taken from an input whose
+//! dimension is exactly that size name, as the conformance reference does).
 
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{ParamKind, Program, Type};
 use egg::Symbol;
+use indexmap::IndexMap;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::str::FromStr;
 
-/// Concrete sizes, in declaration order (equal as maps, whatever the order).
-pub type Sizes = indexmap::IndexMap<Symbol, i64>;
+/// Concrete sizes, in declaration order (equal as maps, whatever the
+/// order). It reads as its map.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Sizes(IndexMap<Symbol, i64>);
 
-/// Parse a size set `n=4,m=3` (usage errors, worded for the `--sizes`
-/// flag): distinct names, non-negative integers. An empty string gives no
-/// sizes.
-pub fn parse_sizes(s: &str) -> Result<Sizes> {
-    let mut out = Sizes::new();
-    if s.trim().is_empty() {
-        return Ok(out);
+/// As the map (`{"n": 4}`), as failure messages printed it before.
+impl fmt::Debug for Sizes {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        self.0.fmt(f)
     }
-    for item in s.split(',') {
-        let Some((k, v)) = item.split_once('=') else {
-            return Err(Error::usage(format!(
-                "malformed --sizes item '{item}' (expected name=integer)"
-            )));
-        };
-        let (k, v) = (k.trim(), v.trim());
-        if k.is_empty() || v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(Error::usage(format!(
-                "malformed --sizes item '{item}' (expected name=non-negative integer)"
-            )));
-        }
-        let n: i64 = v.parse().map_err(|_| {
-            Error::usage(format!(
-                "size {k}={v} is too large (it does not fit in a 64-bit integer)"
-            ))
-        })?;
-        let name = Symbol::from(k);
-        if out.contains_key(&name) {
-            return Err(Error::usage(format!("size {k} given twice")));
-        }
-        out.insert(name, n);
-    }
-    Ok(out)
 }
 
-/// A size set as `n=4,m=3`, in its order (empty for no sizes); what
-/// [`parse_sizes`] reads back.
-pub fn sizes_to_string(sizes: &Sizes) -> String {
-    let parts: Vec<String> = sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    parts.join(",")
+impl Sizes {
+    pub fn new() -> Sizes {
+        Sizes::default()
+    }
+
+    /// Every size of `names` given and non-negative (input errors otherwise).
+    pub fn require(&self, names: &[Symbol]) -> Result<()> {
+        for s in names {
+            match self.get(s) {
+                None => return Err(Error::input(format!("size {s} is not given"))),
+                Some(&v) if v < 0 => {
+                    return Err(Error::input(format!(
+                        "size {s} must be a non-negative integer, got {v}"
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Deref for Sizes {
+    type Target = IndexMap<Symbol, i64>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl DerefMut for Sizes {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl FromIterator<(Symbol, i64)> for Sizes {
+    fn from_iter<I: IntoIterator<Item = (Symbol, i64)>>(iter: I) -> Sizes {
+        Sizes(iter.into_iter().collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a Sizes {
+    type Item = (&'a Symbol, &'a i64);
+    type IntoIter = indexmap::map::Iter<'a, Symbol, i64>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+/// A size set `n=4,m=3` (usage errors, worded for the `--sizes` flag):
+/// distinct names, non-negative integers. An empty string gives no sizes.
+impl FromStr for Sizes {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Sizes> {
+        let mut out = Sizes::new();
+        if s.trim().is_empty() {
+            return Ok(out);
+        }
+        for item in s.split(',') {
+            let Some((k, v)) = item.split_once('=') else {
+                return Err(Error::usage(format!(
+                    "malformed --sizes item '{item}' (expected name=integer)"
+                )));
+            };
+            let (k, v) = (k.trim(), v.trim());
+            if k.is_empty() || v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(Error::usage(format!(
+                    "malformed --sizes item '{item}' (expected name=non-negative integer)"
+                )));
+            }
+            let n: i64 = v.parse().map_err(|_| {
+                Error::usage(format!(
+                    "size {k}={v} is too large (it does not fit in a 64-bit integer)"
+                ))
+            })?;
+            let name = Symbol::from(k);
+            if out.contains_key(&name) {
+                return Err(Error::usage(format!("size {k} given twice")));
+            }
+            out.insert(name, n);
+        }
+        Ok(out)
+    }
+}
+
+/// `n=4,m=3`, in its order (empty for no sizes); what [`FromStr`] reads back.
+impl fmt::Display for Sizes {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        for (i, (k, v)) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{k}={v}")?;
+        }
+        Ok(())
+    }
 }
 
 /// All sizes of `prog`, in its declaration order: from `given`, else inferred
@@ -176,12 +250,14 @@ mod tests {
 
     #[test]
     fn sizes_flag() {
-        let m = parse_sizes("n=4, m = 3").unwrap();
+        let m: Sizes = "n=4, m = 3".parse().unwrap();
         assert_eq!(m.get(&s("n")), Some(&4));
         assert_eq!(m.get(&s("m")), Some(&3));
-        assert_eq!(sizes_to_string(&m), "n=4,m=3");
-        assert_eq!(parse_sizes(&sizes_to_string(&m)).unwrap(), m);
-        assert!(parse_sizes("").unwrap().is_empty());
+        assert_eq!(m.to_string(), "n=4,m=3");
+        assert_eq!(m.to_string().parse::<Sizes>().unwrap(), m);
+        assert!("".parse::<Sizes>().unwrap().is_empty());
+        assert_eq!(Sizes::new().to_string(), "");
+        assert_eq!(format!("{m:?}"), r#"{"n": 4, "m": 3}"#);
         for bad in [
             "n",
             "n=-3",
@@ -191,10 +267,12 @@ mod tests {
             "n=4,",
             "n=100000000000000000000000000000",
         ] {
-            let e = parse_sizes(bad).unwrap_err();
+            let e = bad.parse::<Sizes>().unwrap_err();
             assert_eq!(e.kind, ErrorKind::Usage, "{bad}");
         }
-        let e = parse_sizes("n=100000000000000000000000000000").unwrap_err();
+        let e = "n=100000000000000000000000000000"
+            .parse::<Sizes>()
+            .unwrap_err();
         assert!(e.msg.contains("too large"), "{}", e.msg);
     }
 }

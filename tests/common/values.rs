@@ -3,7 +3,6 @@
 use super::Value;
 use atl_egg::front::ast::{ParamKind, Program};
 use atl_egg::rng::Rng;
-use atl_egg::semantics::sizes::sizes_to_string;
 use atl_egg::semantics::value::{random_relation, random_value, Inputs, Sizes};
 
 /// Random inputs for `prog`: every size uniform in `[min_size, max_size]`,
@@ -166,7 +165,7 @@ pub fn show_value(v: &Value) -> String {
 /// The sizes and inputs as text, for failure messages.
 pub fn show_inputs(inputs: &Inputs) -> String {
     let mut out = String::new();
-    let sizes = sizes_to_string(&inputs.sizes);
+    let sizes = inputs.sizes.to_string();
     out.push_str(&format!("sizes: {sizes}\n"));
     let mut names: Vec<_> = inputs.values.keys().collect();
     names.sort_by_key(|s| s.as_str());

@@ -1,6 +1,7 @@
-//! Direct evaluation of the cost (`Ir`), the fallback for terms too big to
-//! keep symbolically: gens and chains whose body does not depend on their
-//! variable multiply, the rest enumerates within the same budget.
+//! Direct evaluation of the cost (`Ir`, built by the rules as a [`Tree`]),
+//! the fallback for terms too big to keep symbolically: gens and chains
+//! whose body does not depend on their variable multiply, the rest
+//! enumerates within the same budget.
 
 use super::*;
 
@@ -38,11 +39,6 @@ pub(super) enum Deps {
     Few(Vec<u32>),
     Many,
 }
-
-/// A bound sum chain: the loops (slot, extent), the names bound (to
-/// unbind, innermost last), the body under the chain, and whether every
-/// dimension was valid.
-pub(super) type BoundChain<'e> = (Vec<(u32, i64)>, Vec<Symbol>, &'e Expr, Result<()>);
 
 impl Deps {
     const CAP: usize = 16;
@@ -83,141 +79,127 @@ impl Deps {
     }
 }
 
-pub(super) fn seq(k: i128, parts: Vec<Ir>) -> Result<Ir> {
-    let mut k = k;
-    let mut rest = Vec::new();
-    for p in parts {
-        match p {
-            Ir::K(c) => k = k.checked_add(c).ok_or_else(too_large)?,
-            p => rest.push(p),
+/// A cost for the rules ([`Algebra`]): the tree and its free slots.
+pub(super) struct Tree {
+    pub(super) ir: Ir,
+    pub(super) deps: Deps,
+}
+
+impl Tree {
+    fn k(k: i128) -> Tree {
+        Tree {
+            ir: Ir::K(k),
+            deps: Deps::none(),
         }
     }
-    Ok(if rest.is_empty() {
-        Ir::K(k)
-    } else {
-        Ir::Seq(k, rest)
-    })
 }
 
 impl Compiler<'_, '_> {
     pub(super) fn guard_deps(&self, g: &[u32]) -> Deps {
         Deps::Few(Vec::new()).union(Deps::Few(self.slots_of(g)))
     }
+}
 
-    /// The same rules as [`Compiler::expr`], as a tree.
-    pub(super) fn ir(&mut self, e: &Expr) -> Result<(Ir, Deps)> {
-        Ok(match e {
-            Expr::Var(_) | Expr::Const(_) => (Ir::K(0), Deps::none()),
-            Expr::Add(a, b) => {
-                let (ia, da) = self.ir(a)?;
-                let (ib, db) = self.ir(b)?;
-                let mut g = Vec::new();
-                let mut ok = true;
-                if let Expr::Iverson(p, _) = &**a {
-                    ok &= self.conj(p, &mut g)?;
+impl Algebra for Tree {
+    fn zero() -> Tree {
+        Tree::k(0)
+    }
+
+    fn is_zero(&self) -> bool {
+        matches!(self.ir, Ir::K(0))
+    }
+
+    /// One flat `Seq`, constants folded.
+    fn plus(_: &mut Compiler, a: Tree, b: Tree) -> Result<Tree> {
+        let mut k: i128 = 0;
+        let mut parts = Vec::new();
+        for ir in [a.ir, b.ir] {
+            let c = match ir {
+                Ir::K(c) => c,
+                Ir::Seq(c, more) => {
+                    parts.extend(more);
+                    c
                 }
-                if let Expr::Iverson(p, _) = &**b {
-                    ok &= self.conj(p, &mut g)?;
+                ir => {
+                    parts.push(ir);
+                    0
                 }
-                let deps = da.union(db).union(self.guard_deps(&g));
-                let extra = match (ok, g.is_empty()) {
-                    (false, _) => Ir::K(0),
-                    (true, true) => Ir::K(1),
-                    (true, false) => Ir::Ind(g),
-                };
-                (seq(0, vec![ia, ib, extra])?, deps)
-            }
-            Expr::Mul(a, b) => {
-                let (ia, da) = self.ir(a)?;
-                let (ib, db) = self.ir(b)?;
-                (seq(1, vec![ia, ib])?, da.union(db))
-            }
-            Expr::Call(_, a) => {
-                let (ia, da) = self.ir(a)?;
-                (seq(1, vec![ia])?, da)
-            }
-            Expr::Pair(a, b) | Expr::Let(_, a, b) => {
-                let (ia, da) = self.ir(a)?;
-                let (ib, db) = self.ir(b)?;
-                (seq(0, vec![ia, ib])?, da.union(db))
-            }
-            Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => self.ir(a)?,
-            Expr::Gen(i, d, body) => {
-                let n = self.dim(d)?;
-                let slot = self.bind(*i)?;
-                let r = self.ir(body);
-                self.unbind(*i);
-                let (body, db) = r?;
-                if let Ir::K(c) = body {
-                    let k = c.checked_mul(n as i128).ok_or_else(too_large)?;
-                    return Ok((Ir::K(k), db.without(&[slot])));
-                }
-                let dep = db.mentions(slot);
-                (
-                    Ir::Gen {
-                        slot,
-                        n,
-                        body: Box::new(body),
-                        dep,
-                    },
-                    db.without(&[slot]),
-                )
-            }
-            Expr::Iverson(p, body) => {
-                let (ib, db) = self.ir(body)?;
-                if matches!(ib, Ir::K(0)) {
-                    return Ok((ib, db));
-                }
-                let mut g = Vec::new();
-                if !self.conj(p, &mut g)? {
-                    return Ok((Ir::K(0), Deps::none()));
-                }
-                if g.is_empty() {
-                    return Ok((ib, db));
-                }
-                let deps = db.union(self.guard_deps(&g));
-                (Ir::Guard(g, Box::new(ib)), deps)
-            }
-            Expr::Sum(..) => {
-                let (loops, names, node, res) = self.bind_chain(e);
-                let parts = res.and_then(|()| {
-                    let (p, inner) = match node {
-                        Expr::Iverson(p, e) => (Some(p), &**e),
-                        _ => (None, node),
-                    };
-                    let r = self.ir(inner)?;
-                    let mut g = Vec::new();
-                    let ok = match p {
-                        Some(p) => self.conj(p, &mut g)?,
-                        None => true,
-                    };
-                    Ok((ok, g, r))
-                });
-                for i in names.iter().rev() {
-                    self.unbind(*i);
-                }
-                let (ok, conj, (body, db)) = parts?;
-                if !ok {
-                    return Ok((Ir::K(0), Deps::none()));
-                }
-                let slots: Vec<u32> = loops.iter().map(|l| l.0).collect();
-                let dep = slots.iter().any(|&s| db.mentions(s));
-                let deps = db.union(self.guard_deps(&conj)).without(&slots);
-                let plan = build_plan(&self.preds, &loops, &conj)?;
-                (
-                    Ir::Chain {
-                        loops,
-                        conj,
-                        plan: Box::new(plan),
-                        body: Box::new(body),
-                        dep,
-                    },
-                    deps,
-                )
-            }
+            };
+            k = k.checked_add(c).ok_or_else(too_large)?;
+        }
+        let ir = if parts.is_empty() {
+            Ir::K(k)
+        } else {
+            Ir::Seq(k, parts)
+        };
+        Ok(Tree {
+            ir,
+            deps: a.deps.union(b.deps),
         })
     }
 
+    fn one_more(c: &mut Compiler, a: Tree) -> Result<Tree> {
+        Tree::plus(c, a, Tree::k(1))
+    }
+
+    fn indicator(c: &mut Compiler, g: Vec<u32>) -> Result<Tree> {
+        if g.is_empty() {
+            return Ok(Tree::k(1));
+        }
+        Ok(Tree {
+            deps: c.guard_deps(&g),
+            ir: Ir::Ind(g),
+        })
+    }
+
+    fn guarded(c: &mut Compiler, g: Vec<u32>, body: Tree) -> Result<Tree> {
+        Ok(Tree {
+            deps: body.deps.union(c.guard_deps(&g)),
+            ir: Ir::Guard(g, Box::new(body.ir)),
+        })
+    }
+
+    /// A constant body multiplies; otherwise a loop, which multiplies too
+    /// when the body does not depend on its variable.
+    fn gen(_: &mut Compiler, slot: u32, n: i64, body: Tree) -> Result<Tree> {
+        let deps = body.deps.clone().without(&[slot]);
+        if let Ir::K(c) = body.ir {
+            let k = c.checked_mul(n as i128).ok_or_else(too_large)?;
+            return Ok(Tree { ir: Ir::K(k), deps });
+        }
+        let dep = body.deps.mentions(slot);
+        Ok(Tree {
+            ir: Ir::Gen {
+                slot,
+                n,
+                body: Box::new(body.ir),
+                dep,
+            },
+            deps,
+        })
+    }
+
+    /// The chain with its counting plan (used when the body does not
+    /// depend on the chain's variables).
+    fn chain(c: &mut Compiler, loops: Vec<(u32, i64)>, g: Vec<u32>, body: Tree) -> Result<Tree> {
+        let slots: Vec<u32> = loops.iter().map(|l| l.0).collect();
+        let dep = slots.iter().any(|&s| body.deps.mentions(s));
+        let deps = body.deps.union(c.guard_deps(&g)).without(&slots);
+        let plan = build_plan(&c.preds, &loops, &g)?;
+        Ok(Tree {
+            ir: Ir::Chain {
+                loops,
+                conj: g,
+                plan: Box::new(plan),
+                body: Box::new(body.ir),
+                dep,
+            },
+            deps,
+        })
+    }
+}
+
+impl Compiler<'_, '_> {
     pub(super) fn all_hold(&mut self, g: &[u32]) -> Result<bool> {
         for &id in g {
             if !eval_pred(&self.preds, &mut self.m, id)? {

@@ -23,8 +23,8 @@
 //! ```
 //!
 //! where a guard is a conjunction of predicates (affine comparisons, `or`,
-//! relation tests, existentials). The compiler (`Compiler::expr`) builds
-//! this symbolic form bottom-up:
+//! relation tests, existentials). The rules (`Compiler::cost` in `rules`,
+//! with the symbolic algebra) build this symbolic form bottom-up:
 //!
 //! * `*`, `F`, pair, let, get: add the parts (constants fold, terms append);
 //! * `(iverson p e)`: conjoin `p` to every term of `e` (a zero-cost `e` is 0
@@ -38,9 +38,10 @@
 //!
 //! Free index variables of an open term take their values from the
 //! [`CostCtx`] and are substituted as constants, like sizes; every binder
-//! inside the term gets a numbered *slot*. Predicates live in an arena, with
-//! affine forms over slots (`i128`, checked), and any predicate that mentions
-//! no slot is decided at once. Existentials (`exists` and the sum-chain
+//! inside the term gets a numbered *slot*. Predicates live in an arena, their
+//! comparisons as constraints of the shared constraint module
+//! (`crate::constraints`, over slots, checked `i128`), and any predicate that
+//! mentions no slot is decided at once. Existentials (`exists` and the sum-chain
 //! indicator) are simplified when built: equalities with coefficient ±1 on a
 //! bound variable are solved (with a range check), and variables whose
 //! constraints are all comparisons with coefficient ±1 are eliminated by
@@ -91,28 +92,43 @@
 //! # Layout
 //!
 //! [`spec`](cost_by_enumeration): the rules as written, by enumeration (the
-//! specification and the tests' oracle); `linear`: affine forms over slots
-//! and intervals; `predicates`: the predicate arena; `plan`: counting plans;
-//! `symbolic`: the symbolic form; `direct`: the direct fallback.
+//! specification and the tests' oracle); `rules`: the same rules once more,
+//! as one walk generic over what a cost is (`Algebra`), which the two
+//! compiled paths implement: `symbolic` (the signed sum of counts, counted
+//! by `finish`) and `direct` (the tree fallback, `run`); `compiler`: the
+//! state they share (slots, compiled predicates, existentials);
+//! `predicates`: the predicate arena; `plan`: counting plans; `slots`: the
+//! shared constraint module over slots, its results as the cost's errors
+//! (a thin layer, no second copy). Affine forms,
+//! comparisons, equality solving, Fourier–Motzkin and interval narrowing
+//! are `crate::constraints`' (over slots); this module keeps the choices
+//! that make a count exact (solve and eliminate only with coefficient ±1)
+//! and fast (plans, the budget).
 
+mod compiler;
 mod direct;
-mod linear;
 mod plan;
 mod predicates;
+mod rules;
+mod slots;
 mod spec;
 mod symbolic;
 #[cfg(test)]
 mod tests;
 
+use compiler::*;
 use direct::*;
-use linear::*;
 use plan::*;
 use predicates::*;
+use rules::*;
+use slots::*;
 use symbolic::*;
 
 pub use spec::cost_by_enumeration;
 
 use super::value::{type_size, Relation, Sizes};
+use crate::constraints::system::{decide_closed, eliminate, solve_for, Solved};
+use crate::constraints::Constraint;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred, Program};
@@ -151,17 +167,7 @@ impl<'a> CostCtx<'a> {
 /// The work cost of a whole program at concrete sizes. Every size of the
 /// program must be given and non-negative (input errors otherwise).
 pub fn cost(prog: &Program, sizes: &Sizes, relations: &HashMap<Symbol, Relation>) -> Result<u128> {
-    for s in &prog.sizes {
-        match sizes.get(s) {
-            None => return Err(Error::input(format!("size {s} is not given"))),
-            Some(&v) if v < 0 => {
-                return Err(Error::input(format!(
-                    "size {s} must be a non-negative integer, got {v}"
-                )))
-            }
-            Some(_) => {}
-        }
-    }
+    sizes.require(&prog.sizes)?;
     cost_expr(&prog.body, &CostCtx::new(sizes, relations))
 }
 
@@ -190,7 +196,7 @@ pub fn cost_expr(e: &Expr, ctx: &CostCtx) -> Result<u128> {
 /// extraction costs many terms and prefers a quick failure to a slow count).
 pub fn cost_expr_budget(e: &Expr, ctx: &CostCtx, budget: u64) -> Result<u128> {
     let mut c = Compiler::new(ctx, budget);
-    let symbolic = c.expr(e).and_then(|sym| c.finish(sym));
+    let symbolic = c.cost::<Sym>(e).and_then(|sym| c.finish(sym));
     if !c.gave_up {
         return symbolic;
     }
@@ -201,8 +207,8 @@ pub fn cost_expr_budget(e: &Expr, ctx: &CostCtx, budget: u64) -> Result<u128> {
 
 fn cost_direct(e: &Expr, ctx: &CostCtx, budget: u64) -> Result<u128> {
     let mut c = Compiler::new(ctx, budget);
-    let (ir, _) = c.ir(e)?;
-    let total = c.run(&ir)?;
+    let tree: Tree = c.cost(e)?;
+    let total = c.run(&tree.ir)?;
     u128::try_from(total).map_err(|_| internal("negative cost"))
 }
 

@@ -5,8 +5,8 @@ use super::*;
 
 #[derive(Default)]
 pub(super) struct Stage {
-    /// Comparisons `lin op 0`; at a level, each mentions the level's slot.
-    pub(super) cmps: Vec<(CmpOp, Lin)>,
+    /// Comparisons; at a level, each mentions the level's slot.
+    pub(super) cmps: Vec<Con>,
     /// Solved loop variables whose values opaque predicates read.
     pub(super) solved: Vec<(u32, Lin)>,
     /// Other predicates, evaluated per tuple.
@@ -45,13 +45,14 @@ impl Plan {
     }
 }
 
-pub(super) enum ConKind {
-    Cmp(CmpOp, Lin),
+pub(super) enum ItemKind {
+    Cmp(Con),
     Opaque(u32),
 }
 
-pub(super) struct Con {
-    pub(super) kind: ConKind,
+/// A constraint of the plan, to be placed at a level.
+pub(super) struct Item {
+    pub(super) kind: ItemKind,
     /// Free loop slots this constraint depends on (sorted).
     pub(super) deps: Vec<u32>,
 }
@@ -68,75 +69,72 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
     split(preds, conj, &mut cmps, &mut opaque);
 
     // Solve equalities with a ±1 coefficient on a loop variable (innermost
-    // candidate first, as the reference does).
-    let mut solved: Vec<(u32, i64, Lin)> = Vec::new();
-    let mut rest: Vec<(CmpOp, Lin)> = Vec::new();
-    for (op, l) in cmps {
-        if op == CmpOp::Eq {
-            let mut l = l;
-            for (s, _, e) in &solved {
-                l = l.substitute(*s, e)?;
+    // candidate first, as the reference does): exact, no divisibility guard.
+    let mut solved: Vec<(Solved<Slot>, i64)> = Vec::new();
+    let mut rest: Vec<Con> = Vec::new();
+    for c in cmps {
+        if let Con::Eq(_) = c {
+            let mut c = c;
+            for (s, _) in &solved {
+                c = ck(c.substitute(s))?;
             }
             let cand = loops.iter().rev().find(|(v, _)| {
-                let k = l.coeff(*v);
-                (k == 1 || k == -1) && !solved.iter().any(|x| x.0 == *v)
+                matches!(c.form().coeff(*v), 1 | -1) && !solved.iter().any(|x| x.0.var == *v)
             });
             if let Some(&(v, n)) = cand {
-                let k = l.coeff(v);
-                let e = l.without(v).scale(-k)?;
-                solved.push((v, n, e));
+                solved.push((ck(solve_for(c.form(), v))?.0, n));
                 continue;
             }
-            rest.push((op, l));
+            rest.push(c);
         } else {
-            rest.push((op, l));
+            rest.push(c);
         }
     }
     // Back-substitute: each solution mentions only later-solved variables.
     for i in (0..solved.len()).rev() {
         for j in i + 1..solved.len() {
-            let (sj, ej) = (solved[j].0, solved[j].2.clone());
-            solved[i].2 = solved[i].2.substitute(sj, &ej)?;
+            solved[i].0 = ck(solved[i].0.substitute(&solved[j].0))?;
         }
     }
-    let is_solved = |s: u32| solved.iter().position(|x| x.0 == s);
+    let is_solved = |s: u32| solved.iter().position(|x| x.0.var == s);
     let free: Vec<(u32, i64)> = loops
         .iter()
         .copied()
         .filter(|l| is_solved(l.0).is_none())
         .collect();
     let free_deps = |l: &Lin| -> Vec<u32> {
-        l.t.iter()
-            .map(|x| x.0)
+        l.names()
             .filter(|s| free.iter().any(|f| f.0 == *s))
             .collect()
     };
 
-    let mut cons: Vec<Con> = Vec::new();
-    let push_cmp = |op: CmpOp, l: Lin, cons: &mut Vec<Con>| -> bool {
-        if l.is_const() {
-            return holds(op, l.c);
+    let mut cons: Vec<Item> = Vec::new();
+    let push_cmp = |c: Con, cons: &mut Vec<Item>| -> bool {
+        let l = c.form();
+        if l.is_constant() {
+            return c.holds_at(l.constant);
         }
-        let deps = free_deps(&l);
-        cons.push(Con {
-            kind: ConKind::Cmp(op, l),
+        let deps = free_deps(l);
+        cons.push(Item {
+            kind: ItemKind::Cmp(c),
             deps,
         });
         true
     };
-    for (op, l) in rest {
-        let mut l = l;
-        for (s, _, e) in &solved {
-            l = l.substitute(*s, e)?;
+    for c in rest {
+        let mut c = c;
+        for (s, _) in &solved {
+            c = ck(c.substitute(s))?;
         }
-        if !push_cmp(op, l, &mut cons) {
+        if !push_cmp(c, &mut cons) {
             return Ok(Plan::empty());
         }
     }
-    for (_, n, e) in &solved {
-        let upper = e.add_const(-(*n as i128))?;
-        if !push_cmp(CmpOp::Ge, e.clone(), &mut cons) || !push_cmp(CmpOp::Lt, upper, &mut cons) {
-            return Ok(Plan::empty());
+    for (s, n) in &solved {
+        for c in in_range(&s.num, *n)? {
+            if !push_cmp(c, &mut cons) {
+                return Ok(Plan::empty());
+            }
         }
     }
     let mut needed_solved: Vec<usize> = Vec::new();
@@ -146,14 +144,14 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
             if free.iter().any(|f| f.0 == s) {
                 deps.push(s);
             } else if let Some(k) = is_solved(s) {
-                union_into(&mut deps, &free_deps(&solved[k].2));
+                union_into(&mut deps, &free_deps(&solved[k].0.num));
                 needed_solved.push(k);
             }
         }
         deps.sort_unstable();
         deps.dedup();
-        cons.push(Con {
-            kind: ConKind::Opaque(id),
+        cons.push(Item {
+            kind: ItemKind::Opaque(id),
             deps,
         });
     }
@@ -174,7 +172,7 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
     }
     let blocked = |s: u32| {
         cons.iter()
-            .any(|c| matches!(c.kind, ConKind::Opaque(_)) && c.deps.binary_search(&s).is_ok())
+            .any(|c| matches!(c.kind, ItemKind::Opaque(_)) && c.deps.binary_search(&s).is_ok())
     };
     let counted = remaining
         .iter()
@@ -202,8 +200,8 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
         let in_counted = counted.is_some_and(|(s, _)| c.deps.binary_search(&s).is_ok());
         if in_counted {
             match c.kind {
-                ConKind::Cmp(op, l) => counted_cmps.push((op, l)),
-                ConKind::Opaque(_) => {
+                ItemKind::Cmp(c) => counted_cmps.push(c),
+                ItemKind::Opaque(_) => {
                     return Err(internal("opaque constraint on a counted variable"))
                 }
             }
@@ -214,12 +212,12 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
             None => &mut pre,
         };
         match c.kind {
-            ConKind::Cmp(op, l) => stage.cmps.push((op, l)),
-            ConKind::Opaque(id) => stage.opaque.push(id),
+            ItemKind::Cmp(c) => stage.cmps.push(c),
+            ItemKind::Opaque(id) => stage.opaque.push(id),
         }
     }
     for k in needed_solved {
-        let (s, _, e) = &solved[k];
+        let (Solved { var: s, num: e, .. }, _) = &solved[k];
         let deps = free_deps(e);
         let stage = match level_of(&deps, &levels) {
             Some(k) => &mut levels[k].stage,
@@ -247,7 +245,8 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
 /// checked by the caller).
 pub(super) fn stage_rest_ok(preds: &[PNode], m: &mut Machine, st: &Stage) -> Result<bool> {
     for (s, e) in &st.solved {
-        match i64::try_from(e.eval(&m.env)?) {
+        let v = ck(e.eval(&at(&m.env)))?;
+        match i64::try_from(v) {
             Ok(v) => m.env[*s as usize] = v,
             Err(_) => return Ok(false),
         }
@@ -265,8 +264,8 @@ pub(super) fn count(preds: &[PNode], m: &mut Machine, plan: &Plan, exists: bool)
     if plan.empty {
         return Ok(0);
     }
-    for (op, l) in &plan.pre.cmps {
-        if !holds(*op, l.eval(&m.env)?) {
+    for c in &plan.pre.cmps {
+        if !holds(c, &m.env)? {
             return Ok(0);
         }
     }

@@ -4,8 +4,8 @@
 use super::*;
 
 pub(super) enum PKind<'a> {
-    /// `lin op 0`
-    Cmp(CmpOp, Lin),
+    /// An affine comparison.
+    Cmp(Con),
     And(Vec<u32>),
     Or(Vec<u32>),
     Rel(&'a Relation, Vec<Lin>),
@@ -33,27 +33,24 @@ pub(super) fn union_into(out: &mut Vec<u32>, more: &[u32]) {
 /// relation test also contributes the comparisons it implies (its indices
 /// lie within the relation's dimensions), which bound any enumeration by
 /// the size of the relation's data.
-pub(super) fn split(
-    preds: &[PNode],
-    conj: &[u32],
-    cmps: &mut Vec<(CmpOp, Lin)>,
-    opaque: &mut Vec<u32>,
-) {
+pub(super) fn split(preds: &[PNode], conj: &[u32], cmps: &mut Vec<Con>, opaque: &mut Vec<u32>) {
     for &id in conj {
         match &preds[id as usize].kind {
-            PKind::Cmp(op, l) => cmps.push((*op, l.clone())),
+            PKind::Cmp(c) => cmps.push(c.clone()),
             PKind::And(ids) => split(preds, ids, cmps, opaque),
             PKind::Rel(r, args) => {
                 opaque.push(id);
                 if args.len() != r.dims.len() {
-                    cmps.push((CmpOp::Lt, Lin::constant(0)));
+                    cmps.push(Con::never());
                     continue;
                 }
                 for (a, &d) in args.iter().zip(&r.dims) {
-                    cmps.push((CmpOp::Ge, a.clone()));
-                    match a.add_const(-(d as i128)) {
-                        Ok(u) => cmps.push((CmpOp::Lt, u)),
-                        Err(_) => cmps.push((CmpOp::Lt, Lin::constant(0))),
+                    match i64::try_from(d)
+                        .map_err(|_| overflow())
+                        .and_then(|d| in_range(a, d))
+                    {
+                        Ok(range) => cmps.extend(range),
+                        Err(_) => cmps.push(Con::never()),
                     }
                 }
             }
@@ -138,7 +135,7 @@ impl Machine {
 
 pub(super) fn eval_pred(preds: &[PNode], m: &mut Machine, id: u32) -> Result<bool> {
     match &preds[id as usize].kind {
-        PKind::Cmp(op, l) => Ok(holds(*op, l.eval(&m.env)?)),
+        PKind::Cmp(c) => holds(c, &m.env),
         PKind::And(ids) => {
             for &i in ids {
                 if !eval_pred(preds, m, i)? {
@@ -165,7 +162,7 @@ pub(super) fn eval_pred(preds: &[PNode], m: &mut Machine, id: u32) -> Result<boo
                 &mut big
             };
             for (slot, a) in buf.iter_mut().zip(args) {
-                match i64::try_from(a.eval(&m.env)?) {
+                match i64::try_from(ck(a.eval(&at(&m.env)))?) {
                     Ok(v) => *slot = v,
                     Err(_) => return Ok(false),
                 }

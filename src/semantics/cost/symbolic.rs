@@ -1,5 +1,6 @@
-//! The symbolic cost (`Compiler::expr`): a signed sum of lattice-point
-//! counts built bottom-up, as the module docs of `cost` describe.
+//! The symbolic cost: a signed sum of lattice-point counts built bottom-up
+//! by the rules ([`Algebra`] for [`Sym`]), as the module docs of `cost`
+//! describe, then counted term by term (`Compiler::finish`).
 
 use super::*;
 
@@ -19,10 +20,6 @@ pub(super) struct Sym {
 }
 
 impl Sym {
-    pub(super) fn is_zero(&self) -> bool {
-        self.k == 0 && self.terms.is_empty()
-    }
-
     pub(super) fn add_const(&mut self, c: i128) -> Result<()> {
         self.k = self.k.checked_add(c).ok_or_else(too_large)?;
         Ok(())
@@ -50,411 +47,80 @@ impl Sym {
     }
 }
 
-pub(super) enum Single {
-    Const(bool),
-    Node(u32),
+impl Algebra for Sym {
+    #[inline]
+    fn zero() -> Sym {
+        Sym::default()
+    }
+
+    #[inline]
+    fn is_zero(&self) -> bool {
+        self.k == 0 && self.terms.is_empty()
+    }
+
+    #[inline]
+    fn plus(_: &mut Compiler, mut a: Sym, b: Sym) -> Result<Sym> {
+        a.append(b)?;
+        Ok(a)
+    }
+
+    #[inline]
+    fn one_more(_: &mut Compiler, mut a: Sym) -> Result<Sym> {
+        a.add_const(1)?;
+        Ok(a)
+    }
+
+    /// The term `1 · #{() : g}`.
+    fn indicator(_: &mut Compiler, g: Vec<u32>) -> Result<Sym> {
+        let mut s = Sym::default();
+        s.push(Term {
+            coef: 1,
+            loops: Vec::new(),
+            guard: g,
+        })?;
+        Ok(s)
+    }
+
+    /// `g` conjoined to every term.
+    fn guarded(c: &mut Compiler, g: Vec<u32>, r: Sym) -> Result<Sym> {
+        let mut out = Sym::default();
+        if r.k != 0 {
+            out.push(Term {
+                coef: r.k,
+                loops: Vec::new(),
+                guard: g.clone(),
+            })?;
+        }
+        for mut t in r.terms {
+            c.spend(g.len())?;
+            t.guard.extend_from_slice(&g);
+            out.terms.push(t);
+        }
+        Ok(out)
+    }
+
+    fn gen(c: &mut Compiler, slot: u32, n: i64, body: Sym) -> Result<Sym> {
+        c.lift(body, &[(slot, n)], &[])
+    }
+
+    /// The body plus one, lifted through the chain with `g` conjoined, and
+    /// the term `-1 · [∃ loops : g]`.
+    fn chain(c: &mut Compiler, loops: Vec<(u32, i64)>, g: Vec<u32>, mut body: Sym) -> Result<Sym> {
+        body.add_const(1)?;
+        let mut out = c.lift(body, &loops, &g)?;
+        let mut ex = Vec::new();
+        if c.exists(loops, &g, &mut ex)? {
+            out.push(Term {
+                coef: -1,
+                loops: Vec::new(),
+                guard: ex,
+            })?;
+        }
+        Ok(out)
+    }
 }
 
-pub(super) struct Compiler<'c, 'a> {
-    pub(super) ctx: &'c CostCtx<'a>,
-    pub(super) preds: Vec<PNode<'a>>,
-    pub(super) m: Machine,
-    /// Binders in scope: name to its slots, innermost last.
-    pub(super) scope: HashMap<Symbol, Vec<u32>>,
-    /// Guard entries and terms handled so far by the symbolic form.
-    pub(super) work: u64,
-    /// The symbolic form grew past [`SYMBOLIC_WORK_LIMIT`].
-    pub(super) gave_up: bool,
-}
-
-/// Beyond this much symbolic work (terms and guard entries touched), the
-/// cost is evaluated directly instead: the symbolic form of a term nested
-/// `d` deep under predicates of an enclosing loop has size `O(d²)`.
-pub(super) const SYMBOLIC_WORK_LIMIT: u64 = 1 << 22;
-
-pub(super) enum Resolved {
-    Slot(u32),
-    Value(i64),
-}
-
-impl<'c, 'a> Compiler<'c, 'a> {
-    pub(super) fn new(ctx: &'c CostCtx<'a>, budget: u64) -> Compiler<'c, 'a> {
-        Compiler {
-            ctx,
-            preds: Vec::new(),
-            m: Machine {
-                env: Vec::new(),
-                budget,
-            },
-            scope: HashMap::new(),
-            work: 0,
-            gave_up: false,
-        }
-    }
-
-    pub(super) fn spend(&mut self, k: usize) -> Result<()> {
-        self.work = self.work.saturating_add(k as u64 + 1);
-        if self.work > SYMBOLIC_WORK_LIMIT {
-            self.gave_up = true;
-            return Err(Error::eval("the symbolic cost grew too large"));
-        }
-        Ok(())
-    }
-
-    pub(super) fn bind(&mut self, name: Symbol) -> Result<u32> {
-        let slot = u32::try_from(self.m.env.len()).map_err(|_| internal("too many binders"))?;
-        self.m.env.push(0);
-        self.scope.entry(name).or_default().push(slot);
-        Ok(slot)
-    }
-
-    pub(super) fn unbind(&mut self, name: Symbol) {
-        if let Some(v) = self.scope.get_mut(&name) {
-            v.pop();
-        }
-    }
-
-    pub(super) fn resolve(&self, name: Symbol) -> Result<Resolved> {
-        if let Some(&s) = self.scope.get(&name).and_then(|v| v.last()) {
-            return Ok(Resolved::Slot(s));
-        }
-        if let Some(&(_, v)) = self.ctx.bindings.iter().rev().find(|(n, _)| *n == name) {
-            return Ok(Resolved::Value(v));
-        }
-        if let Some(&v) = self.ctx.sizes.get(&name) {
-            return Ok(Resolved::Value(v));
-        }
-        Err(Error::input(format!("size {name} is not given")))
-    }
-
-    pub(super) fn lin(&self, a: &Affine) -> Result<Lin> {
-        let mut l = Lin::constant(a.constant as i128);
-        for &(name, k) in &a.terms {
-            match self.resolve(name)? {
-                Resolved::Slot(s) => {
-                    l = l.add_scaled(
-                        k as i128,
-                        &Lin {
-                            c: 0,
-                            t: vec![(s, 1)],
-                        },
-                    )?
-                }
-                Resolved::Value(v) => {
-                    l.c = (k as i128)
-                        .checked_mul(v as i128)
-                        .and_then(|p| p.checked_add(l.c))
-                        .ok_or_else(overflow)?
-                }
-            }
-        }
-        Ok(l)
-    }
-
-    pub(super) fn dim(&self, d: &Affine) -> Result<i64> {
-        let l = self.lin(d)?;
-        if !l.is_const() {
-            return Err(Error::eval(format!(
-                "dimension {d} depends on an index variable"
-            )));
-        }
-        if l.c < 0 {
-            return Err(Error::eval(format!(
-                "dimension {d} is negative ({}) at these sizes",
-                l.c
-            )));
-        }
-        i64::try_from(l.c)
-            .map_err(|_| Error::eval(format!("dimension {d} overflows 64-bit integers")))
-    }
-
-    pub(super) fn node(&mut self, kind: PKind<'a>, slots: Vec<u32>) -> u32 {
-        let id = self.preds.len() as u32;
-        self.preds.push(PNode { kind, slots });
-        id
-    }
-
-    pub(super) fn cmp_node(&mut self, op: CmpOp, l: Lin) -> u32 {
-        let slots = l.t.iter().map(|x| x.0).collect();
-        self.node(PKind::Cmp(op, l), slots)
-    }
-
-    pub(super) fn slots_of(&self, ids: &[u32]) -> Vec<u32> {
-        let mut out = Vec::new();
-        for &i in ids {
-            out.extend_from_slice(&self.preds[i as usize].slots);
-        }
-        out.sort_unstable();
-        out.dedup();
-        out
-    }
-
-    /// Compile `p` as conjuncts appended to `out`; `false` if `p` certainly
-    /// does not hold (every part is still compiled, for its errors).
-    pub(super) fn conj(&mut self, p: &Pred, out: &mut Vec<u32>) -> Result<bool> {
-        match p {
-            Pred::True => Ok(true),
-            Pred::False => Ok(false),
-            Pred::Cmp(op, a, b) => {
-                let l = self.lin(a)?.sub(&self.lin(b)?)?;
-                if l.is_const() {
-                    return Ok(holds(*op, l.c));
-                }
-                let id = self.cmp_node(*op, l);
-                out.push(id);
-                Ok(true)
-            }
-            Pred::And(ps) => {
-                let mut ok = true;
-                for q in ps {
-                    ok &= self.conj(q, out)?;
-                }
-                Ok(ok)
-            }
-            Pred::Or(ps) => {
-                let mut ids = Vec::new();
-                let mut any_true = false;
-                for q in ps {
-                    match self.single(q)? {
-                        Single::Const(true) => any_true = true,
-                        Single::Const(false) => {}
-                        Single::Node(id) => ids.push(id),
-                    }
-                }
-                if any_true {
-                    return Ok(true);
-                }
-                match ids.len() {
-                    0 => Ok(false),
-                    1 => {
-                        out.push(ids[0]);
-                        Ok(true)
-                    }
-                    _ => {
-                        let slots = self.slots_of(&ids);
-                        let id = self.node(PKind::Or(ids), slots);
-                        out.push(id);
-                        Ok(true)
-                    }
-                }
-            }
-            Pred::Exists(i, d, q) => {
-                let n = self.dim(d)?;
-                let s = self.bind(*i)?;
-                let mut body = Vec::new();
-                let ok = self.conj(q, &mut body);
-                self.unbind(*i);
-                if !ok? {
-                    return Ok(false);
-                }
-                self.exists(vec![(s, n)], &body, out)
-            }
-            Pred::Rel(r, args) => {
-                let rel = self
-                    .ctx
-                    .relations
-                    .get(r)
-                    .ok_or_else(|| Error::input(format!("relation {r} is not given")))?;
-                let lins = args
-                    .iter()
-                    .map(|a| self.lin(a))
-                    .collect::<Result<Vec<_>>>()?;
-                let mut slots: Vec<u32> =
-                    lins.iter().flat_map(|l| l.t.iter().map(|x| x.0)).collect();
-                slots.sort_unstable();
-                slots.dedup();
-                let closed = slots.is_empty();
-                let id = self.node(PKind::Rel(rel, lins), slots);
-                if closed {
-                    let v = eval_pred(&self.preds, &mut self.m, id)?;
-                    self.preds.pop();
-                    return Ok(v);
-                }
-                out.push(id);
-                Ok(true)
-            }
-        }
-    }
-
-    pub(super) fn single(&mut self, p: &Pred) -> Result<Single> {
-        let mut c = Vec::new();
-        if !self.conj(p, &mut c)? {
-            return Ok(Single::Const(false));
-        }
-        Ok(match c.len() {
-            0 => Single::Const(true),
-            1 => Single::Node(c[0]),
-            _ => {
-                let slots = self.slots_of(&c);
-                Single::Node(self.node(PKind::And(c), slots))
-            }
-        })
-    }
-
-    /// `∃ loops : conj` as conjuncts appended to `out` (`false` if it
-    /// certainly does not hold). Loop variables are eliminated where exact:
-    /// by solving unit equalities, then by Fourier–Motzkin on variables whose
-    /// comparisons all have coefficient ±1; what remains becomes one
-    /// existential predicate with a counting plan.
-    pub(super) fn exists(
-        &mut self,
-        loops: Vec<(u32, i64)>,
-        conj: &[u32],
-        out: &mut Vec<u32>,
-    ) -> Result<bool> {
-        const MAX_PAIRS: usize = 64;
-        let mut loops = loops;
-        if loops.iter().any(|l| l.1 <= 0) {
-            return Ok(false);
-        }
-        // ∃(C ∧ (A ∨ B)) = ∃(C ∧ A) ∨ ∃(C ∧ B)
-        let mut flat = Vec::new();
-        flat_ids(&self.preds, conj, &mut flat);
-        let ors = flat
-            .iter()
-            .filter(|&&id| cmp_or(&self.preds, id).is_some())
-            .count();
-        if ors <= 2 {
-            if let Some(p) = split_point(&self.preds, &flat) {
-                let or_id = flat.remove(p);
-                let disjuncts = cmp_or(&self.preds, or_id)
-                    .map(<[u32]>::to_vec)
-                    .unwrap_or_default();
-                let mut branches = Vec::new();
-                for d in disjuncts {
-                    let mut g = flat.clone();
-                    g.push(d);
-                    let mut got = Vec::new();
-                    if self.exists(loops.clone(), &g, &mut got)? {
-                        match got.len() {
-                            0 => return Ok(true),
-                            1 => branches.push(got[0]),
-                            _ => {
-                                let slots = self.slots_of(&got);
-                                branches.push(self.node(PKind::And(got), slots));
-                            }
-                        }
-                    }
-                }
-                return Ok(match branches.len() {
-                    0 => false,
-                    1 => {
-                        out.push(branches[0]);
-                        true
-                    }
-                    _ => {
-                        let slots = self.slots_of(&branches);
-                        let id = self.node(PKind::Or(branches), slots);
-                        out.push(id);
-                        true
-                    }
-                });
-            }
-        }
-        let mut cmps = Vec::new();
-        let mut opaque = Vec::new();
-        split(&self.preds, conj, &mut cmps, &mut opaque);
-        let blocked = self.slots_of(&opaque);
-        let free = |s: u32| blocked.binary_search(&s).is_err();
-
-        // Unit equalities.
-        'solve: loop {
-            for i in 0..cmps.len() {
-                if cmps[i].0 != CmpOp::Eq {
-                    continue;
-                }
-                let cand = loops.iter().rev().copied().find(|&(s, _)| {
-                    let k = cmps[i].1.coeff(s);
-                    (k == 1 || k == -1) && free(s)
-                });
-                if let Some((s, n)) = cand {
-                    let (_, l) = cmps.swap_remove(i);
-                    let e = l.without(s).scale(-l.coeff(s))?;
-                    for c in cmps.iter_mut() {
-                        c.1 = c.1.substitute(s, &e)?;
-                    }
-                    let upper = e.add_const(-(n as i128))?;
-                    cmps.push((CmpOp::Ge, e));
-                    cmps.push((CmpOp::Lt, upper));
-                    loops.retain(|l| l.0 != s);
-                    continue 'solve;
-                }
-            }
-            break;
-        }
-        if !fold_closed(&mut cmps) {
-            return Ok(false);
-        }
-        // Fourier–Motzkin on unit-coefficient variables, innermost first.
-        'fm: loop {
-            for idx in (0..loops.len()).rev() {
-                let (s, n) = loops[idx];
-                if !free(s) {
-                    continue;
-                }
-                let mut lowers = vec![Lin::constant(0)];
-                let mut uppers = vec![Lin::constant(n as i128 - 1)];
-                let mut unit = true;
-                for (op, l) in &cmps {
-                    let a = l.coeff(s);
-                    if a == 0 {
-                        continue;
-                    }
-                    if a != 1 && a != -1 {
-                        unit = false;
-                        break;
-                    }
-                    unit_bounds(*op, a, &l.without(s), &mut lowers, &mut uppers)?;
-                }
-                if !unit || lowers.len() * uppers.len() > MAX_PAIRS {
-                    continue;
-                }
-                let mut next: Vec<(CmpOp, Lin)> = Vec::new();
-                for c in cmps.drain(..) {
-                    if !c.1.mentions(s) {
-                        next.push(c);
-                    }
-                }
-                for lo in &lowers {
-                    for hi in &uppers {
-                        next.push((CmpOp::Ge, hi.sub(lo)?));
-                    }
-                }
-                cmps = next;
-                loops.remove(idx);
-                if !fold_closed(&mut cmps) {
-                    return Ok(false);
-                }
-                cmps.sort();
-                cmps.dedup();
-                continue 'fm;
-            }
-            break;
-        }
-        let mut ids: Vec<u32> = Vec::with_capacity(cmps.len() + opaque.len());
-        for (op, l) in cmps {
-            ids.push(self.cmp_node(op, l));
-        }
-        ids.extend(opaque);
-        if loops.is_empty() {
-            out.extend(ids);
-            return Ok(true);
-        }
-        let plan = build_plan(&self.preds, &loops, &ids)?;
-        let mut slots = self.slots_of(&ids);
-        slots.retain(|s| !loops.iter().any(|l| l.0 == *s));
-        if slots.is_empty() {
-            return Ok(count(&self.preds, &mut self.m, &plan, true)? > 0);
-        }
-        let id = self.node(PKind::Exists(Box::new(plan)), slots);
-        out.push(id);
-        Ok(true)
-    }
-
-    pub(super) fn guard_mentions(&self, guard: &[u32], s: u32) -> bool {
-        guard.iter().any(|&id| mentions(&self.preds, id, s))
-    }
-
+impl Compiler<'_, '_> {
     /// Σ over `chain` of `[extra] · r`.
     pub(super) fn lift(&mut self, r: Sym, chain: &[(u32, i64)], extra: &[u32]) -> Result<Sym> {
         let mut out = Sym::default();
@@ -479,146 +145,6 @@ impl<'c, 'a> Compiler<'c, 'a> {
             out.push(t)?;
         }
         Ok(out)
-    }
-
-    pub(super) fn expr(&mut self, e: &Expr) -> Result<Sym> {
-        match e {
-            Expr::Var(_) | Expr::Const(_) => Ok(Sym::default()),
-            Expr::Add(a, b) => {
-                let mut s = self.expr(a)?;
-                s.append(self.expr(b)?)?;
-                let mut g = Vec::new();
-                let mut ok = true;
-                if let Expr::Iverson(p, _) = &**a {
-                    ok &= self.conj(p, &mut g)?;
-                }
-                if let Expr::Iverson(p, _) = &**b {
-                    ok &= self.conj(p, &mut g)?;
-                }
-                if ok {
-                    s.push(Term {
-                        coef: 1,
-                        loops: Vec::new(),
-                        guard: g,
-                    })?;
-                }
-                Ok(s)
-            }
-            Expr::Mul(a, b) => {
-                let mut s = self.expr(a)?;
-                s.append(self.expr(b)?)?;
-                s.add_const(1)?;
-                Ok(s)
-            }
-            Expr::Call(_, a) => {
-                let mut s = self.expr(a)?;
-                s.add_const(1)?;
-                Ok(s)
-            }
-            Expr::Pair(a, b) | Expr::Let(_, a, b) => {
-                let mut s = self.expr(a)?;
-                s.append(self.expr(b)?)?;
-                Ok(s)
-            }
-            Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => self.expr(a),
-            Expr::Gen(i, d, body) => {
-                let n = self.dim(d)?;
-                let s = self.bind(*i)?;
-                let r = self.expr(body);
-                self.unbind(*i);
-                self.lift(r?, &[(s, n)], &[])
-            }
-            Expr::Sum(..) => self.sum_chain(e),
-            Expr::Iverson(p, body) => {
-                let r = self.expr(body)?;
-                if r.is_zero() {
-                    return Ok(r);
-                }
-                let mut g = Vec::new();
-                if !self.conj(p, &mut g)? {
-                    return Ok(Sym::default());
-                }
-                if g.is_empty() {
-                    return Ok(r);
-                }
-                let mut out = Sym::default();
-                if r.k != 0 {
-                    out.push(Term {
-                        coef: r.k,
-                        loops: Vec::new(),
-                        guard: g.clone(),
-                    })?;
-                }
-                for mut t in r.terms {
-                    self.spend(g.len())?;
-                    t.guard.extend_from_slice(&g);
-                    out.terms.push(t);
-                }
-                Ok(out)
-            }
-        }
-    }
-
-    /// Bind the indices of a maximal chain of directly nested sums (see
-    /// [`BoundChain`]).
-    pub(super) fn bind_chain<'e>(&mut self, e: &'e Expr) -> BoundChain<'e> {
-        let mut chain: Vec<(u32, i64)> = Vec::new();
-        let mut names: Vec<Symbol> = Vec::new();
-        let mut node = e;
-        let mut res: Result<()> = Ok(());
-        while let Expr::Sum(i, d, b) = node {
-            match self.dim(d).and_then(|n| Ok((n, self.bind(*i)?))) {
-                Ok((n, s)) => {
-                    chain.push((s, n));
-                    names.push(*i);
-                }
-                Err(err) => {
-                    res = Err(err);
-                    break;
-                }
-            }
-            node = b;
-        }
-        (chain, names, node, res)
-    }
-
-    pub(super) fn sum_chain(&mut self, e: &Expr) -> Result<Sym> {
-        let (chain, names, node, res) = self.bind_chain(e);
-        let parts = res.and_then(|()| self.chain_parts(node));
-        for i in names.iter().rev() {
-            self.unbind(*i);
-        }
-        let (ok, g, mut r) = parts?;
-        if !ok {
-            return Ok(Sym::default());
-        }
-        r.add_const(1)?;
-        let mut out = self.lift(r, &chain, &g)?;
-        let mut ex = Vec::new();
-        if self.exists(chain, &g, &mut ex)? {
-            out.push(Term {
-                coef: -1,
-                loops: Vec::new(),
-                guard: ex,
-            })?;
-        }
-        Ok(out)
-    }
-
-    /// The predicate (as conjuncts; `false` if it never holds) and the
-    /// symbolic cost of the body of a sum chain.
-    pub(super) fn chain_parts(&mut self, body: &Expr) -> Result<(bool, Vec<u32>, Sym)> {
-        let (p, inner) = match body {
-            Expr::Iverson(p, e) => (Some(p), &**e),
-            _ => (None, body),
-        };
-        let r = self.expr(inner)?;
-        let mut g = Vec::new();
-        let ok = match p {
-            Some(p) => self.conj(p, &mut g)?,
-            None => true,
-        };
-        Ok((ok, g, r))
     }
 
     /// Count every term and add up.

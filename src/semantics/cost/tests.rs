@@ -6,10 +6,8 @@ use crate::error::ErrorKind;
 use crate::front::ast::build::*;
 use crate::front::ast::{Func, Pred};
 use crate::rng::Rng;
+use crate::semantics::value::test_support::{s, sizes};
 
-fn s(x: &str) -> Symbol {
-    Symbol::from(x)
-}
 fn v(x: &str) -> Affine {
     Affine::var(s(x))
 }
@@ -18,9 +16,6 @@ fn k(c: i64) -> Affine {
 }
 fn cmp(op: CmpOp, a: Affine, b: Affine) -> Pred {
     Pred::Cmp(op, a, b)
-}
-fn sizes(kv: &[(&str, i64)]) -> Sizes {
-    kv.iter().map(|(n, x)| (s(n), *x)).collect()
 }
 fn no_rels() -> HashMap<Symbol, Relation> {
     HashMap::new()
@@ -272,6 +267,19 @@ fn cost_matches_brute_force_on_random_terms() {
     );
 }
 
+/// `(K0 i0 n (K1 i1 n (K2 i2 n inner)))`, each `K` a `gen` (`g`) or a `sum`
+/// (`s`).
+fn nest(kinds: &str, names: [&str; 3], inner: Expr) -> Expr {
+    kinds
+        .bytes()
+        .zip(names)
+        .rev()
+        .fold(inner, |e, (k, i)| match k {
+            b'g' => gen(s(i), v("n"), e),
+            _ => sum(s(i), v("n"), e),
+        })
+}
+
 #[test]
 fn chains_with_coefficients_and_equalities() {
     // Hand-picked predicates on sum and gen chains, against brute force.
@@ -324,68 +332,16 @@ fn chains_with_coefficients_and_equalities() {
     let rels = no_rels();
     for p in &preds {
         let body = mul(xi("i"), xi("j"));
+        let guarded = iverson(p.clone(), body.clone());
+        let both = add(iverson(p.clone(), xi("i")), guarded.clone());
+        let one = add(iverson(p.clone(), xi("i")), xi("j"));
         let forms = [
-            sum(
-                s("i"),
-                v("n"),
-                sum(
-                    s("j"),
-                    v("n"),
-                    sum(s("k"), v("n"), iverson(p.clone(), body.clone())),
-                ),
-            ),
-            gen(
-                s("i"),
-                v("n"),
-                sum(
-                    s("j"),
-                    v("n"),
-                    sum(s("k"), v("n"), iverson(p.clone(), body.clone())),
-                ),
-            ),
-            gen(
-                s("i"),
-                v("n"),
-                gen(
-                    s("j"),
-                    v("n"),
-                    sum(s("k"), v("n"), iverson(p.clone(), body.clone())),
-                ),
-            ),
-            gen(
-                s("i"),
-                v("n"),
-                gen(
-                    s("j"),
-                    v("n"),
-                    gen(s("k"), v("n"), iverson(p.clone(), body.clone())),
-                ),
-            ),
-            gen(
-                s("i"),
-                v("n"),
-                gen(
-                    s("j"),
-                    v("n"),
-                    gen(
-                        s("k"),
-                        v("n"),
-                        add(
-                            iverson(p.clone(), xi("i")),
-                            iverson(p.clone(), body.clone()),
-                        ),
-                    ),
-                ),
-            ),
-            gen(
-                s("k"),
-                v("n"),
-                gen(
-                    s("i"),
-                    v("n"),
-                    sum(s("j"), v("n"), add(iverson(p.clone(), xi("i")), xi("j"))),
-                ),
-            ),
+            nest("sss", ["i", "j", "k"], guarded.clone()),
+            nest("gss", ["i", "j", "k"], guarded.clone()),
+            nest("ggs", ["i", "j", "k"], guarded.clone()),
+            nest("ggg", ["i", "j", "k"], guarded),
+            nest("ggg", ["i", "j", "k"], both),
+            nest("ggs", ["k", "i", "j"], one),
         ];
         for e in &forms {
             for n in 0..7 {
@@ -424,10 +380,9 @@ fn trace_of_diag_costs_n_minus_1() {
     }
 }
 
-#[test]
-fn sum_skipping_x1() {
-    // (sum i n (iverson (or (< i 1) (> i 1)) (get x i)))
-    let skip = sum(
+/// `(sum i n (iverson (or (< i 1) (> i 1)) (get x i)))`
+fn skip_x1() -> Expr {
+    sum(
         s("i"),
         v("n"),
         iverson(
@@ -437,7 +392,13 @@ fn sum_skipping_x1() {
             ]),
             xi("i"),
         ),
-    );
+    )
+}
+
+#[test]
+fn sum_skipping_x1() {
+    // (sum i n (iverson (or (< i 1) (> i 1)) (get x i)))
+    let skip = skip_x1();
     // (sum i n (+ (iverson (< i 1) x_i) (iverson (> i 1) x_i))): the
     // addition never happens, the sum adds n terms.
     let split = sum(
@@ -806,17 +767,7 @@ fn size_10000_programs() {
         sum(s("j"), v("n"), iverson(off, mul(x(), x()))),
     );
     assert_eq!(tc(&offsum, &sz).unwrap(), 2 * (n * n - n) - 1);
-    let skip = sum(
-        s("i"),
-        v("n"),
-        iverson(
-            Pred::Or(vec![
-                cmp(CmpOp::Lt, v("i"), k(1)),
-                cmp(CmpOp::Gt, v("i"), k(1)),
-            ]),
-            xi("i"),
-        ),
-    );
+    let skip = skip_x1();
     assert_eq!(tc(&skip, &sz).unwrap(), n - 2);
     // a 3-d triangular count, enumerated in two dimensions
     let tri3 = gen(
@@ -956,12 +907,12 @@ sys.path.insert(0, sys.argv[1])
 import atl_ref as A
 out = []
 for c in json.load(open(sys.argv[2])):
-try:
-    prog = A.load(c['text'])
-    inputs = A.inputs_from_json(prog, c['inputs'], c['sizes'], require_reals=False)
-    out.append(A.cost(prog, c['sizes'], inputs))
-except A.AtlError as e:
-    out.append('error: %s %s' % (e.kind, e.msg))
+    try:
+        prog = A.load(c['text'])
+        inputs = A.inputs_from_json(prog, c['inputs'], c['sizes'], require_reals=False)
+        out.append(A.cost(prog, c['sizes'], inputs))
+    except A.AtlError as e:
+        out.append('error: %s %s' % (e.kind, e.msg))
 print(json.dumps(out))
 "#;
 
@@ -991,7 +942,10 @@ fn reference_costs(cases: &[RefCase]) -> Option<Vec<serde_json::Value>> {
     if !std::path::Path::new(REFERENCE).exists() {
         return None;
     }
-    let tmp = std::env::temp_dir().join(format!("atl_cost_ref_{}", std::process::id()));
+    // one directory per call: the two reference tests run side by side
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = std::env::temp_dir().join(format!("atl_cost_ref_{}_{call}", std::process::id()));
     std::fs::create_dir_all(&tmp).ok()?;
     let json: Vec<serde_json::Value> = cases
         .iter()
@@ -1121,7 +1075,7 @@ fn corpus_matches_reference() {
             .unwrap_or_else(|e| panic!("{e}: {path:?}"));
         for line in text.lines().filter_map(|l| l.strip_prefix("; sizes:")) {
             for set in line.split('|') {
-                let sz = crate::semantics::sizes::parse_sizes(set).unwrap();
+                let sz = set.parse::<Sizes>().unwrap();
                 let mut rels = HashMap::new();
                 for p in &prog.params {
                     if let crate::front::ast::ParamKind::Relation(dims) = &p.kind {
