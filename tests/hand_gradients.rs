@@ -28,7 +28,6 @@ use atl_egg::front::parse_program;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::io_cost;
 use atl_egg::semantics::eval::evaluate;
-use atl_egg::semantics::sizes::sizes_to_string;
 use common::values::inputs_at;
 use common::{compare_values, Tolerance};
 use std::fmt::Write as _;
@@ -69,24 +68,16 @@ fn comparison() {
                 abs: 1e-12,
             };
             if let Err(e) = compare_values(&a, &b, tol) {
-                failures.push(format!(
-                    "{of} at {}: values differ {e}",
-                    sizes_to_string(sizes)
-                ));
+                failures.push(format!("{of} at {}: values differ {e}", sizes));
             }
             let cost = |p| io_cost(p, &inputs.sizes, &inputs.relations).unwrap();
             let (cf, ca, ch) = (cost(&f.program), cost(&ours), cost(&hand.program));
             let ratio = ca as f64 / ch.max(1) as f64;
-            writeln!(
-                table,
-                "{of} | {} | {cf} | {ca} | {ch} | {ratio:.3}",
-                sizes_to_string(sizes)
-            )
-            .unwrap();
+            writeln!(table, "{of} | {} | {cf} | {ca} | {ch} | {ratio:.3}", sizes).unwrap();
             if ratio > BOUND {
                 failures.push(format!(
                     "{of} at {}: atl-egg's gradient costs {ratio:.3} times the hand-written one",
-                    sizes_to_string(sizes)
+                    sizes
                 ));
             }
         }

@@ -780,7 +780,8 @@ mod tests {
         };
         assert!(matches!(q.body, Expr::Iverson(..)), "{:?}", q.body);
         for n in 0..4 {
-            let sizes: crate::semantics::value::Sizes = [(Symbol::from("n"), n)].into();
+            let sizes: crate::semantics::value::Sizes =
+                [(Symbol::from("n"), n)].into_iter().collect();
             let inputs =
                 crate::corpus::random_inputs(&p, &sizes, &mut crate::rng::Rng::new(3)).unwrap();
             let real = |v| match v {
