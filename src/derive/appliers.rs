@@ -10,55 +10,94 @@
 //! pattern cannot express its rule.
 
 use crate::egraph::analysis::{name_of, AtlGraph};
-use crate::egraph::language::{Atl, Idx};
+use crate::egraph::language::{Atl, Fun, Idx};
 use crate::egraph::rules::{
     condition_args, parse_rules, ApplierFn, BoxedCondition, Built, Ctx, Rhs, RuleSpec,
 };
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Type};
 use crate::front::names;
-use egg::{Condition, Id, Subst, Symbol, Var};
+use egg::{Condition, ENodeOrVar, Id, Pattern, Subst, Symbol, Var};
+use indexmap::IndexMap;
+use std::sync::OnceLock;
 
 // -- the black boxes' derivatives ---------------------------------------------
 
-/// The black boxes' derivatives, as data: `F: (F ?x) => F'(?x)`.
+/// The black boxes' derivatives, as data: `F: (call F ?x) => F'(?x)`.
 pub const DERIVATIVES: &str = include_str!("../../rules/derivatives.rules");
 
-/// The derivative table: (black box name, lhs pattern, derivative pattern).
-pub fn derivative_table() -> Vec<(String, String, String)> {
-    parse_rules("derivatives.rules", DERIVATIVES)
-        .unwrap_or_else(|e| panic!("bad derivative table: {e}"))
-        .into_iter()
-        .filter_map(|s| match s.rhs {
-            Rhs::Pattern(p) => Some((s.name, s.lhs, p)),
-            Rhs::Applier(..) => None,
-        })
-        .collect()
+/// One entry of the derivative table.
+#[derive(Clone, Debug)]
+pub struct Derivative {
+    /// The black box: `(call F ?x)`, or `(call F ?x ?k)` for `pow`, `dpow`.
+    pub lhs: String,
+    /// Its derivative at `?x` (with the exponent `?k`), a pattern.
+    pub rhs: Pattern<Atl>,
+    /// The rule sets of the forward rules made from the table.
+    pub tags: Vec<String>,
 }
 
-/// The rule sets of the black-box forward rules (the table's group tags).
-fn derivative_tags() -> Vec<String> {
-    parse_rules("derivatives.rules", DERIVATIVES)
-        .ok()
-        .and_then(|v| v.into_iter().next())
-        .map(|s| s.tags)
-        .unwrap_or_default()
+/// The derivative table of `rules/derivatives.rules`, read once: keyed by
+/// the black box, in file order.
+pub fn derivative_table() -> &'static IndexMap<Fun, Derivative> {
+    static TABLE: OnceLock<IndexMap<Fun, Derivative>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        parse_derivatives(DERIVATIVES).unwrap_or_else(|e| panic!("bad derivative table: {e}"))
+    })
+}
+
+/// Read a derivative table: entries `(rule F (call F ?x) F'(?x))` (`?k`
+/// after `?x` for a black box with an exponent), one per black box, named
+/// by it.
+pub fn parse_derivatives(text: &str) -> Result<IndexMap<Fun, Derivative>, String> {
+    let mut table = IndexMap::new();
+    for s in parse_rules("derivatives.rules", text)? {
+        let bad = |m: &str| format!("derivatives.rules, {}: {m}", s.name);
+        let Rhs::Pattern(rhs) = &s.rhs else {
+            return Err(bad("an applier in the derivative table"));
+        };
+        let lhs: Pattern<Atl> = s.lhs.parse().map_err(|e| bad(&format!("{e}")))?;
+        let ast = lhs.ast.as_ref();
+        let node = |id: Id| &ast[usize::from(id)];
+        let is = |id: Id, v: &str| matches!(node(id), ENodeOrVar::Var(w) if w.to_string() == v);
+        let fun = match ast.last() {
+            Some(ENodeOrVar::ENode(n)) => n.as_call(),
+            _ => None,
+        }
+        .filter(|(_, x, k)| is(*x, "?x") && k.is_none_or(|k| is(k, "?k")))
+        .and_then(|(f, _, k)| match node(f) {
+            ENodeOrVar::ENode(Atl::Fun(f)) if f.takes_exponent() == k.is_some() => Some(*f),
+            _ => None,
+        })
+        .ok_or_else(|| bad("the left-hand side is not (call F ?x) or (call F ?x ?k)"))?;
+        if fun.name() != s.name {
+            return Err(bad("an entry is named by its black box"));
+        }
+        let entry = Derivative {
+            lhs: s.lhs.clone(),
+            rhs: rhs.parse().map_err(|e| bad(&format!("{e}")))?,
+            tags: s.tags.clone(),
+        };
+        if table.insert(fun, entry).is_some() {
+            return Err(bad("a second entry"));
+        }
+    }
+    Ok(table)
 }
 
 /// The forward rules of the black boxes, made from the table:
-/// `(D (F ?x)) => (* F'(?x) (D ?x))`.
+/// `d-F: (D (call F ?x)) => (* F'(?x) (D ?x))`.
 pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
-    let tags = derivative_tags();
     derivative_table()
-        .into_iter()
-        .map(|(name, lhs, d)| RuleSpec {
+        .iter()
+        .map(|(fun, d)| RuleSpec {
             file: "derivatives.rules",
             group: "black-box derivatives".into(),
-            name: format!("d-{name}"),
-            lhs: format!("(D {lhs})"),
-            rhs: Rhs::Pattern(format!("(* {d} (D ?x))")),
+            name: format!("d-{fun}"),
+            lhs: format!("(D {})", d.lhs),
+            rhs: Rhs::Pattern(format!("(* {} (D ?x))", d.rhs)),
             conditions: vec![],
-            tags: tags.clone(),
+            tags: d.tags.clone(),
         })
         .collect()
 }
@@ -426,4 +465,36 @@ pub fn applier_fn(name: &str) -> Option<ApplierFn> {
         "adj-coeff-dot" => adj_coeff_dot,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_derivative_table_is_one_entry_per_black_box() {
+        let table = derivative_table();
+        assert!(Fun::all().all(|f| table.contains_key(&f)));
+        let read = |entries: &str| parse_derivatives(&format!("(group \"t\" {entries})"));
+        assert!(read("(rule exp (call exp ?x) (call exp ?x))").is_ok());
+        for (entries, why) in [
+            (
+                "(rule log (call exp ?x) (call exp ?x))",
+                "named by its black box",
+            ),
+            ("(rule exp (call exp ?y) (call exp ?y))", "not (call F ?x)"),
+            ("(rule pow (call pow ?x) 1)", "not (call F ?x)"),
+            ("(rule exp (call exp ?x ?k) 1)", "not (call F ?x)"),
+            ("(rule exp (call exp 1) 1)", "not (call F ?x)"),
+            ("(rule exp (exp ?x) 1)", "could not parse"),
+            (
+                "(rule exp (call exp ?x) 1) (rule exp (call exp ?x) 2)",
+                "a second entry",
+            ),
+            ("(rule exp (call exp ?x) :applier (d-var ?x))", "an applier"),
+        ] {
+            let e = read(entries).expect_err(entries);
+            assert!(e.contains(why), "{entries}: {e}");
+        }
+    }
 }

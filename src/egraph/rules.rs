@@ -7,7 +7,7 @@
 //! (group "Figure 'Gen-Pushout'" :tags (normalize simplify)   <- figure, rule sets
 //!   (rule NAME LHS RHS :if (not-free ?i ?p))                  <- egg patterns, conditions
 //!   (rule NAME LHS :applier (gen-pushout ?i ?n ?e ?a))        <- a Rust applier
-//!   (rule NAME (F ?x) ... :for (F exp log)))                  <- a template
+//!   (rule NAME (F ?a) ... :for (F fst snd)))                  <- a template
 //! ```
 //!
 //! Phases ask for rule sets by tag ([`rule_set`]); the rules are parsed and
