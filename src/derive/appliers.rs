@@ -11,13 +11,11 @@
 
 use crate::egraph::analysis::{name_of, AtlGraph};
 use crate::egraph::language::{Atl, Fun, Idx};
-use crate::egraph::rules::{
-    condition_args, parse_rules, ApplierFn, BoxedCondition, Built, Ctx, Rhs, RuleSpec,
-};
+use crate::egraph::rules::{check, parse_rules, ApplierFn, Built, Check, Ctx, Rhs, RuleSpec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Type};
 use crate::front::names;
-use egg::{Condition, ENodeOrVar, Id, Pattern, Subst, Symbol, Var};
+use egg::{ENodeOrVar, Id, Pattern, Symbol, Var};
 use indexmap::IndexMap;
 use std::sync::OnceLock;
 
@@ -111,27 +109,17 @@ fn tangent_of(egraph: &AtlGraph, id: Id) -> Option<Symbol> {
 }
 
 /// `tangent-free(?a)`: no tangent name is free in `?a`.
-struct TangentFree(Var);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for TangentFree {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        !egraph
-            .analysis
-            .mentions_tangent(&egraph[subst[self.0]].data)
-    }
+fn tangent_free(a: Var) -> Check {
+    check(move |g, s| !g.analysis.mentions_tangent(&g[s[a]].data))
 }
 
 /// `tangent-not-free(?x, ?e)`: the tangent of the variable `?x` is not free
 /// in `?e` (true when `?x` has no tangent).
-struct TangentNotFree(Var, Var);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for TangentNotFree {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        match tangent_of(egraph, subst[self.0]) {
-            Some(dx) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, dx),
-            None => name_of(egraph, subst[self.0]).is_some(),
-        }
-    }
+fn tangent_not_free(x: Var, e: Var) -> Check {
+    check(move |g, s| match tangent_of(g, s[x]) {
+        Some(dx) => !g.analysis.is_free(&g[s[e]].data, dx),
+        None => name_of(g, s[x]).is_some(),
+    })
 }
 
 /// One step of an access path: an element, or a side of a pair.
@@ -177,32 +165,18 @@ pub fn path_of(egraph: &AtlGraph, id: Id) -> Option<(Symbol, Vec<PathStep>)> {
 
 /// `root-not-free(?P, ?s)`: the variable at the root of the path `?P` is not
 /// free in `?s`.
-struct RootNotFree(Var, Var);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for RootNotFree {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        match path_of(egraph, subst[self.0]) {
-            Some((r, _)) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, r),
-            None => false,
-        }
-    }
+fn root_not_free(p: Var, e: Var) -> Check {
+    check(move |g, s| path_of(g, s[p]).is_some_and(|(r, _)| !g.analysis.is_free(&g[s[e]].data, r)))
 }
 
-/// `rooted-at(?q, ?x)` / `not-rooted-at(?q, ?x)`: the path `?q` is (is not)
-/// an access to the tangent of `?x`.
-struct RootedAt(Var, Var, bool);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for RootedAt {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        match (
-            path_of(egraph, subst[self.0]),
-            tangent_of(egraph, subst[self.1]),
-        ) {
-            (Some((r, _)), Some(dx)) => (r == dx) == self.2,
-            (Some(_), None) => !self.2,
-            _ => false,
-        }
-    }
+/// `rooted-at(?q, ?x)` / `not-rooted-at(?q, ?x)` (`yes` false): the path
+/// `?q` is (is not) an access to the tangent of `?x`.
+fn rooted_at(q: Var, x: Var, yes: bool) -> Check {
+    check(move |g, s| match (path_of(g, s[q]), tangent_of(g, s[x])) {
+        (Some((r, _)), Some(dx)) => (r == dx) == yes,
+        (Some(_), None) => !yes,
+        _ => false,
+    })
 }
 
 /// `settled(?b)`: the class is not a differential binding still waiting to
@@ -211,46 +185,26 @@ impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for RootedAt {
 /// the bindings are turned around innermost first, as in the paper, and the
 /// e-graph does not hold every interleaving of the pending ones (a number
 /// exponential in the length of the chain).
-struct Settled(Var);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for Settled {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        let nodes = &egraph[subst[self.0]].nodes;
+fn settled(b: Var) -> Check {
+    check(move |g, s| {
+        let nodes = &g[s[b]].nodes;
         !nodes.iter().any(|n| matches!(n, Atl::DLet(_)))
             || nodes.iter().any(|n| matches!(n, Atl::Let(_)))
-    }
+    })
 }
 
-/// The differentiation rules' conditions by the name used in `rules/`
-/// (`None`: not one of them).
-pub fn condition(name: &str, args: &[String]) -> Result<Option<BoxedCondition>, String> {
-    Ok(Some(match name {
-        "tangent-free" => {
-            let [a] = condition_args(name, args)?;
-            Box::new(TangentFree(a))
-        }
-        "settled" => {
-            let [a] = condition_args(name, args)?;
-            Box::new(Settled(a))
-        }
-        "tangent-not-free" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(TangentNotFree(a, b))
-        }
-        "root-not-free" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(RootNotFree(a, b))
-        }
-        "rooted-at" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(RootedAt(a, b, true))
-        }
-        "not-rooted-at" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(RootedAt(a, b, false))
-        }
-        _ => return Ok(None),
-    }))
+/// The differentiation rules' condition `(name args...)` of `rules/`
+/// (`None`: not one of them, or a wrong number of arguments).
+pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
+    Some(match (name, args) {
+        ("tangent-free", &[a]) => tangent_free(a),
+        ("tangent-not-free", &[x, e]) => tangent_not_free(x, e),
+        ("root-not-free", &[p, e]) => root_not_free(p, e),
+        ("rooted-at", &[q, x]) => rooted_at(q, x, true),
+        ("not-rooted-at", &[q, x]) => rooted_at(q, x, false),
+        ("settled", &[b]) => settled(b),
+        _ => return None,
+    })
 }
 
 // -- Rust appliers ----------------------------------------------------------------
