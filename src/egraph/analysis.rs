@@ -527,6 +527,10 @@ pub fn smallest(egraph: &AtlGraph, id: Id) -> Option<egg::RecExpr<Atl>> {
         memo: &mut HashMap<Id, Option<Id>>,
     ) -> Option<Id> {
         let id = egraph.find(id);
+        // a function leaf, one under every call: no memo needed
+        if let [f @ Atl::Fun(_)] = egraph[id].nodes.as_slice() {
+            return Some(rec.add(f.clone()));
+        }
         if let Some(r) = memo.get(&id) {
             return *r; // None: on the current path, a cycle
         }
