@@ -55,6 +55,7 @@ fn check_values(src: &str) {
         let got = evaluate(&j, &with_t).unwrap();
         assert!(same(&got, &want), "jvp at n={n}: {got:?} != {want:?}");
         if let Some(g) = &g {
+            // <grad f, v> is the tangent of f along v
             let got = inner_product(&evaluate(g, &inputs).unwrap(), &v);
             let want = inner_product(&want, &Value::Real(1.0));
             assert!(
