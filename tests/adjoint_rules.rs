@@ -26,7 +26,7 @@ mod common;
 
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive::adjoint::{adjoint_egraph, adjoint_rules};
-use atl_egg::egraph::analysis::{AtlAnalysis, AtlGraph};
+use atl_egg::egraph::analysis::{new_graph, AtlAnalysis};
 use atl_egg::egraph::language::Atl;
 use atl_egg::egraph::rules::{parse_rules, RULE_FILES};
 use atl_egg::front::ast::{build, Program};
@@ -163,7 +163,7 @@ fn check_instance(
     tally: &mut Tally,
 ) -> bool {
     tally.instances += 1;
-    let mut g = AtlGraph::new(analysis.clone());
+    let mut g = new_graph(analysis.clone());
     let root = g.add_expr(lhs);
     g.rebuild();
     let matches = rule.search(&g);
@@ -225,7 +225,7 @@ impl egg::CostFunction<Atl> for FewLets {
         let own = if matches!(n, Atl::Let(_) | Atl::DLet(_)) {
             1000
         } else {
-            1
+            n.weight()
         };
         n.fold(own, |acc, c| acc.saturating_add(costs(c)))
     }

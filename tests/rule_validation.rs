@@ -199,6 +199,8 @@ fn malformed_rules_are_rejected() {
         "(group \"g\" (rule r (+ ?a ?b)))",
         "(group \"g\" (rule r (+ ?a ?b) :applier (no-such-applier ?a)))",
         "(group \"g\" (rule r (+ ?a ?b) (* ?a ?b) :if (no-such-condition ?a ?b)))",
+        "(group \"g\" (rule r (+ ?a ?b) (* ?a ?b) :if (not-free ?a)))",
+        "(group \"g\" (rule r (+ ?a ?b) (* ?a ?b) :if (settled ?a ?b)))",
         "(group \"g\" (rule r (+ ?a ?b) (* ?a ?b) :unknown-keyword (x)))",
         "(group \"g\" (rule r (+ ?a ?b) ?a)",
     ];

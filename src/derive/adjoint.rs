@@ -27,7 +27,7 @@
 use super::appliers::coefficients;
 use super::normalize::{anf, dead_code, lift, unflatten, Fresh};
 use super::phase::{run_and_extract, run_small};
-use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
+use crate::egraph::analysis::{new_graph, AtlAnalysis, AtlGraph};
 use crate::egraph::extract::Sample;
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rule_set;
@@ -272,7 +272,7 @@ impl Ctx<'_> {
             }
         }
         analysis.fresh = fresh.counter();
-        let mut egraph = AtlGraph::new(analysis);
+        let mut egraph = new_graph(analysis);
         let mut form: Option<Id> = None;
         for (c, e, _) in forms {
             let w = egraph.add_expr(&to_rec(c));
@@ -365,7 +365,7 @@ pub fn adjoint_egraph(
         }
     }
     analysis.fresh = fresh.counter();
-    let mut egraph = AtlGraph::new(analysis);
+    let mut egraph = new_graph(analysis);
     let body = egraph.add_expr(&to_rec(&unflatten((binds, result))));
     let seed = egraph.add_expr(&to_rec(&seed));
     let dbody = egraph.add(Atl::D(body));

@@ -10,55 +10,92 @@
 //! pattern cannot express its rule.
 
 use crate::egraph::analysis::{name_of, AtlGraph};
-use crate::egraph::language::{Atl, Idx};
-use crate::egraph::rules::{
-    condition_args, parse_rules, ApplierFn, BoxedCondition, Built, Ctx, Rhs, RuleSpec,
-};
+use crate::egraph::language::{Atl, Fun, Idx};
+use crate::egraph::rules::{check, parse_rules, ApplierFn, Built, Check, Ctx, Rhs, RuleSpec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Type};
 use crate::front::names;
-use egg::{Condition, Id, Subst, Symbol, Var};
+use egg::{ENodeOrVar, Id, Pattern, Symbol, Var};
+use indexmap::IndexMap;
+use std::sync::OnceLock;
 
 // -- the black boxes' derivatives ---------------------------------------------
 
-/// The black boxes' derivatives, as data: `F: (F ?x) => F'(?x)`.
+/// The black boxes' derivatives, as data: `F: (call F ?x) => F'(?x)`.
 pub const DERIVATIVES: &str = include_str!("../../rules/derivatives.rules");
 
-/// The derivative table: (black box name, lhs pattern, derivative pattern).
-pub fn derivative_table() -> Vec<(String, String, String)> {
-    parse_rules("derivatives.rules", DERIVATIVES)
-        .unwrap_or_else(|e| panic!("bad derivative table: {e}"))
-        .into_iter()
-        .filter_map(|s| match s.rhs {
-            Rhs::Pattern(p) => Some((s.name, s.lhs, p)),
-            Rhs::Applier(..) => None,
-        })
-        .collect()
+/// One entry of the derivative table.
+#[derive(Clone, Debug)]
+pub struct Derivative {
+    /// The black box: `(call F ?x)`, or `(call F ?x ?k)` for `pow`, `dpow`.
+    pub lhs: String,
+    /// Its derivative at `?x` (with the exponent `?k`), a pattern.
+    pub rhs: Pattern<Atl>,
+    /// The rule sets of the forward rules made from the table.
+    pub tags: Vec<String>,
 }
 
-/// The rule sets of the black-box forward rules (the table's group tags).
-fn derivative_tags() -> Vec<String> {
-    parse_rules("derivatives.rules", DERIVATIVES)
-        .ok()
-        .and_then(|v| v.into_iter().next())
-        .map(|s| s.tags)
-        .unwrap_or_default()
+/// The derivative table of `rules/derivatives.rules`, read once: keyed by
+/// the black box, in file order.
+pub fn derivative_table() -> &'static IndexMap<Fun, Derivative> {
+    static TABLE: OnceLock<IndexMap<Fun, Derivative>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        parse_derivatives(DERIVATIVES).unwrap_or_else(|e| panic!("bad derivative table: {e}"))
+    })
+}
+
+/// Read a derivative table: entries `(rule F (call F ?x) F'(?x))` (`?k`
+/// after `?x` for a black box with an exponent), one per black box, named
+/// by it.
+pub fn parse_derivatives(text: &str) -> Result<IndexMap<Fun, Derivative>, String> {
+    let mut table = IndexMap::new();
+    for s in parse_rules("derivatives.rules", text)? {
+        let bad = |m: &str| format!("derivatives.rules, {}: {m}", s.name);
+        let Rhs::Pattern(rhs) = &s.rhs else {
+            return Err(bad("an applier in the derivative table"));
+        };
+        let lhs: Pattern<Atl> = s.lhs.parse().map_err(|e| bad(&format!("{e}")))?;
+        let ast = lhs.ast.as_ref();
+        let node = |id: Id| &ast[usize::from(id)];
+        let is = |id: Id, v: &str| matches!(node(id), ENodeOrVar::Var(w) if w.to_string() == v);
+        let fun = match ast.last() {
+            Some(ENodeOrVar::ENode(n)) => n.as_call(),
+            _ => None,
+        }
+        .filter(|(_, x, k)| is(*x, "?x") && k.is_none_or(|k| is(k, "?k")))
+        .and_then(|(f, _, k)| match node(f) {
+            ENodeOrVar::ENode(Atl::Fun(f)) if f.takes_exponent() == k.is_some() => Some(*f),
+            _ => None,
+        })
+        .ok_or_else(|| bad("the left-hand side is not (call F ?x) or (call F ?x ?k)"))?;
+        if fun.name() != s.name {
+            return Err(bad("an entry is named by its black box"));
+        }
+        let entry = Derivative {
+            lhs: s.lhs.clone(),
+            rhs: rhs.parse().map_err(|e| bad(&format!("{e}")))?,
+            tags: s.tags.clone(),
+        };
+        if table.insert(fun, entry).is_some() {
+            return Err(bad("a second entry"));
+        }
+    }
+    Ok(table)
 }
 
 /// The forward rules of the black boxes, made from the table:
-/// `(D (F ?x)) => (* F'(?x) (D ?x))`.
+/// `d-F: (D (call F ?x)) => (* F'(?x) (D ?x))`.
 pub fn forward_blackbox_specs() -> Vec<RuleSpec> {
-    let tags = derivative_tags();
     derivative_table()
-        .into_iter()
-        .map(|(name, lhs, d)| RuleSpec {
+        .iter()
+        .map(|(fun, d)| RuleSpec {
             file: "derivatives.rules",
             group: "black-box derivatives".into(),
-            name: format!("d-{name}"),
-            lhs: format!("(D {lhs})"),
-            rhs: Rhs::Pattern(format!("(* {d} (D ?x))")),
+            name: format!("d-{fun}"),
+            lhs: format!("(D {})", d.lhs),
+            rhs: Rhs::Pattern(format!("(* {} (D ?x))", d.rhs)),
             conditions: vec![],
-            tags: tags.clone(),
+            tags: d.tags.clone(),
         })
         .collect()
 }
@@ -72,27 +109,17 @@ fn tangent_of(egraph: &AtlGraph, id: Id) -> Option<Symbol> {
 }
 
 /// `tangent-free(?a)`: no tangent name is free in `?a`.
-struct TangentFree(Var);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for TangentFree {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        !egraph
-            .analysis
-            .mentions_tangent(&egraph[subst[self.0]].data)
-    }
+fn tangent_free(a: Var) -> Check {
+    check(move |g, s| !g.analysis.mentions_tangent(&g[s[a]].data))
 }
 
 /// `tangent-not-free(?x, ?e)`: the tangent of the variable `?x` is not free
 /// in `?e` (true when `?x` has no tangent).
-struct TangentNotFree(Var, Var);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for TangentNotFree {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        match tangent_of(egraph, subst[self.0]) {
-            Some(dx) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, dx),
-            None => name_of(egraph, subst[self.0]).is_some(),
-        }
-    }
+fn tangent_not_free(x: Var, e: Var) -> Check {
+    check(move |g, s| match tangent_of(g, s[x]) {
+        Some(dx) => !g.analysis.is_free(&g[s[e]].data, dx),
+        None => name_of(g, s[x]).is_some(),
+    })
 }
 
 /// One step of an access path: an element, or a side of a pair.
@@ -138,32 +165,18 @@ pub fn path_of(egraph: &AtlGraph, id: Id) -> Option<(Symbol, Vec<PathStep>)> {
 
 /// `root-not-free(?P, ?s)`: the variable at the root of the path `?P` is not
 /// free in `?s`.
-struct RootNotFree(Var, Var);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for RootNotFree {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        match path_of(egraph, subst[self.0]) {
-            Some((r, _)) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, r),
-            None => false,
-        }
-    }
+fn root_not_free(p: Var, e: Var) -> Check {
+    check(move |g, s| path_of(g, s[p]).is_some_and(|(r, _)| !g.analysis.is_free(&g[s[e]].data, r)))
 }
 
-/// `rooted-at(?q, ?x)` / `not-rooted-at(?q, ?x)`: the path `?q` is (is not)
-/// an access to the tangent of `?x`.
-struct RootedAt(Var, Var, bool);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for RootedAt {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        match (
-            path_of(egraph, subst[self.0]),
-            tangent_of(egraph, subst[self.1]),
-        ) {
-            (Some((r, _)), Some(dx)) => (r == dx) == self.2,
-            (Some(_), None) => !self.2,
-            _ => false,
-        }
-    }
+/// `rooted-at(?q, ?x)` / `not-rooted-at(?q, ?x)` (`yes` false): the path
+/// `?q` is (is not) an access to the tangent of `?x`.
+fn rooted_at(q: Var, x: Var, yes: bool) -> Check {
+    check(move |g, s| match (path_of(g, s[q]), tangent_of(g, s[x])) {
+        (Some((r, _)), Some(dx)) => (r == dx) == yes,
+        (Some(_), None) => !yes,
+        _ => false,
+    })
 }
 
 /// `settled(?b)`: the class is not a differential binding still waiting to
@@ -172,46 +185,26 @@ impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for RootedAt {
 /// the bindings are turned around innermost first, as in the paper, and the
 /// e-graph does not hold every interleaving of the pending ones (a number
 /// exponential in the length of the chain).
-struct Settled(Var);
-
-impl Condition<Atl, crate::egraph::analysis::AtlAnalysis> for Settled {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        let nodes = &egraph[subst[self.0]].nodes;
+fn settled(b: Var) -> Check {
+    check(move |g, s| {
+        let nodes = &g[s[b]].nodes;
         !nodes.iter().any(|n| matches!(n, Atl::DLet(_)))
             || nodes.iter().any(|n| matches!(n, Atl::Let(_)))
-    }
+    })
 }
 
-/// The differentiation rules' conditions by the name used in `rules/`
-/// (`None`: not one of them).
-pub fn condition(name: &str, args: &[String]) -> Result<Option<BoxedCondition>, String> {
-    Ok(Some(match name {
-        "tangent-free" => {
-            let [a] = condition_args(name, args)?;
-            Box::new(TangentFree(a))
-        }
-        "settled" => {
-            let [a] = condition_args(name, args)?;
-            Box::new(Settled(a))
-        }
-        "tangent-not-free" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(TangentNotFree(a, b))
-        }
-        "root-not-free" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(RootNotFree(a, b))
-        }
-        "rooted-at" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(RootedAt(a, b, true))
-        }
-        "not-rooted-at" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(RootedAt(a, b, false))
-        }
-        _ => return Ok(None),
-    }))
+/// The differentiation rules' condition `(name args...)` of `rules/`
+/// (`None`: not one of them, or a wrong number of arguments).
+pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
+    Some(match (name, args) {
+        ("tangent-free", &[a]) => tangent_free(a),
+        ("tangent-not-free", &[x, e]) => tangent_not_free(x, e),
+        ("root-not-free", &[p, e]) => root_not_free(p, e),
+        ("rooted-at", &[q, x]) => rooted_at(q, x, true),
+        ("not-rooted-at", &[q, x]) => rooted_at(q, x, false),
+        ("settled", &[b]) => settled(b),
+        _ => return None,
+    })
 }
 
 // -- Rust appliers ----------------------------------------------------------------
@@ -426,4 +419,36 @@ pub fn applier_fn(name: &str) -> Option<ApplierFn> {
         "adj-coeff-dot" => adj_coeff_dot,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_derivative_table_is_one_entry_per_black_box() {
+        let table = derivative_table();
+        assert!(Fun::all().all(|f| table.contains_key(&f)));
+        let read = |entries: &str| parse_derivatives(&format!("(group \"t\" {entries})"));
+        assert!(read("(rule exp (call exp ?x) (call exp ?x))").is_ok());
+        for (entries, why) in [
+            (
+                "(rule log (call exp ?x) (call exp ?x))",
+                "named by its black box",
+            ),
+            ("(rule exp (call exp ?y) (call exp ?y))", "not (call F ?x)"),
+            ("(rule pow (call pow ?x) 1)", "not (call F ?x)"),
+            ("(rule exp (call exp ?x ?k) 1)", "not (call F ?x)"),
+            ("(rule exp (call exp 1) 1)", "not (call F ?x)"),
+            ("(rule exp (exp ?x) 1)", "could not parse"),
+            (
+                "(rule exp (call exp ?x) 1) (rule exp (call exp ?x) 2)",
+                "a second entry",
+            ),
+            ("(rule exp (call exp ?x) :applier (d-var ?x))", "an applier"),
+        ] {
+            let e = read(entries).expect_err(entries);
+            assert!(e.contains(why), "{entries}: {e}");
+        }
+    }
 }

@@ -7,11 +7,11 @@
 //! the brackets it leaves are for the simplify phase to solve.
 
 use super::normalize::Fresh;
+use crate::egraph::language::{Atl, Fun};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real, Type};
 use crate::front::subst::free_names;
-use egg::Symbol;
-use symbolic_expressions::Sexp;
+use egg::{ENodeOrVar, Id, PatternAst, Symbol};
 
 /// One step of a path into a value: an access or a projection.
 #[derive(Clone, Debug)]
@@ -63,60 +63,52 @@ fn wrap_iverson(p: Pred, e: Expr) -> Expr {
 /// `rules/derivatives.rules` (the one the rewrite rules are made from),
 /// instantiated with `?x := a` and `?k :=` the exponent.
 fn derivative(f: &Func, a: Expr) -> Expr {
-    use std::sync::OnceLock;
-    type Table = std::collections::HashMap<String, Sexp>;
-    static TABLE: OnceLock<Table> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        super::appliers::derivative_table()
-            .into_iter()
-            .map(|(name, _, rhs)| {
-                let rhs = symbolic_expressions::parser::parse_str(&rhs)
-                    .unwrap_or_else(|e| panic!("derivatives.rules, {name}: {e}"));
-                (name, rhs)
-            })
-            .collect()
-    });
-    let rhs = table
-        .get(f.name())
+    let entry = super::appliers::derivative_table()
+        .get(&Fun::of(*f))
         .unwrap_or_else(|| panic!("derivatives.rules has no entry for {}", f.name()));
+    let ast = &entry.rhs.ast;
+    let root = Id::from(ast.as_ref().len() - 1);
     let k = f.exponent().map(|k| k.0);
-    instantiate(rhs, &a, k)
+    instantiate(ast, root, &a, k)
         .unwrap_or_else(|| panic!("derivatives.rules, {}: bad pattern", f.name()))
 }
 
 /// A derivative pattern as an expression (`+`, `*`, numbers, black boxes
 /// and `?x`, `?k`); exponents are folded to numbers.
-fn instantiate(p: &Sexp, x: &Expr, k: Option<f64>) -> Option<Expr> {
+fn instantiate(p: &PatternAst<Atl>, id: Id, x: &Expr, k: Option<f64>) -> Option<Expr> {
     use build::{call, num};
-    match p {
-        Sexp::String(s) if s == "?x" => Some(x.clone()),
-        Sexp::String(s) if s == "?k" => k.map(num),
-        Sexp::String(s) => s.parse::<f64>().ok().map(num),
-        Sexp::List(v) => {
-            let head = match v.first()? {
-                Sexp::String(h) => h.as_str(),
-                _ => return None,
-            };
-            let arg = |i: usize| instantiate(v.get(i)?, x, k);
-            match (head, v.len()) {
-                ("+", 3) => Some(add(arg(1)?, arg(2)?)),
-                ("*", 3) => Some(mul(arg(1)?, arg(2)?)),
-                (f, 2) => Some(call(Func::unary(f)?, arg(1)?)),
-                (f, 3) => match arg(2)? {
-                    // the exponent, folded: (dpow ?x (+ ?k -1))
-                    Expr::Const(Real(e)) => Some(call(Func::with_exponent(f, e)?, arg(1)?)),
-                    Expr::Add(a, b) => match (*a, *b) {
-                        (Expr::Const(Real(a)), Expr::Const(Real(b))) => {
-                            Some(call(Func::with_exponent(f, a + b)?, arg(1)?))
-                        }
-                        _ => None,
-                    },
-                    _ => None,
-                },
+    let arg = |c: Id| instantiate(p, c, x, k);
+    let n = match &p[id] {
+        ENodeOrVar::Var(v) => {
+            return match v.to_string().as_str() {
+                "?x" => Some(x.clone()),
+                "?k" => k.map(num),
                 _ => None,
             }
         }
-        Sexp::Empty => None,
+        ENodeOrVar::ENode(n) => n,
+    };
+    match n {
+        Atl::Num(c) => Some(Expr::Const(c.0)),
+        Atl::Add([a, b]) => Some(add(arg(*a)?, arg(*b)?)),
+        Atl::Mul([a, b]) => Some(mul(arg(*a)?, arg(*b)?)),
+        _ => {
+            let (f, a, e) = n.as_call()?;
+            let ENodeOrVar::ENode(Atl::Fun(f)) = &p[f] else {
+                return None;
+            };
+            // the exponent, folded: (call dpow ?x (+ ?k -1))
+            let e = match e.map(arg) {
+                None => None,
+                Some(Some(Expr::Const(e))) => Some(e),
+                Some(Some(Expr::Add(a, b))) => match (*a, *b) {
+                    (Expr::Const(Real(a)), Expr::Const(Real(b))) => Some(Real(a + b)),
+                    _ => return None,
+                },
+                Some(_) => return None,
+            };
+            Some(call(f.at(e)?, arg(a)?))
+        }
     }
 }
 

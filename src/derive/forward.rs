@@ -10,7 +10,7 @@
 
 use super::normalize::{anf, lift, Fresh};
 use super::phase::run_and_extract;
-use crate::egraph::analysis::{AtlAnalysis, AtlGraph};
+use crate::egraph::analysis::{new_graph, AtlAnalysis};
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rule_set;
 use crate::egraph::runner::{collect_extents, PhaseStats};
@@ -72,7 +72,7 @@ pub fn differentiate(
     for (x, dx) in sigma {
         analysis.add_tangent(x, dx);
     }
-    let mut egraph = AtlGraph::new(analysis);
+    let mut egraph = new_graph(analysis);
     let mut roots = vec![];
     for e in binds.iter().map(|(_, e)| e).chain(std::iter::once(&result)) {
         let id = egraph.add_expr(&to_rec(e));

@@ -3,7 +3,7 @@
 //! that every root has a term free of extension forms (`D`, `dot`, `dlet`,
 //! `coeff`, `drop`), and extract the cheapest such terms by the work cost.
 
-use crate::egraph::analysis::AtlGraph;
+use crate::egraph::analysis::{term_memo_size, term_nodes, AtlGraph};
 use crate::egraph::extract::{extract_all, Sample, Term, WorkCost, UNUSABLE};
 use crate::egraph::language::Atl;
 use crate::egraph::runner::{extraction_samples, PhaseStats};
@@ -173,8 +173,8 @@ impl Bounded {
     fn check(&mut self, egraph: &AtlGraph) -> bool {
         // the memo (stale entries included) is bounded too: classes pruned
         // and merged over and over grow it while the live count stays small
-        if egraph.total_number_of_nodes() > self.limit
-            || egraph.total_size() > 4 * self.limit
+        if term_nodes(egraph) > self.limit
+            || term_memo_size(egraph) > 4 * self.limit
             || Instant::now() > self.deadline
         {
             self.over = true;

@@ -11,7 +11,7 @@
 //!   makes a binder either reuses a name with the same extent or registers a
 //!   fresh one, so one global map is exact.
 
-use super::language::{as_call, Atl, Idx, Num};
+use super::language::{Atl, Fun, Idx, Num};
 use crate::front::affine::Affine;
 use crate::front::ast::{Func, Real};
 use crate::semantics::blackbox;
@@ -19,6 +19,41 @@ use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
 use std::collections::HashMap;
 
 pub type AtlGraph = EGraph<Atl, AtlAnalysis>;
+
+/// A new e-graph, holding the black boxes' function leaves, added first
+/// in one order ([`Fun::all`]). Class ids order the nodes of a class, and so
+/// decide between terms of equal cost: this way calls compare by their
+/// function alike in every program, whichever function it uses first.
+pub fn new_graph(analysis: AtlAnalysis) -> AtlGraph {
+    let mut g = AtlGraph::new(analysis);
+    for f in Fun::all() {
+        g.add(Atl::Fun(f));
+    }
+    g
+}
+
+/// The function leaves of every e-graph ([`new_graph`]).
+pub const FUNCTION_LEAVES: usize = Func::NAMES.len();
+
+// Limits and statistics count the program's terms, without the function
+// leaves (which every e-graph holds, used or not), as when each black box
+// was a node of its own.
+
+/// The live e-nodes of an e-graph's terms.
+pub fn term_nodes(g: &AtlGraph) -> usize {
+    g.total_number_of_nodes() - FUNCTION_LEAVES
+}
+
+/// The e-classes of an e-graph's terms.
+pub fn term_classes(g: &AtlGraph) -> usize {
+    g.number_of_classes() - FUNCTION_LEAVES
+}
+
+/// The size of the hashcons of an e-graph's terms (egg's `total_size`,
+/// stale entries included).
+pub fn term_memo_size(g: &AtlGraph) -> usize {
+    g.total_size() - FUNCTION_LEAVES
+}
 
 /// A set of names: a bitset over the names the analysis has interned.
 /// (Free-name sets of long `let` chains hold thousands of names; unions of
@@ -171,13 +206,13 @@ fn fold_real(egraph: &AtlGraph, n: &Atl) -> Option<Real> {
         Atl::Add([a, b]) => c(a)? + c(b)?,
         Atl::Mul([a, b]) => c(a)? * c(b)?,
         _ => {
-            let (name, a, k) = as_call(n)?;
+            let (f, a, k) = n.as_call()?;
             let x = c(&a)?;
-            let f = match k {
-                Some(k) => Func::with_exponent(name, c(&k)?)?,
-                None => Func::unary(name)?,
+            let k = match k {
+                Some(k) => Some(egraph[k].data.num?),
+                None => None,
             };
-            blackbox::apply(f, x)
+            blackbox::apply(fun_of(egraph, f)?.at(k)?, x)
         }
     };
     // Only finite results are folded: ATL has no literal for NaN.
@@ -283,7 +318,7 @@ impl Analysis<Atl> for AtlAnalysis {
         let mut size = if n.is_extension() {
             EXTENSION_SIZE
         } else {
-            1usize
+            n.weight()
         };
         for c in n.children() {
             size = size.saturating_add(egraph[*c].data.size);
@@ -464,6 +499,14 @@ impl Analysis<Atl> for AtlAnalysis {
     }
 }
 
+/// The black box held by a function class.
+pub fn fun_of(egraph: &AtlGraph, id: Id) -> Option<Fun> {
+    egraph[id].nodes.iter().find_map(|n| match n {
+        Atl::Fun(f) => Some(*f),
+        _ => None,
+    })
+}
+
 /// The name held by a name class.
 pub fn name_of(egraph: &AtlGraph, id: Id) -> Option<Symbol> {
     egraph[id].nodes.iter().find_map(|n| match n {
@@ -484,6 +527,10 @@ pub fn smallest(egraph: &AtlGraph, id: Id) -> Option<egg::RecExpr<Atl>> {
         memo: &mut HashMap<Id, Option<Id>>,
     ) -> Option<Id> {
         let id = egraph.find(id);
+        // a function leaf, one under every call: no memo needed
+        if let [f @ Atl::Fun(_)] = egraph[id].nodes.as_slice() {
+            return Some(rec.add(f.clone()));
+        }
         if let Some(r) = memo.get(&id) {
             return *r; // None: on the current path, a cycle
         }
@@ -493,9 +540,9 @@ pub fn smallest(egraph: &AtlGraph, id: Id) -> Option<egg::RecExpr<Atl>> {
             .nodes
             .iter()
             .min_by_key(|n| {
-                n.children()
-                    .iter()
-                    .fold(1usize, |acc, c| acc.saturating_add(egraph[*c].data.size))
+                n.children().iter().fold(n.weight(), |acc, c| {
+                    acc.saturating_add(egraph[*c].data.size)
+                })
             })?
             .clone();
         let mut ok = true;

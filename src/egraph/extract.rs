@@ -19,9 +19,9 @@
 //! checks other relation values.
 
 use super::analysis::AtlGraph;
-use super::language::{as_call, Atl};
+use super::language::{Atl, Fun};
 use crate::front::affine::Affine;
-use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real};
+use crate::front::ast::{build, CmpOp, Expr, Pred};
 use crate::front::subst::free_names;
 use crate::semantics::cost::{cost_expr, cost_expr_budget, CostCtx};
 use crate::semantics::value::{Relation, Sizes};
@@ -44,6 +44,7 @@ pub enum Term {
     Pred(Pred),
     Aff(Affine),
     Name(Symbol),
+    Fun(Fun),
 }
 
 /// The term a cost stands for, as a persistent tree over e-nodes: making a
@@ -139,6 +140,7 @@ fn is_expression(n: &Atl) -> bool {
     !matches!(
         n,
         Atl::Sym(_)
+            | Atl::Fun(_)
             | Atl::Aff(_)
             | Atl::True
             | Atl::False
@@ -233,19 +235,21 @@ pub fn build_term(n: &Atl, kid: &mut dyn FnMut(Id) -> Option<Term>) -> Option<Te
             _ => None,
         }
     }
-    if let Some((fname, arg, k)) = as_call(n) {
+    if let Some((f, arg, k)) = n.as_call() {
+        let Term::Fun(f) = kid(f)? else { return None };
         let x = e(kid, &arg)?;
-        let f = match k {
+        let k = match k {
             Some(k) => match e(kid, &k)? {
-                Expr::Const(Real(v)) => Func::with_exponent(fname, v)?,
+                Expr::Const(k) => Some(k),
                 _ => return None,
             },
-            None => Func::unary(fname)?,
+            None => None,
         };
-        return Some(Term::Expr(build::call(f, x)));
+        return Some(Term::Expr(build::call(f.at(k)?, x)));
     }
     Some(match n {
         Atl::Sym(s) => Term::Name(*s),
+        Atl::Fun(f) => Term::Fun(*f),
         Atl::Aff(i) => Term::Aff(i.0.clone()),
         Atl::Num(k) => Term::Expr(Expr::Const(k.0)),
         Atl::Var(x) => Term::Expr(Expr::Var(name(kid, x)?)),
@@ -360,7 +364,9 @@ impl CostFunction<Atl> for WorkCost<'_> {
         C: FnMut(Id) -> CostVal,
     {
         let kids: Vec<CostVal> = enode.children().iter().map(|c| costs(*c)).collect();
-        let size = 1 + shape_penalty(enode, &kids) + kids.iter().map(|c| c.size).sum::<usize>();
+        let size = enode.weight()
+            + shape_penalty(enode, &kids)
+            + kids.iter().map(|c| c.size).sum::<usize>();
         let tree = Rc::new(PTree::new(
             enode,
             kids.iter().map(|k| k.tree.clone()).collect(),
@@ -380,8 +386,10 @@ impl CostFunction<Atl> for WorkCost<'_> {
             return unusable(tree);
         }
         if !is_expression(enode) {
+            // (costs compare within a class, of one sort: names, indices,
+            // predicates and functions need no key)
             return CostVal {
-                key: vec![0; self.samples.len()],
+                key: vec![],
                 size,
                 tree,
             };
@@ -428,7 +436,11 @@ pub fn extract_all(egraph: &AtlGraph, mut cost: WorkCost) -> HashMap<Id, CostVal
     let mut queue: VecDeque<Id> = VecDeque::new();
     let mut queued: HashSet<Id> = HashSet::new();
     for class in egraph.classes() {
-        if class.nodes.iter().any(|n| n.is_leaf()) && queued.insert(class.id) {
+        // a function leaf is an operator, not a term: costed up front, it
+        // queues no calls (their arguments do)
+        if let Some(f @ Atl::Fun(_)) = class.nodes.first() {
+            best.insert(class.id, cost.cost(f, |_| unreachable!("a leaf")));
+        } else if class.nodes.iter().any(|n| n.is_leaf()) && queued.insert(class.id) {
             queue.push_back(class.id);
         }
     }

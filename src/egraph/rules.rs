@@ -7,7 +7,7 @@
 //! (group "Figure 'Gen-Pushout'" :tags (normalize simplify)   <- figure, rule sets
 //!   (rule NAME LHS RHS :if (not-free ?i ?p))                  <- egg patterns, conditions
 //!   (rule NAME LHS :applier (gen-pushout ?i ?n ?e ?a))        <- a Rust applier
-//!   (rule NAME (F ?x) ... :for (F exp log)))                  <- a template
+//!   (rule NAME (F ?a) ... :for (F fst snd)))                  <- a template
 //! ```
 //!
 //! Phases ask for rule sets by tag ([`rule_set`]); the rules are parsed and
@@ -24,9 +24,7 @@ use super::language::{from_rec, to_rec, Atl, FromRec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
 use crate::front::subst::{Replace, Substituter};
-use egg::{
-    Applier, Condition, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var,
-};
+use egg::{Applier, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
 use std::sync::OnceLock;
 
 /// The rule files, compiled into the binary.
@@ -294,77 +292,39 @@ fn var(s: &str) -> Result<Var, String> {
         .map_err(|e| format!("bad pattern variable {s}: {e:?}"))
 }
 
-/// `not-free(?x, ?e)`: the name in class `?x` is not free in `?e`.
-struct NotFree(Var, Var);
+/// A side condition: a plain function of the e-graph and the classes a
+/// match binds (as egg takes any closure for a [`egg::Condition`]).
+pub type Check = Box<dyn Fn(&mut AtlGraph, &Subst) -> bool + Send + Sync>;
 
-impl Condition<Atl, AtlAnalysis> for NotFree {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        match name_of(egraph, subst[self.0]) {
-            Some(x) => !egraph.analysis.is_free(&egraph[subst[self.1]].data, x),
-            None => false,
-        }
-    }
+/// `f` as a [`Check`].
+pub fn check(f: impl Fn(&mut AtlGraph, &Subst) -> bool + Send + Sync + 'static) -> Check {
+    Box::new(f)
+}
+
+/// `not-free(?x, ?e)`: the name in class `?x` is not free in `?e`.
+fn not_free(x: Var, e: Var) -> Check {
+    check(move |g, s| name_of(g, s[x]).is_some_and(|n| !g.analysis.is_free(&g[s[e]].data, n)))
 }
 
 /// `distinct(?x, ?y)`: two name classes hold different names.
-struct Distinct(Var, Var);
-
-impl Condition<Atl, AtlAnalysis> for Distinct {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        name_of(egraph, subst[self.0]) != name_of(egraph, subst[self.1])
-    }
+fn distinct(x: Var, y: Var) -> Check {
+    check(move |g, s| name_of(g, s[x]) != name_of(g, s[y]))
 }
 
 /// `is-const(?k)`: the class holds a real constant.
-struct IsConst(Var);
-
-impl Condition<Atl, AtlAnalysis> for IsConst {
-    fn check(&self, egraph: &mut AtlGraph, _eclass: Id, subst: &Subst) -> bool {
-        egraph[subst[self.0]].data.num.is_some()
-    }
+fn is_const(k: Var) -> Check {
+    check(move |g, s| g[s[k]].data.num.is_some())
 }
 
-struct AllOf(Vec<BoxedCondition>);
-
-impl Condition<Atl, AtlAnalysis> for AllOf {
-    fn check(&self, egraph: &mut AtlGraph, eclass: Id, subst: &Subst) -> bool {
-        self.0.iter().all(|c| c.check(egraph, eclass, subst))
-    }
-}
-
-/// A condition as the rule table holds it.
-pub type BoxedCondition = Box<dyn Condition<Atl, AtlAnalysis> + Send + Sync>;
-
-/// The `N` pattern variables a condition `name` takes.
-pub fn condition_args<const N: usize>(name: &str, args: &[String]) -> Result<[Var; N], String> {
-    if args.len() != N {
-        let s = if N == 1 { "" } else { "s" };
-        return Err(format!("{name} takes {N} argument{s}"));
-    }
-    let vars = args.iter().map(|a| var(a)).collect::<Result<Vec<_>, _>>()?;
-    Ok(vars.try_into().expect("N arguments"))
-}
-
-/// The conditions by the name used in `rules/`: the optimizer's own here,
-/// the differentiation rules' in [`crate::derive::appliers`].
-fn condition(name: &str, args: &[String]) -> Result<BoxedCondition, String> {
-    Ok(match name {
-        "not-free" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(NotFree(a, b))
-        }
-        "is-const" => {
-            let [a] = condition_args(name, args)?;
-            Box::new(IsConst(a))
-        }
-        "distinct" => {
-            let [a, b] = condition_args(name, args)?;
-            Box::new(Distinct(a, b))
-        }
-        _ => {
-            return crate::derive::appliers::condition(name, args)?
-                .ok_or_else(|| format!("unknown condition '{name}'"))
-        }
+/// The condition `(name args...)` of `rules/`: the optimizer's own here,
+/// the differentiation rules' in [`crate::derive::appliers`]; `None` for an
+/// unknown name or a wrong number of arguments.
+fn condition(name: &str, args: &[Var]) -> Option<Check> {
+    Some(match (name, args) {
+        ("not-free", &[x, e]) => not_free(x, e),
+        ("distinct", &[x, y]) => distinct(x, y),
+        ("is-const", &[k]) => is_const(k),
+        _ => return crate::derive::appliers::condition(name, args),
     })
 }
 
@@ -635,7 +595,13 @@ pub fn compile(spec: &RuleSpec) -> Result<Rewrite<Atl, AtlAnalysis>, String> {
     let conds = spec
         .conditions
         .iter()
-        .map(|(n, a)| condition(n, a))
+        .map(|(n, a)| {
+            let vars = a.iter().map(|a| var(a)).collect::<Result<Vec<_>, _>>()?;
+            condition(n, &vars).ok_or_else(|| {
+                let s = if vars.len() == 1 { "" } else { "s" };
+                format!("no condition '{n}' of {} argument{s}", vars.len())
+            })
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)?;
     let name = spec.name.clone();
@@ -648,7 +614,9 @@ pub fn compile(spec: &RuleSpec) -> Result<Rewrite<Atl, AtlAnalysis>, String> {
                     name,
                     lhs,
                     ConditionalApplier {
-                        condition: AllOf(conds),
+                        condition: move |g: &mut AtlGraph, _: Id, s: &Subst| {
+                            conds.iter().all(|c| c(g, s))
+                        },
                         applier: $applier,
                     },
                 )

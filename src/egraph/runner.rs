@@ -15,7 +15,7 @@
 //! first; the best program found so far is extracted and `Stats` says which
 //! limit stopped it.
 
-use super::analysis::{AtlAnalysis, AtlGraph};
+use super::analysis::{new_graph, term_classes, term_nodes, AtlAnalysis, FUNCTION_LEAVES};
 use super::extract::{cost_at, extract_best, Sample, WorkCost, UNUSABLE};
 use super::language::to_rec;
 use super::rules::rule_set;
@@ -77,8 +77,8 @@ impl PhaseStats {
         PhaseStats {
             phase: name.to_string(),
             iterations: runner.iterations.len(),
-            nodes: runner.egraph.total_number_of_nodes(),
-            classes: runner.egraph.number_of_classes(),
+            nodes: term_nodes(&runner.egraph),
+            classes: term_classes(&runner.egraph),
             stop_reason: stop_reason(&runner.stop_reason),
             seconds: started.elapsed().as_secs_f64(),
             extract_seconds: extract_started.elapsed().as_secs_f64(),
@@ -308,7 +308,7 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
         fresh: crate::front::subst::max_fresh_suffix(body),
         ..Default::default()
     };
-    let mut egraph = AtlGraph::new(analysis);
+    let mut egraph = new_graph(analysis);
     let root = egraph.add_expr(&to_rec(body));
     // each phase gets its share of what is left (extraction included)
     let left = deadline.saturating_duration_since(Instant::now()) / phases_left;
@@ -317,13 +317,17 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
     } else {
         opts.node_limit
     };
-    let runner = Runner::default()
+    let mut runner = Runner::default()
         .with_egraph(egraph)
-        .with_node_limit(node_limit)
+        // (egg compares its hashcons, function leaves included)
+        .with_node_limit(node_limit + FUNCTION_LEAVES)
         .with_iter_limit(opts.iter_limit)
         .with_time_limit(left.max(Duration::from_millis(1)))
         .with_scheduler(BackoffScheduler::default())
         .run(&rules);
+    if let Some(StopReason::NodeLimit(n)) = &mut runner.stop_reason {
+        *n -= FUNCTION_LEAVES;
+    }
     let egraph = &runner.egraph;
     let root = egraph.find(root);
     let extract_started = Instant::now();

@@ -80,6 +80,12 @@ pub enum Func {
 }
 
 impl Func {
+    /// Every black box's name: the unary ones, then `pow` and `dpow`.
+    pub const NAMES: [&'static str; 17] = [
+        "exp", "log", "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step", "dtanh",
+        "dsigmoid", "dsqrt", "drecip", "dcos", "pow", "dpow",
+    ];
+
     /// The unary black boxes by name (`pow`/`dpow` take a constant exponent
     /// and are handled by [`Func::with_exponent`]).
     pub fn unary(name: &str) -> Option<Func> {
@@ -108,6 +114,16 @@ impl Func {
             "pow" => Some(Func::Pow(Real(k))),
             "dpow" => Some(Func::DPow(Real(k))),
             _ => None,
+        }
+    }
+
+    /// The black box `name` applied with exponent `k` (`Some` exactly for
+    /// `pow` and `dpow`): the function of a call written as its name and
+    /// arguments, as the e-graph's call nodes are.
+    pub fn from_name(name: &str, k: Option<f64>) -> Option<Func> {
+        match k {
+            Some(k) => Func::with_exponent(name, k),
+            None => Func::unary(name),
         }
     }
 
@@ -142,7 +158,7 @@ impl Func {
 
     /// Is `name` a black-box function name (of either arity)?
     pub fn is_name(name: &str) -> bool {
-        Func::unary(name).is_some() || name == "pow" || name == "dpow"
+        Func::NAMES.contains(&name)
     }
 }
 

@@ -16,9 +16,9 @@
 //!   `sum`, `iverson` and `let` above an extension form are evaluated here,
 //!   as the reference evaluator would.
 
-use atl_egg::egraph::language::{as_call, Atl, FromRec, Num};
+use atl_egg::egraph::language::{Atl, FromRec, Num};
 use atl_egg::front::affine::Affine;
-use atl_egg::front::ast::{Func, Type};
+use atl_egg::front::ast::Type;
 use atl_egg::semantics::blackbox;
 use atl_egg::semantics::dual::{dual_expr, DualEnv};
 use atl_egg::semantics::eval::{eval_expr, eval_pred, Budget, Env};
@@ -172,15 +172,14 @@ impl<'a> ExtEval<'a> {
             return eval_expr(&e, &mut self.env(), &mut self.budget).map_err(s);
         }
         let node = &t[id];
-        if let Some((name, a, k)) = as_call(node) {
-            let f = match k {
-                Some(k) => match &t[k] {
-                    Atl::Num(Num(k)) => Func::with_exponent(name, k.0),
-                    _ => None,
-                },
-                None => Func::unary(name),
-            }
-            .ok_or("bad black box")?;
+        if let Some((f, a, k)) = node.as_call() {
+            let k = match k.map(|k| &t[k]) {
+                Some(Atl::Num(Num(k))) => Some(*k),
+                Some(_) => return Err("an exponent that is not a constant".into()),
+                None => None,
+            };
+            let f = reader.fun(f).map_err(|e| e.0)?;
+            let f = f.at(k).ok_or("a call with the wrong arguments")?;
             let x = self.real(t, ext, a)?;
             return Ok(Value::Real(blackbox::apply(f, x)));
         }

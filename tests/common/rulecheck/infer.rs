@@ -1,6 +1,6 @@
 //! Step 1: what each pattern variable of a left-hand side stands for
-//! (expression of some type, predicate, index, dimension, binder, exponent),
-//! inferred from its positions by unification.
+//! (expression of some type, predicate, index, dimension, binder, exponent,
+//! black box), inferred from its positions by unification.
 
 use super::*;
 
@@ -22,6 +22,8 @@ pub(super) enum Sort {
     Index,
     Dim,
     Num,
+    /// A black box; does it take an exponent?
+    Fun(bool),
 }
 
 #[derive(Clone, Debug)]
@@ -31,6 +33,8 @@ pub(super) enum Role {
     Index,
     Dim(usize),
     Num,
+    /// A black box of the arity of [`Sort::Fun`].
+    Fun(bool),
     IndexBinder(usize),
     VarBinder(Ty),
     /// `(var ?x)`: a reference to a variable in scope, of this type.
@@ -179,6 +183,7 @@ impl Infer {
                     Sort::Index => Role::Index,
                     Sort::Dim => Role::Dim(self.new_dv(None)),
                     Sort::Num => Role::Num,
+                    Sort::Fun(k) => Role::Fun(k),
                 };
                 let existing = self.note(*v, role, scope)?;
                 return match (sort, existing) {
@@ -187,6 +192,7 @@ impl Infer {
                     (Sort::Pred, Role::Pred)
                     | (Sort::Index, Role::Index)
                     | (Sort::Num, Role::Num) => Ok(Ty::Real),
+                    (Sort::Fun(a), Role::Fun(b)) if a == b => Ok(Ty::Real),
                     (s, r) => Err(format!("{v} is used as {s:?} and as {r:?}")),
                 };
             }
@@ -203,8 +209,9 @@ impl Infer {
             let t = me.walk(ast, c, Sort::Expr, scope)?;
             me.unify(&t, &Ty::Real)
         };
-        if let Some((_, a, k)) = atl_egg::egraph::language::as_call(&node) {
+        if let Some((f, a, k)) = node.as_call() {
             want(Sort::Expr)?;
+            self.walk(ast, f, Sort::Fun(k.is_some()), scope)?;
             real(self, a)?;
             if let Some(k) = k {
                 self.walk(ast, k, Sort::Num, scope)?;
@@ -325,6 +332,7 @@ impl Infer {
                 self.walk(ast, p, Sort::Pred, &inner)?;
                 Ty::Real
             }
+            Atl::Fun(f) if sort == Sort::Fun(f.takes_exponent()) => Ty::Real,
             Atl::Aff(Idx(a)) => match sort {
                 Sort::Index => Ty::Real,
                 Sort::Dim => Ty::Tensor(self.new_dv(Some(a)), Box::new(Ty::Real)),

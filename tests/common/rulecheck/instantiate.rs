@@ -14,6 +14,7 @@ pub(super) enum Bound {
     Aff(Affine),
     Name(Symbol),
     Num(f64),
+    Fun(Fun),
 }
 
 /// One scope entry of an instantiated pattern variable.
@@ -70,7 +71,7 @@ impl Term {
             return self.expr(id).map(|_| ());
         }
         let n = &self.rec[id];
-        if let Some((_, a, _)) = atl_egg::egraph::language::as_call(n) {
+        if let Some((_, a, _)) = n.as_call() {
             return self.readable_at(a);
         }
         match n {
@@ -440,6 +441,15 @@ impl Instantiator<'_> {
                 }
                 Role::Dim(d) => Bound::Aff(infer.concrete_dim(*d, self.rng, &mut dmemo)),
                 Role::Num => Bound::Num(*self.rng.pick(&[2.0, 3.0, 0.5])),
+                Role::Fun(k) => {
+                    let table = atl_egg::derive::appliers::derivative_table();
+                    let funs: Vec<Fun> = table
+                        .keys()
+                        .filter(|f| f.takes_exponent() == *k)
+                        .copied()
+                        .collect();
+                    Bound::Fun(*self.rng.pick(&funs))
+                }
                 Role::IndexBinder(_) | Role::VarBinder(_) => continue,
             };
             bound.insert(*v, b);
@@ -455,6 +465,7 @@ impl Instantiator<'_> {
                     Bound::Aff(a) => t.rec.add(Atl::Aff(Idx(a.clone()))),
                     Bound::Name(s) => t.rec.add(Atl::Sym(*s)),
                     Bound::Num(k) => t.rec.add(Atl::Num(Num(Real(*k)))),
+                    Bound::Fun(f) => t.rec.add(Atl::Fun(*f)),
                 },
                 ENodeOrVar::ENode(n) => {
                     let n = n.clone().map_children(|c| map[usize::from(c)]);

@@ -110,7 +110,7 @@ impl Sampler<'_> {
         };
         // the exponent of pow/dpow is read as a constant: take the class's
         // constant leaf (the analysis folds `(+ k -1)` into one)
-        let exponent = atl_egg::egraph::language::as_call(n).and_then(|(_, _, k)| k);
+        let exponent = n.as_call().and_then(|(_, _, k)| k);
         let mut kids = vec![];
         for &c in n.children() {
             if Some(c) == exponent {
