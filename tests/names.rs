@@ -2,6 +2,8 @@
 //! that make names are idempotent (rules saturate), and printed programs use
 //! readable names that are valid C identifiers.
 
+mod common;
+
 use atl_egg::corpus::random_inputs;
 use atl_egg::derive;
 use atl_egg::egraph::{optimize, Options};
@@ -13,16 +15,18 @@ use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{random_value, Sizes, Value};
+use common::{compare_values, Tolerance};
 use egg::Symbol;
 use std::collections::HashMap;
 
+/// Equal up to floating-point reassociation (relative 1e-12 of the
+/// largest magnitude, element by element).
 fn same(a: &Value, b: &Value) -> bool {
-    let (aa, bb, ab) = (
-        inner_product(a, a),
-        inner_product(b, b),
-        inner_product(a, b),
-    );
-    aa + bb - 2.0 * ab <= 1e-18 * aa.max(bb).max(1.0)
+    let tol = Tolerance {
+        rel: 1e-12,
+        abs: 1e-300,
+    };
+    compare_values(a, b, tol).is_ok()
 }
 
 /// `optimize`, `jvp` (along `x`) and, for a program returning `R`, `grad`
