@@ -442,7 +442,11 @@ pub fn share_repeated_elements(
     for _ in 0..MAX_SHARED {
         let mut found: HashMap<String, Occurrences> = HashMap::new();
         for (k, e) in binds.iter().map(|b| &b.1).chain([&result]).enumerate() {
-            collect_elements(e, k, &mut vec![], &mut found);
+            let mut visit = Visit::Collect {
+                k,
+                found: &mut found,
+            };
+            visit_elements(e, &mut vec![], &mut vec![], &mut visit);
         }
         let best = found
             .into_iter()
@@ -451,7 +455,7 @@ pub fn share_repeated_elements(
                 let size = |o: &Occurrences| super::bindings::term_size(&o.term);
                 size(&a.1).cmp(&size(&b.1)).then_with(|| b.0.cmp(&a.0))
             });
-        let Some((_, occ)) = best else {
+        let Some((key, occ)) = best else {
             break;
         };
         // ⊞ over the indices in their order of first occurrence
@@ -466,6 +470,11 @@ pub fn share_repeated_elements(
                 .expect("renaming an index cannot overflow");
             fresh_indices.push(w);
         }
+        body = match occ.guards.len() {
+            0 => body,
+            1 => Expr::Iverson(occ.guards[0].clone(), Box::new(body)),
+            _ => Expr::Iverson(Pred::And(occ.guards.clone()), Box::new(body)),
+        };
         for (w, d) in fresh_indices.iter().zip(&occ.dims).rev() {
             body = build::gen(*w, d.clone(), body);
         }
@@ -475,11 +484,17 @@ pub fn share_repeated_elements(
             _ => "shared",
         };
         let name = crate::front::names::make(base, *next_id);
-        let at = occ.first.min(binds.len());
-        binds.insert(at, (name, body));
-        let (b, r) = reuse_bindings(binds, result);
-        binds = b;
-        result = r;
+        // the counted occurrences (and only those) read the binding
+        let mut visit = Visit::Replace {
+            key: &key,
+            occ: &occ,
+            name,
+        };
+        for b in &mut binds {
+            b.1 = visit_elements(&b.1, &mut vec![], &mut vec![], &mut visit);
+        }
+        result = visit_elements(&result, &mut vec![], &mut vec![], &mut visit);
+        binds.insert(occ.first.min(binds.len()), (name, body));
     }
     (binds, result)
 }
@@ -493,6 +508,8 @@ struct Occurrences {
     term: Expr,
     indices: Vec<Symbol>,
     dims: Vec<Affine>,
+    /// The brackets on sizes alone around every occurrence.
+    guards: Vec<Pred>,
     count: usize,
     /// The first binding (or the result, at `binds.len()`) it occurs in.
     first: usize,
@@ -500,64 +517,124 @@ struct Occurrences {
     consistent: bool,
 }
 
-/// Record the elementwise subterms of `e` (in binding `k`) that do work
-/// inside loops, outside brackets and lets; `loops`: the `gen`/`sum`
-/// indices around, with their extents.
-fn collect_elements(
+/// What [`visit_elements`] does at each elementwise subterm: record it
+/// (in binding `k`), or replace the occurrences of one key by reads of the
+/// binding `name` made for it.
+enum Visit<'a> {
+    Collect {
+        k: usize,
+        found: &'a mut HashMap<String, Occurrences>,
+    },
+    Replace {
+        key: &'a str,
+        occ: &'a Occurrences,
+        name: Symbol,
+    },
+}
+
+/// Visit the elementwise subterms of `e` that do work inside loops,
+/// outside lets and brackets on loop indices, and return `e` (rewritten in
+/// [`Visit::Replace`]). `loops`: the `gen`/`sum` indices around, with their
+/// extents; `guards`: the brackets on sizes alone around (they hold for
+/// every tuple or for none, and the binding made for the subterm carries
+/// them too).
+fn visit_elements(
     e: &Expr,
-    k: usize,
     loops: &mut Vec<(Symbol, Affine)>,
-    found: &mut HashMap<String, Occurrences>,
-) {
+    guards: &mut Vec<Pred>,
+    visit: &mut Visit,
+) -> Expr {
     match e {
-        Expr::Iverson(..) | Expr::Let(..) => return,
-        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
-            loops.push((*i, d.clone()));
-            collect_elements(a, k, loops, found);
-            loops.pop();
-            return;
+        Expr::Let(..) => return e.clone(),
+        Expr::Iverson(p, a) => {
+            let mut names = std::collections::BTreeSet::new();
+            crate::front::subst::pred_free(p, &mut names);
+            if names.iter().any(|n| loops.iter().any(|l| l.0 == *n)) {
+                return e.clone();
+            }
+            guards.push(p.clone());
+            let a = visit_elements(a, loops, guards, visit);
+            guards.pop();
+            return Expr::Iverson(p.clone(), Box::new(a));
         }
         _ => {}
     }
-    if !loops.is_empty()
-        && matches!(e, Expr::Call(..) | Expr::Mul(..) | Expr::Add(..))
-        && does_work(e)
-        && super::bindings::term_size(e) <= MAX_REUSE_NODES
-    {
-        let names: Vec<Symbol> = loops.iter().map(|l| l.0).collect();
-        if let Some((key, seen)) = subterm_key(e, &names) {
-            let dims: Vec<Affine> = seen
-                .iter()
-                .map(|v| {
-                    loops
-                        .iter()
-                        .rev()
-                        .find(|l| l.0 == *v)
-                        .expect("a loop index")
-                        .1
-                        .clone()
-                })
-                .collect();
-            // the extents must not mention the loops (a triangular range)
-            let fixed = dims.iter().all(|d| d.names().all(|n| !names.contains(&n)));
-            if !seen.is_empty() && fixed {
+    if let Some((key, seen, dims)) = element_of(e, loops) {
+        match visit {
+            Visit::Collect { k, found } => {
                 let o = found.entry(key).or_insert_with(|| Occurrences {
                     term: e.clone(),
                     indices: seen.clone(),
                     dims: dims.clone(),
+                    guards: guards.clone(),
                     count: 0,
-                    first: k,
+                    first: *k,
                     consistent: true,
                 });
                 o.count += 1;
-                o.first = o.first.min(k);
-                o.consistent &= o.dims == dims;
+                o.first = o.first.min(*k);
+                o.consistent &= o.dims == dims && o.guards == *guards;
+            }
+            Visit::Replace {
+                key: want,
+                occ,
+                name,
+            } => {
+                if key == *want && dims == occ.dims && *guards == occ.guards {
+                    // the binding's ⊞s run over the indices in this order
+                    return seen
+                        .iter()
+                        .fold(Expr::Var(*name), |acc, v| build::get(acc, Affine::var(*v)));
+                }
             }
         }
     }
-    for c in e.children() {
-        collect_elements(c, k, loops, found);
+    match e {
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+            loops.push((*i, d.clone()));
+            let a = visit_elements(a, loops, guards, visit);
+            loops.pop();
+            if matches!(e, Expr::Gen(..)) {
+                build::gen(*i, d.clone(), a)
+            } else {
+                build::sum(*i, d.clone(), a)
+            }
+        }
+        _ => e.map_children(|c| visit_elements(c, loops, guards, visit)),
     }
+}
+
+/// The key, indices (in order of first occurrence) and their extents of an
+/// elementwise subterm that does work, inside `loops` (not of a range that
+/// depends on them).
+fn element_of(e: &Expr, loops: &[(Symbol, Affine)]) -> Option<(String, Vec<Symbol>, Vec<Affine>)> {
+    if loops.is_empty()
+        || !matches!(
+            e,
+            Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
+        )
+        || !does_work(e)
+        || super::bindings::term_size(e) > MAX_REUSE_NODES
+    {
+        return None;
+    }
+    let names: Vec<Symbol> = loops.iter().map(|l| l.0).collect();
+    let (key, seen) = subterm_key(e, &names)?;
+    let dims: Vec<Affine> = seen
+        .iter()
+        .map(|v| {
+            loops
+                .iter()
+                .rev()
+                .find(|l| l.0 == *v)
+                .expect("a loop index")
+                .1
+                .clone()
+        })
+        .collect();
+    // the extents must not mention the loops (a triangular range)
+    let fixed = dims.iter().all(|d| d.names().all(|n| !names.contains(&n)));
+    (!seen.is_empty() && fixed).then_some((key, seen, dims))
 }
 
 /// The broadcast pass: a binding `x = ⊞[i] ⊞[j] e` whose element does not
