@@ -98,17 +98,12 @@ pub fn vjp_body(
     }
     let mut types = param_env(prog);
     for (x, e) in &binds {
-        let t = type_of(e, &mut types.clone())?;
+        let t = type_of(e, &mut types)?;
         types.insert(*x, t);
     }
     if let Expr::Var(s) = &seed {
         types.insert(*s, seed_type.clone());
     }
-    let mut extents = HashMap::new();
-    for (_, e) in &binds {
-        collect_extents(e, &mut extents);
-    }
-    collect_extents(&result, &mut extents);
     // activity: a binding is active when it depends on a wrt input
     let mut active: HashSet<Symbol> = wrt.iter().copied().collect();
     for (x, e) in &binds {
@@ -134,7 +129,6 @@ pub fn vjp_body(
     };
     let ctx = Ctx {
         types: &types,
-        extents: &extents,
         rules: &rules,
         samples: &samples,
         deadline,
@@ -212,7 +206,6 @@ fn push_forms(forms: &mut Vec<Form>, c: Expr, e: &Expr) {
 /// What every binding's e-graph shares.
 struct Ctx<'a> {
     types: &'a HashMap<Symbol, Type>,
-    extents: &'a HashMap<Symbol, Affine>,
     rules: &'a [Rewrite<Atl, AtlAnalysis>],
     samples: &'a [Sample],
     deadline: Instant,
@@ -253,8 +246,19 @@ impl Ctx<'_> {
             stats.stop_reason = "time limit; the remaining adjoints were built directly".into();
             return Ok(self.direct(x, forms, fresh));
         }
+        // only what the forms mention: copying the whole program's types
+        // and extents into every binding's e-graph made the phase quadratic
+        // in the number of bindings
+        let mut extents = HashMap::new();
+        let mut names = BTreeSet::from([x]);
+        for (c, e, free) in forms {
+            collect_extents(c, &mut extents);
+            collect_extents(e, &mut extents);
+            names.extend(free_names(c));
+            names.extend(free);
+        }
         let mut analysis = AtlAnalysis {
-            extents: self.extents.clone(),
+            extents,
             diff: super::context::DiffContext {
                 prune_to_variables: true,
                 ..Default::default()
@@ -265,10 +269,13 @@ impl Ctx<'_> {
         let t = self.types[&x].clone();
         analysis.add_tangent(x, dx);
         analysis.diff.types.insert(dx, t.clone());
-        for (name, ty) in self.types {
-            analysis.diff.types.insert(*name, ty.clone());
-            if *name != x {
-                analysis.diff.constants.insert(*name, ty.clone());
+        for name in names {
+            let Some(ty) = self.types.get(&name) else {
+                continue;
+            };
+            analysis.diff.types.insert(name, ty.clone());
+            if name != x {
+                analysis.diff.constants.insert(name, ty.clone());
             }
         }
         analysis.fresh = fresh.counter();
@@ -328,7 +335,7 @@ pub fn adjoint_egraph(
     let (binds, result) = if drop_dead { dead_code(flat) } else { flat };
     let mut types = param_env(prog);
     for (x, e) in &binds {
-        let t = type_of(e, &mut types.clone())?;
+        let t = type_of(e, &mut types)?;
         types.insert(*x, t);
     }
     let mut extents = HashMap::new();

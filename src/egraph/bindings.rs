@@ -172,7 +172,7 @@ fn by_binding(
     let (binds, result) = dead_code(inline_free_bindings(binds, result, next_id));
     let mut types = param_env(prog);
     for (x, e) in &binds {
-        let t = type_of(e, &mut types.clone())?;
+        let t = type_of(e, &mut types)?;
         types.insert(*x, t);
     }
     let leaves = pair_leaves(&result);
@@ -330,7 +330,7 @@ impl Units<'_> {
         let (body, hints) = match self.memo.get(&key) {
             Some(hit) => hit.clone(),
             None => {
-                let ret = type_of(e, &mut self.types.clone())?;
+                let ret = type_of(e, &mut self.types)?;
                 let mut params: Vec<Param> = self
                     .prog
                     .params
@@ -370,7 +370,7 @@ impl Units<'_> {
         let (binds, out) = lift(&unique, &mut fresh);
         *next_id = (*next_id).max(fresh.counter());
         for (x, d) in binds {
-            let t = type_of(&d, &mut self.types.clone())?;
+            let t = type_of(&d, &mut self.types)?;
             self.types.insert(x, t);
             self.extra.push((x, d));
         }

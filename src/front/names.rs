@@ -116,6 +116,8 @@ fn declared(prog: &Program) -> HashSet<String> {
 struct Readable<'h> {
     hints: &'h HashMap<Symbol, Symbol>,
     taken: HashSet<String>,
+    /// Per stem, the next numeric suffix to try.
+    next_suffix: HashMap<String, usize>,
     scope: HashMap<Symbol, Vec<Symbol>>,
     /// When set, binders get made names `base#id` with ids from here on
     /// (see [`fresh_binders`]) instead of readable ones.
@@ -134,10 +136,13 @@ impl Readable<'_> {
             !taken.contains(s) && !C_KEYWORDS.contains(&s) && !super::ast::Func::is_name(s)
         };
         let mut name = stem.clone();
-        let mut k = 1;
+        // suffixes below the last one given for this stem are all taken
+        // (names are only ever added), so the search resumes there: a
+        // program with k binders named `i` is named in linear time
+        let k = self.next_suffix.entry(stem.clone()).or_insert(1);
         while !ok(&name, &self.taken) {
             name = format!("{stem}{k}");
-            k += 1;
+            *k += 1;
         }
         self.taken.insert(name.clone());
         Symbol::from(name)
@@ -231,6 +236,7 @@ pub fn readable(prog: &Program, hints: &HashMap<Symbol, Symbol>) -> Program {
     let mut r = Readable {
         hints,
         taken: declared(prog),
+        next_suffix: HashMap::new(),
         scope: HashMap::new(),
         next_id: None,
     };
@@ -248,6 +254,7 @@ pub fn fresh_binders(e: &Expr, hints: &HashMap<Symbol, Symbol>, next_id: &mut u6
     let mut r = Readable {
         hints,
         taken: HashSet::new(),
+        next_suffix: HashMap::new(),
         scope: HashMap::new(),
         next_id: Some(*next_id),
     };

@@ -27,7 +27,8 @@ fn bad(msg: String) -> Error {
 
 /// The type of a core expression; an error if it is ill-typed (the
 /// optimizer's guard relies on this to reject a candidate: every operand
-/// of `+`, `*`, a black box and a `sum` body must be real).
+/// of `+`, `*`, a black box and a `sum` body must be real). `env` is left
+/// as it was (binders are scoped), so callers need not copy it.
 pub fn type_of(e: &Expr, env: &mut TypeEnv) -> Result<Type> {
     Ok(match e {
         Expr::Var(x) => env
