@@ -22,8 +22,8 @@ use atl_egg::front::ast::{Program, Type};
 use atl_egg::front::parse_program;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::io_cost;
-use atl_egg::semantics::value::Relation;
-use atl_egg::semantics::value::Sizes;
+use atl_egg::semantics::eval::evaluate;
+use atl_egg::semantics::value::{flatten, Relation, Sizes};
 use egg::Symbol;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -62,6 +62,70 @@ fn stencil(k: usize) -> String {
         prev = name;
     }
     text.push_str(&format!("  (sum i n (get {prev} i)){})\n", ")".repeat(k)));
+    text
+}
+
+/// The best gradient of [`stencil`] by hand (`corpus/hand/stencil_chain.atl`
+/// for any k): the layers, the cotangents of their inputs `a_l[m] = sum_j
+/// w[l][j] a_{l+1}[m-j+1]` (the last from a vector of ones: only its
+/// bracket), and
+/// 3 dot products per layer for w, each under its own `[l == t]` so that
+/// adding them is free. Any exact gradient does this work (about 16n per
+/// layer against the function's 5n), so its io-cost ratio is the floor for
+/// atl-egg's.
+fn stencil_by_hand(k: usize) -> String {
+    let mut text = String::from("(fn stencil_grad ((x (tensor n R)) (w (tensor ");
+    writeln!(text, "{k} 3 R)))").unwrap();
+    // layer l reads input(l) and writes y_l; the loss sums y_{k-1}
+    let input = |l: usize| match l {
+        0 => "x".to_string(),
+        l => format!("y{}", l - 1),
+    };
+    for l in 0..k - 1 {
+        let y = input(l);
+        writeln!(
+            text,
+            "  (let y{l} (gen i n (sum j 3 (* (get w {l} j) (get {y} (- (+ i j) 1)))))"
+        )
+        .unwrap();
+    }
+    // a_l: the cotangent of input(l); y_{k-1}'s is a vector of ones
+    let inside = "(and (<= 0 (- (+ m 1) j)) (< (- (+ m 1) j) n))";
+    let last = k - 1;
+    writeln!(
+        text,
+        "  (let a{last} (gen m n (sum j 3 (iverson {inside} (get w {last} j))))"
+    )
+    .unwrap();
+    for l in (0..last).rev() {
+        let next = l + 1;
+        writeln!(
+            text,
+            "  (let a{l} (gen m n (sum j 3 (* (get w {l} j) (get a{next} (- (+ m 1) j)))))"
+        )
+        .unwrap();
+    }
+    let terms: Vec<String> = (0..k)
+        .map(|l| {
+            let read = format!("(get {} (- (+ i j) 1))", input(l));
+            let term = match l == last {
+                true => read,
+                false => format!("(* (get a{} i) {read})", l + 1),
+            };
+            format!("(iverson (== l {l}) (sum i n {term}))")
+        })
+        .collect();
+    let w_bar = match terms.len() {
+        1 => terms[0].clone(),
+        _ => format!("(+ {})", terms.join("\n    ")),
+    };
+    let closing = 2 * k; // the lets, and the fn
+    writeln!(
+        text,
+        "  (pair a0 (gen l {k} (gen j 3 {w_bar}))){}",
+        ")".repeat(closing)
+    )
+    .unwrap();
     text
 }
 
@@ -115,10 +179,34 @@ fn measure(args: &[&str]) -> (f64, f64, Result<Vec<u8>, String>) {
 /// The io-cost ratio of a derivative `d` of `f` at `sizes` (and the
 /// relation values `rel`).
 fn ratio(f: &Program, d: &[u8], sizes: &Sizes, rel: &HashMap<Symbol, Relation>) -> String {
-    let g = parse_program(d).unwrap();
+    io_ratio(f, &parse_program(d).unwrap(), sizes, rel)
+}
+
+/// The io-cost ratio of `g` to `f`.
+fn io_ratio(f: &Program, g: &Program, sizes: &Sizes, rel: &HashMap<Symbol, Relation>) -> String {
     let a = io_cost(f, sizes, rel).unwrap() as f64;
-    let b = io_cost(&g, sizes, rel).unwrap() as f64;
+    let b = io_cost(g, sizes, rel).unwrap() as f64;
     format!("{:.3}", b / a.max(1.0))
+}
+
+/// The io-cost ratio of the hand-written gradient `hand` of `f`, after
+/// checking that it computes what atl-egg's gradient `d` does (on random
+/// inputs at `sizes`).
+fn same_gradient(f: &Program, d: &[u8], hand: &[u8], sizes: &Sizes) -> String {
+    let ours = parse_program(d).unwrap();
+    let hand = parse_program(hand).expect("the hand-written gradient parses");
+    let inputs = random_inputs(f, sizes, &mut Rng::new(9)).expect("inputs");
+    let flat = |p: &Program| {
+        let v = evaluate(p, &inputs).expect("evaluates");
+        flatten(&v, &p.ret, &inputs.sizes).expect("flattens")
+    };
+    let (a, b) = (flat(&ours), flat(&hand));
+    let close = a.len() == b.len()
+        && a.iter()
+            .zip(&b)
+            .all(|(x, y)| (x - y).abs() <= 1e-9 * (1.0 + x.abs().max(y.abs())));
+    assert!(close, "the hand-written gradient differs from atl-egg's");
+    io_ratio(f, &hand, sizes, &HashMap::new())
 }
 
 fn corpus(dir: &str) {
@@ -174,16 +262,23 @@ fn main() {
     };
     let dir = std::env::temp_dir().join("atl-egg-scaling");
     std::fs::create_dir_all(&dir).unwrap();
-    type Family = (&'static str, fn(usize) -> String);
+    // a family, and the best gradient written by hand where there is one
+    type Family = (
+        &'static str,
+        fn(usize) -> String,
+        Option<fn(usize) -> String>,
+    );
     let families: [Family; 4] = [
-        ("let_chain", atl_egg::corpus::let_chain),
-        ("mlp", mlp),
-        ("stencil", stencil),
-        ("slice_sum", slice_sum),
+        ("let_chain", atl_egg::corpus::let_chain, None),
+        ("mlp", mlp, None),
+        ("stencil", stencil, Some(stencil_by_hand)),
+        ("slice_sum", slice_sum, None),
     ];
-    println!("| program | k | grad time (s) | peak memory (MiB) | io-cost ratio (n=16) |");
-    println!("| --- | --- | --- | --- | --- |");
-    for (name, make) in families {
+    println!(
+        "| program | k | grad time (s) | peak memory (MiB) | io-cost ratio (n=16) | by hand |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (name, make, by_hand) in families {
         let mut points = vec![];
         for &k in &ks {
             let text = make(k);
@@ -193,11 +288,15 @@ fn main() {
             let (secs, mib, out) = measure(&["grad", &path, "--time-limit", "600"]);
             let sizes: Sizes = [(Symbol::from("n"), 16)].into_iter().collect();
             let f = parse_program(text.as_bytes()).unwrap();
+            let hand = match (by_hand, &out) {
+                (Some(h), Ok(d)) => same_gradient(&f, d, h(k).as_bytes(), &sizes),
+                _ => String::new(),
+            };
             let ratio = match out {
                 Ok(d) => ratio(&f, &d, &sizes, &HashMap::new()),
                 Err(e) => e,
             };
-            println!("| {name} | {k} | {secs:.2} | {mib:.0} | {ratio} |");
+            println!("| {name} | {k} | {secs:.2} | {mib:.0} | {ratio} | {hand} |");
             if k >= 64 && secs.is_finite() {
                 points.push(((k as f64).ln(), secs.max(1e-3).ln()));
             }
@@ -209,7 +308,7 @@ fn main() {
             let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
             let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
             println!(
-                "| {name} | growth exponent (k >= 64) | {:.2} | | |",
+                "| {name} | growth exponent (k >= 64) | {:.2} | | | |",
                 sxy / sxx
             );
         }
