@@ -343,15 +343,7 @@ fn close(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> (Expr, Vec<
 /// Exact cost of an open expression at a sample: free index variables with a
 /// known extent are summed over it (wrapped in `gen`s).
 pub fn cost_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> u128 {
-    let mut wrapped = e.clone();
-    let mut bindings = vec![];
-    for v in free_names(e) {
-        match extents.get(&v) {
-            Some(d) => wrapped = build::gen(v, d.clone(), wrapped),
-            None if !s.sizes.contains_key(&v) => bindings.push((v, 0)),
-            None => {}
-        }
-    }
+    let (wrapped, bindings) = close(e, extents, s);
     let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
     cost_expr(&wrapped, &ctx).unwrap_or(UNUSABLE)
 }
