@@ -240,7 +240,7 @@ impl Lowerer {
                 break;
             };
             // A view (no work) joins only with scalar rows (one copy per row).
-            let view_of_rows = super::lazy_gen(e0).is_some_and(|(ps, _)| ps.len() > 1);
+            let view_of_rows = super::expr::lazy_gen(e0).is_some_and(|(ps, _)| ps.len() > 1);
             if d != n
                 || view_of_rows
                 || names.contains(x)
@@ -414,7 +414,7 @@ impl Lowerer {
                         let (buf, off, flags, _) = red_it.next().expect("a row per reduction");
                         lw.sum_nest(
                             &body,
-                            &super::Acc::Row {
+                            &super::sum::Acc::Row {
                                 gen: *g,
                                 dim: (*dim).clone(),
                                 buf: buf.clone(),

@@ -33,8 +33,9 @@
 //! accumulates into the destination row; otherwise into a fresh row that
 //! the body then reads.
 
+use super::sum::Acc;
 use super::value::V;
-use super::{Acc, Lowerer};
+use super::Lowerer;
 use crate::constraints::Constraint;
 use crate::error::Result;
 use crate::front::affine::Affine;
@@ -202,7 +203,7 @@ impl Lowerer {
             return None;
         }
         let (mut lo, mut hi): (Option<i128>, Option<i128>) = (None, None);
-        for atom in super::conjuncts(p) {
+        for atom in super::pred::conjuncts(p) {
             for c in super::pred::affine(atom).unwrap_or_default() {
                 let Constraint::Ge(f) = c else { continue };
                 if f.terms().len() != 2 {
@@ -339,7 +340,7 @@ impl Lowerer {
         // once, outside the loop, so that the sum under it is a candidate.
         if let Expr::Let(x, e0, rest) = body {
             if *x != i
-                && super::lazy_gen(e0).is_some()
+                && super::expr::lazy_gen(e0).is_some()
                 && !crate::front::subst::free_names(e0).contains(&i)
             {
                 let old = self.bind_let(*x, e0)?;

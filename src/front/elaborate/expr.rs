@@ -1,0 +1,235 @@
+//! Expression forms: variables, constants, `+`, `*`, the black boxes,
+//! `pair`, `fst`, `snd`, `gen`, `sum`, `get`, `iverson` and `let`, each
+//! checked and given its type; binders get their unique names here. The
+//! sugar forms are recognised here too and rewritten in [`super::sugar`].
+
+use super::{kind_words, type_str, Binding, Elab};
+use crate::error::{Error, Result};
+use crate::front::ast::{build, CmpOp, Expr, Func, Real, Type};
+use crate::front::reader::Sexp;
+use std::collections::HashSet;
+
+/// Expression form names, for "did you mean" hints.
+const EXPR_FORMS: &[&str] = &[
+    "+", "*", "-", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "exp", "log",
+    "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step", "pow", "dtanh", "dsigmoid",
+    "dsqrt", "drecip", "dcos", "dpow",
+];
+
+impl Elab {
+    pub(super) fn expr(
+        &mut self,
+        sx: &Sexp,
+        claimed: &mut HashSet<String>,
+    ) -> Result<(Expr, Type)> {
+        let pos = sx.pos();
+        let items = match sx {
+            Sexp::Num(n, _) => return Ok((Expr::Const(Real(n.value)), Type::Real)),
+            Sexp::Sym(s, _) => {
+                return match self.scope.get(s.as_str()) {
+                    None => Err(Error::typ(pos, format!("unbound variable '{s}'"))
+                        .with_hint_opt(self.near(s, |b| matches!(b, Binding::Var(..))))),
+                    Some(Binding::Var(u, t)) => Ok((Expr::Var(*u), t.clone())),
+                    Some(b) => Err(Error::typ(
+                        pos,
+                        format!(
+                            "'{s}' is {} and cannot be used as a real-valued expression",
+                            kind_words(b)
+                        ),
+                    )),
+                }
+            }
+            Sexp::List(items, _) => items,
+        };
+        if items.is_empty() {
+            return Err(Error::syntax(pos, "empty form ()"));
+        }
+        let Some(h) = items[0].as_sym() else {
+            return Err(Error::syntax(
+                items[0].pos(),
+                "expected a form name after (",
+            ));
+        };
+        let args = &items[1..];
+        let arity = |ns: &[usize]| -> Result<()> {
+            if ns.contains(&args.len()) {
+                return Ok(());
+            }
+            let want = ns
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(" or ");
+            let plural = if ns == [1] { "" } else { "s" };
+            Err(Error::syntax(
+                pos,
+                format!("{h} expects {want} argument{plural}, got {}", args.len()),
+            ))
+        };
+        match h {
+            "+" | "*" => {
+                if args.len() < 2 {
+                    return Err(Error::syntax(
+                        pos,
+                        format!("{h} expects at least 2 arguments, got {}", args.len()),
+                    ));
+                }
+                let mut acc = self.expr(&args[0], claimed)?;
+                for (k, a) in args.iter().enumerate().skip(1) {
+                    let b = self.expr(a, claimed)?;
+                    // on a type error, label the operands with their types
+                    let (ta, tb) = (acc.1.clone(), b.1.clone());
+                    acc = self.arith(h == "+", acc, b, pos).map_err(|e| {
+                        let e = if k == 1 {
+                            e.with_label(args[0].pos(), format!("this is {}", type_str(&ta)))
+                        } else {
+                            e
+                        };
+                        e.with_label(a.pos(), format!("this is {}", type_str(&tb)))
+                    })?;
+                }
+                Ok(acc)
+            }
+            "-" => {
+                arity(&[1, 2])?;
+                self.minus(args, claimed, pos)
+            }
+            "/" => {
+                arity(&[2])?;
+                self.divide(args, claimed, pos)
+            }
+            "pow" | "dpow" => {
+                arity(&[2])?;
+                let Sexp::Num(k, _) = &args[1] else {
+                    return Err(Error::typ(
+                        args[1].pos(),
+                        format!("{h}: the exponent must be a constant number"),
+                    ));
+                };
+                let f = Func::with_exponent(h, k.value).expect("pow or dpow");
+                let a = self.expr(&args[0], claimed)?;
+                self.call(f, a, pos)
+            }
+            _ if Func::unary(h).is_some() => {
+                arity(&[1])?;
+                let a = self.expr(&args[0], claimed)?;
+                self.call(Func::unary(h).expect("checked"), a, pos)
+            }
+            "pair" => {
+                arity(&[2])?;
+                let (a, ta) = self.expr(&args[0], claimed)?;
+                let (b, tb) = self.expr(&args[1], claimed)?;
+                Ok((build::pair(a, b), Type::Pair(Box::new(ta), Box::new(tb))))
+            }
+            "fst" | "snd" => {
+                arity(&[1])?;
+                let (e, t) = self.expr(&args[0], claimed)?;
+                match t {
+                    Type::Pair(a, b) => Ok(if h == "fst" {
+                        (build::fst(e), *a)
+                    } else {
+                        (build::snd(e), *b)
+                    }),
+                    t => Err(Error::typ(
+                        args[0].pos(),
+                        format!("{h} expects a pair, got {}", type_str(&t)),
+                    )),
+                }
+            }
+            "gen" | "sum" => {
+                arity(&[3])?;
+                let Some(var) = args[0].as_sym() else {
+                    return Err(Error::syntax(
+                        args[0].pos(),
+                        format!("{h}: expected an index variable name"),
+                    ));
+                };
+                let d = self.dim(&args[1], None)?;
+                let u = self.binder_name(var, claimed);
+                let old = self.bind(var, Binding::Index(u));
+                let body = self.expr(&args[2], claimed);
+                self.unbind(var, old);
+                let (body, bt) = body?;
+                if h == "gen" {
+                    return Ok((
+                        build::gen(u, d.clone(), body),
+                        Type::Tensor(d, Box::new(bt)),
+                    ));
+                }
+                match bt.real_shape() {
+                    None => Err(Error::typ(
+                        args[2].pos(),
+                        format!(
+                            "sum: the body must be real or a tensor of reals, got {}",
+                            type_str(&bt)
+                        ),
+                    )),
+                    Some(shape) if shape.is_empty() => Ok((build::sum(u, d, body), Type::Real)),
+                    Some(shape) => Ok(self.sum_tensor(u, d, body, bt.clone(), &shape)),
+                }
+            }
+            "get" => {
+                if args.len() < 2 {
+                    return Err(Error::syntax(
+                        pos,
+                        format!(
+                            "get expects at least 2 arguments (get e a ...), got {}",
+                            args.len()
+                        ),
+                    ));
+                }
+                let (mut e, mut t) = self.expr(&args[0], claimed)?;
+                for a in &args[1..] {
+                    let Type::Tensor(_, elem) = t else {
+                        return Err(Error::typ(
+                            args[0].pos(),
+                            format!("get expects a tensor, got {}", type_str(&t)),
+                        ));
+                    };
+                    e = build::get(e, self.index(a)?);
+                    t = *elem;
+                }
+                Ok((e, t))
+            }
+            "iverson" => {
+                arity(&[2])?;
+                let p = self.pred(&args[0], claimed)?;
+                let (e, t) = self.expr(&args[1], claimed)?;
+                Ok((build::iverson(p, e), t))
+            }
+            "let" => {
+                arity(&[3])?;
+                let Some(var) = args[0].as_sym() else {
+                    return Err(Error::syntax(
+                        args[0].pos(),
+                        "let: expected a variable name",
+                    ));
+                };
+                let (e0, t0) = self.expr(&args[1], claimed)?;
+                let u = self.binder_name(var, claimed);
+                let old = self.bind(var, Binding::Var(u, t0));
+                let body = self.expr(&args[2], claimed);
+                self.unbind(var, old);
+                let (e1, t1) = body?;
+                Ok((build::let_(u, e0, e1), t1))
+            }
+            _ if CmpOp::from_name(h).is_some()
+                || ["and", "or", "exists", "true", "false"].contains(&h) =>
+            {
+                Err(Error::typ(
+                    pos,
+                    format!("predicate form '{h}' used as an expression (wrap it in iverson)"),
+                ))
+            }
+            "fn" | "tensor" | "relation" | "size" | "R" => Err(Error::syntax(
+                pos,
+                format!("'{h}' is not an expression form"),
+            )),
+            _ => Err(
+                Error::syntax(pos, format!("unknown form '{h}'")).with_hint_opt(
+                    crate::diagnostics::did_you_mean(h, EXPR_FORMS.iter().copied()),
+                ),
+            ),
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! Elaboration: S-expressions to a typed core [`Program`] in one pass.
+//!
+//! Type checking, desugaring and renaming happen together, as ATL.md
+//! requires: the pointwise sugar depends on the operand types, and the
+//! desugared form is exactly the one ATL.md states (its cost is part of the
+//! contract). The pass also gives every binder (`let`, `gen`, `sum`,
+//! `exists`) a name that occurs nowhere else in the program, neither as
+//! another binder nor as a parameter or size; substitution in later passes
+//! can then never capture. Fresh names for the sugar (`t`, `j`, `k` followed
+//! by a number) and for renamed binders avoid every symbol of the source.
+//!
+//! Every error names the construct and its line:column.
+//!
+//! Where each part lives: the scope of names and the `fn` form with its
+//! parameters here; dimensions, types and index expressions in `dims.rs`;
+//! predicates in `pred.rs`; core expression forms in `expr.rs`; the sugar
+//! and its rewriting to core forms in `sugar.rs`.
+
+mod dims;
+mod expr;
+mod pred;
+mod sugar;
+
+use super::affine::Overflow;
+use super::ast::{Param, ParamKind, Program, Type};
+use super::reader::Sexp;
+use crate::error::{Error, Pos, Result};
+use egg::Symbol;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Clone, Debug)]
+enum Binding {
+    /// A real-valued variable: its unique name and type.
+    Var(Symbol, Type),
+    /// An index variable (gen/sum/exists): its unique name.
+    Index(Symbol),
+    Size,
+    /// A relation of the given arity.
+    Rel(usize),
+}
+
+fn kind_words(b: &Binding) -> &'static str {
+    match b {
+        Binding::Var(..) => "a real-valued variable",
+        Binding::Index(_) => "an index variable",
+        Binding::Size => "a size",
+        Binding::Rel(_) => "a relation",
+    }
+}
+
+pub fn type_str(t: &Type) -> String {
+    super::print::type_to_string(t)
+}
+
+struct Elab {
+    scope: HashMap<String, Binding>,
+    counter: u64,
+}
+
+fn overflow(pos: Pos) -> impl Fn(Overflow) -> Error {
+    move |_| Error::typ(pos, "integer overflow in index arithmetic")
+}
+
+impl Elab {
+    /// "did you mean" the closest name in scope of the kind `want`.
+    fn near(&self, name: &str, want: impl Fn(&Binding) -> bool) -> Option<String> {
+        let names = self
+            .scope
+            .iter()
+            .filter(|(_, b)| want(b))
+            .map(|(n, _)| n.as_str());
+        crate::diagnostics::did_you_mean(name, names)
+    }
+
+    /// A made name (`base#N`, see [`super::names`]): never one the source
+    /// can spell.
+    fn fresh(&mut self, base: &str) -> Symbol {
+        self.counter += 1;
+        super::names::make(base, self.counter)
+    }
+
+    /// The unique name a source binder gets: itself the first time, a fresh
+    /// variant afterwards.
+    fn binder_name(&mut self, name: &str, claimed: &mut HashSet<String>) -> Symbol {
+        if claimed.insert(name.to_string()) {
+            Symbol::from(name)
+        } else {
+            self.fresh(name)
+        }
+    }
+
+    fn bind(&mut self, name: &str, b: Binding) -> Option<Binding> {
+        self.scope.insert(name.to_string(), b)
+    }
+
+    fn unbind(&mut self, name: &str, old: Option<Binding>) {
+        match old {
+            Some(b) => {
+                self.scope.insert(name.to_string(), b);
+            }
+            None => {
+                self.scope.remove(name);
+            }
+        }
+    }
+}
+
+/// Elaborate the top-level forms of a file into a core program.
+pub fn elaborate(data: &[Sexp]) -> Result<Program> {
+    let Some(top) = data.first() else {
+        return Err(Error::syntax(
+            Pos { line: 1, col: 1 },
+            "empty program: expected (fn NAME (PARAM ...) BODY)",
+        ));
+    };
+    if data.len() > 1 {
+        return Err(Error::syntax(
+            data[1].pos(),
+            "a file holds exactly one (fn ...) form; unexpected extra form",
+        ));
+    }
+    let Sexp::List(items, _) = top else {
+        return Err(Error::syntax(
+            top.pos(),
+            "expected (fn NAME (PARAM ...) BODY)",
+        ));
+    };
+    if top.head() != Some("fn") {
+        return Err(Error::syntax(
+            top.pos(),
+            "expected (fn NAME (PARAM ...) BODY)",
+        ));
+    }
+    if items.len() != 4 {
+        return Err(Error::syntax(
+            top.pos(),
+            format!(
+                "fn expects 3 parts (fn NAME (PARAM ...) BODY), got {}",
+                items.len() - 1
+            ),
+        ));
+    }
+    let Some(name) = items[1].as_sym() else {
+        return Err(Error::syntax(items[1].pos(), "expected a function name"));
+    };
+    let Sexp::List(param_sx, _) = &items[2] else {
+        return Err(Error::syntax(
+            items[2].pos(),
+            "expected a parameter list (PARAM ...)",
+        ));
+    };
+    let mut el = Elab {
+        scope: HashMap::new(),
+        counter: 0,
+    };
+    // First pass: names and kinds, so types may mention sizes declared later.
+    let mut raw = vec![];
+    let mut seen = HashSet::new();
+    for p in param_sx {
+        let (pname, spec) = match p {
+            Sexp::List(v, _) if v.len() == 2 && v[0].as_sym().is_some() => {
+                (v[0].as_sym().expect("checked"), &v[1])
+            }
+            _ => {
+                return Err(Error::syntax(
+                    p.pos(),
+                    "a parameter is (x TYPE), (n size) or (R (relation D ...))",
+                ))
+            }
+        };
+        if !seen.insert(pname.to_string()) {
+            let Sexp::List(v, _) = p else { unreachable!() };
+            return Err(Error::typ(
+                v[0].pos(),
+                format!("duplicate parameter '{pname}'"),
+            ));
+        }
+        let binding = if spec.as_sym() == Some("size") {
+            Binding::Size
+        } else if spec.head() == Some("relation") {
+            let Sexp::List(v, _) = spec else {
+                unreachable!()
+            };
+            Binding::Rel(v.len() - 1)
+        } else {
+            Binding::Var(Symbol::from(pname), Type::Real)
+        };
+        el.bind(pname, binding.clone());
+        raw.push((pname, binding, spec));
+    }
+    let mut declared: Vec<Symbol> = vec![];
+    let mut params = vec![];
+    for (pname, binding, spec) in raw {
+        let name = Symbol::from(pname);
+        let kind = match binding {
+            Binding::Size => ParamKind::Size,
+            Binding::Rel(_) => {
+                let Sexp::List(v, _) = spec else {
+                    unreachable!()
+                };
+                let dims = v[1..]
+                    .iter()
+                    .map(|d| el.dim(d, Some(&mut declared)))
+                    .collect::<Result<Vec<_>>>()?;
+                ParamKind::Relation(dims)
+            }
+            _ => {
+                let t = el.typ(spec, &mut declared)?;
+                el.bind(pname, Binding::Var(name, t.clone()));
+                ParamKind::Real(t)
+            }
+        };
+        params.push(Param { name, kind });
+    }
+    let mut sizes: Vec<Symbol> = params
+        .iter()
+        .filter(|p| p.kind == ParamKind::Size)
+        .map(|p| p.name)
+        .collect();
+    for d in declared {
+        if !sizes.contains(&d) {
+            sizes.push(d);
+        }
+    }
+    // Binder names must differ from every parameter and size.
+    let mut claimed: HashSet<String> = params.iter().map(|p| p.name.to_string()).collect();
+    claimed.extend(sizes.iter().map(|s| s.to_string()));
+    let (body, ret) = el.expr(&items[3], &mut claimed)?;
+    Ok(Program {
+        name: Symbol::from(name),
+        params,
+        sizes,
+        body,
+        ret,
+    })
+}

@@ -1,0 +1,256 @@
+//! Expressions: the value of an expression (a scalar C expression or a
+//! view of tensor leaves), or its store into a place; `let` bindings, the
+//! bracketed operands of `+`, and which `gen` chains stay lazy views.
+
+use super::emit::real_literal;
+use super::ir::Stmt;
+use super::value::V;
+use super::Lowerer;
+use crate::error::{Error, Result};
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, Type};
+use crate::front::types::type_of;
+use egg::Symbol;
+
+impl Lowerer {
+    pub(crate) fn type_of(&mut self, e: &Expr) -> Result<Type> {
+        type_of(e, &mut self.tenv)
+    }
+
+    /// Bind a `let` (or evaluate its right side): returns what to restore.
+    pub(super) fn bind_let(&mut self, x: Symbol, e0: &Expr) -> Result<(Option<V>, Option<Type>)> {
+        let t = self.type_of(e0)?;
+        let v = match lazy_gen(e0) {
+            Some((params, body)) => V::Lazy {
+                params,
+                args: vec![],
+                conds: vec![],
+                body: Box::new(body.clone()),
+                ty: t.clone(),
+            },
+            None => self.val(e0, x.as_str())?,
+        };
+        let v = match v {
+            V::Scalar(s) if !is_simple(&s) => {
+                let c = self.fresh("s", x.as_str());
+                self.line(format!("const double ATL_MAYBE_UNUSED {c} = {s};"));
+                V::Scalar(c)
+            }
+            v => v,
+        };
+        Ok((self.vals.insert(x, v), self.tenv.insert(x, t)))
+    }
+
+    pub(super) fn unbind(&mut self, x: Symbol, old: (Option<V>, Option<Type>)) {
+        match old.0 {
+            Some(v) => self.vals.insert(x, v),
+            None => self.vals.remove(&x),
+        };
+        match old.1 {
+            Some(t) => self.tenv.insert(x, t),
+            None => self.tenv.remove(&x),
+        };
+    }
+
+    /// A scalar-valued expression as a C expression (statements emitted
+    /// before it); `base` names temporaries.
+    pub(crate) fn scalar(&mut self, e: &Expr, base: &str) -> Result<String> {
+        let v = self.val(e, base)?;
+        v.as_scalar(self)
+    }
+
+    /// Store the value of `e` into the place `dest` (every element written).
+    pub(crate) fn store(&mut self, e: &Expr, dest: &V) -> Result<()> {
+        match e {
+            Expr::Gen(i, d, body) => self.store_gen(*i, d, body, dest),
+            Expr::Iverson(p, body) if !dest.is_scalar_place() => {
+                let (pre, c) = self.block(|lw| lw.pred(p))?;
+                self.out.extend(pre);
+                let (then, ()) = self.block(|lw| lw.store(body, dest))?;
+                let (els, ()) = self.block(|lw| dest.zero_fill(lw))?;
+                self.out.push(Stmt::If { cond: c, then, els });
+                Ok(())
+            }
+            Expr::Let(x, e0, body) => {
+                if matches!(&**body, Expr::Var(y) if y == x) {
+                    return self.store(e0, dest);
+                }
+                if self.store_fused(e, dest)? {
+                    return Ok(());
+                }
+                let old = self.bind_let(*x, e0)?;
+                let r = self.store(body, dest);
+                self.unbind(*x, old);
+                r
+            }
+            Expr::Pair(a, b) => {
+                if self.store_fused(e, dest)? {
+                    return Ok(());
+                }
+                let (pa, pb) = dest.split_pair()?;
+                self.store(a, &pa)?;
+                self.store(b, &pb)
+            }
+            _ => {
+                let v = self.val(e, "v")?;
+                v.copy_into(dest, self)
+            }
+        }
+    }
+
+    /// `(gen i d body)` stored into `dest`, one element per iteration.
+    pub(crate) fn gen_loop(&mut self, i: Symbol, d: &Affine, body: &Expr, dest: &V) -> Result<()> {
+        let dn = self.dim(d)?;
+        let iv = self.bind_index(i);
+        self.full_range.insert(i, d.clone());
+        let (stmts, ()) = self.block(|lw| {
+            let inner = dest.index_unchecked(&iv, lw)?;
+            lw.store(body, &inner)
+        })?;
+        self.out.push(Stmt::For {
+            var: iv,
+            lo: "0".into(),
+            hi: dn,
+            body: stmts,
+        });
+        Ok(())
+    }
+
+    /// The value of `e`: a scalar expression, or a view of tensor leaves.
+    pub(crate) fn val(&mut self, e: &Expr, base: &str) -> Result<V> {
+        Ok(match e {
+            Expr::Var(x) => self
+                .vals
+                .get(x)
+                .cloned()
+                .ok_or_else(|| Error::eval(format!("unbound variable {x}")))?,
+            Expr::Const(c) => V::Scalar(real_literal(c.0)),
+            Expr::Add(a, b) => {
+                let (x, ca) = self.bracketed(a)?;
+                let (y, cb) = self.bracketed(b)?;
+                let t = self.fresh("a", base);
+                self.line(format!("const double ATL_MAYBE_UNUSED {t} = {x} + {y};"));
+                let cond = match (ca, cb) {
+                    (None, None) => "1".to_string(),
+                    (Some(c), None) | (None, Some(c)) => c,
+                    (Some(c), Some(d)) => format!("{c} && {d}"),
+                };
+                self.line(format!("ATL_ADD({cond});"));
+                V::Scalar(t)
+            }
+            Expr::Mul(a, b) => {
+                let x = self.scalar(a, base)?;
+                let y = self.scalar(b, base)?;
+                let t = self.fresh("m", base);
+                self.line(format!("const double ATL_MAYBE_UNUSED {t} = {x} * {y};"));
+                self.line("ATL_MUL();".into());
+                V::Scalar(t)
+            }
+            Expr::Call(f, a) => {
+                let x = self.scalar(a, base)?;
+                let t = self.fresh("f", base);
+                let call = match f.exponent() {
+                    Some(k) => format!("atlh_{}({x}, {})", f.name(), real_literal(k.0)),
+                    None => format!("atlh_{}({x})", f.name()),
+                };
+                self.line(format!("const double ATL_MAYBE_UNUSED {t} = {call};"));
+                self.line("ATL_CALL();".into());
+                V::Scalar(t)
+            }
+            Expr::Pair(a, b) => V::pair(self.val(a, base)?, self.val(b, base)?),
+            Expr::Fst(a) => self.val(a, base)?.materialize(self)?.split_pair()?.0,
+            Expr::Snd(a) => self.val(a, base)?.materialize(self)?.split_pair()?.1,
+            Expr::Get(a, i) => {
+                let v = self.val(a, base)?;
+                v.index(i, self)?
+            }
+            Expr::Sum(..) => V::Scalar(self.sum_chain(e, base)?),
+            Expr::Iverson(p, body) => {
+                let t = self.type_of(e)?;
+                if t == Type::Real {
+                    let (x, _) = self.bracketed(e)?;
+                    V::Scalar(x)
+                } else if free_of_work(body) {
+                    // A bracketed view (`[i < 2] y`): the bracket becomes a
+                    // condition of the view, nothing is copied.
+                    let c = self.pred(p)?;
+                    let cv = self.fresh("c", "");
+                    self.line(format!("const int ATL_MAYBE_UNUSED {cv} = {c};"));
+                    self.val(body, base)?.guarded(&[cv], self)?
+                } else {
+                    let place = self.place(base, &t)?;
+                    self.store(e, &place)?;
+                    place
+                }
+            }
+            Expr::Let(x, e0, body) => {
+                let old = self.bind_let(*x, e0)?;
+                let r = self.val(body, base);
+                self.unbind(*x, old);
+                r?
+            }
+            Expr::Gen(..) => {
+                let t = self.type_of(e)?;
+                let place = self.place(base, &t)?;
+                self.store(e, &place)?;
+                place
+            }
+        })
+    }
+
+    /// A scalar operand of `+`: its value and, when it is `(iverson p e)`,
+    /// the C local holding `p` (the addition counts only where it holds).
+    fn bracketed(&mut self, e: &Expr) -> Result<(String, Option<String>)> {
+        let Expr::Iverson(p, body) = e else {
+            return Ok((self.scalar(e, "v")?, None));
+        };
+        let c = self.pred(p)?;
+        let cv = self.fresh("c", "");
+        self.line(format!("const int {cv} = {c};"));
+        let t = self.fresh("g", "");
+        self.line(format!("double ATL_MAYBE_UNUSED {t} = 0.0;"));
+        let (then, ()) = self.block(|lw| {
+            let x = lw.scalar(body, "v")?;
+            lw.line(format!("{t} = {x};"));
+            Ok(())
+        })?;
+        self.out.push(Stmt::If {
+            cond: cv.clone(),
+            then,
+            els: vec![],
+        });
+        Ok((t, Some(cv)))
+    }
+}
+
+/// Does `e` do no arithmetic and bind nothing (a read, a projection, a
+/// bracket of those)?
+fn free_of_work(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::Var(_)
+            | Expr::Const(_)
+            | Expr::Get(..)
+            | Expr::Fst(_)
+            | Expr::Snd(_)
+            | Expr::Iverson(..)
+            | Expr::Pair(..)
+    ) && e.children().all(free_of_work)
+}
+
+/// A `gen` chain whose body does no arithmetic and binds nothing: its
+/// variables with their dimensions, and the body.
+pub(super) fn lazy_gen(e: &Expr) -> Option<(Vec<(Symbol, Affine)>, &Expr)> {
+    let mut params = vec![];
+    let mut e = e;
+    while let Expr::Gen(i, d, body) = e {
+        params.push((*i, d.clone()));
+        e = body;
+    }
+    (!params.is_empty() && free_of_work(e)).then_some((params, e))
+}
+
+fn is_simple(s: &str) -> bool {
+    s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-')
+}

@@ -1,0 +1,282 @@
+//! Reductions: a maximal chain of nested `sum`s with its bracket becomes
+//! loops bounded by the bracket's affine conjuncts (an equality removes a
+//! loop, a disjunction splits the loops into disjoint parts, other
+//! conjuncts are guards where their variables are bound), accumulating
+//! into a scalar or, interchanged, into a row.
+
+use super::ir::Stmt;
+use super::pred::{self, conjuncts};
+use super::Lowerer;
+use crate::constraints::{self, Constraint, LinForm};
+use crate::error::{Error, Result};
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, Pred};
+use egg::Symbol;
+
+impl Lowerer {
+    /// A maximal chain of nested sums with its bracket: loops bounded by
+    /// the bracket's affine conjuncts; returns the accumulator.
+    pub(super) fn sum_chain(&mut self, e: &Expr, base: &str) -> Result<String> {
+        let acc = self.fresh("acc", base);
+        let first = self.fresh("h", "");
+        self.line(format!("double ATL_MAYBE_UNUSED {acc} = 0.0;"));
+        self.line(format!("ATL_FIRST({first});"));
+        self.sum_nest(
+            e,
+            &Acc::Scalar {
+                acc: acc.clone(),
+                first,
+            },
+        )?;
+        Ok(acc)
+    }
+
+    /// The loops of a sum chain accumulating into `acc`; with
+    /// [`Acc::Row`] the `gen` variable is one more loop, the innermost
+    /// (loop interchange, see [`super::order`]).
+    pub(crate) fn sum_nest(&mut self, e: &Expr, acc: &Acc) -> Result<()> {
+        let (mut chain, p, body) = crate::semantics::eval::sum_chain(e);
+        if let Acc::Row { gen, dim, .. } = acc {
+            chain.push((*gen, dim));
+        }
+        let vars: Vec<Symbol> = chain.iter().map(|(i, _)| *i).collect();
+        let mut system = vec![];
+        for (i, d) in &chain {
+            self.dim(d)?;
+            system.push(Constraint::Ge(LinForm::var(*i)));
+            system.push(Constraint::Ge(
+                LinForm::from_affine(d)
+                    .add_constant(-1)
+                    .and_then(|f| f.combine(1, &LinForm::var(*i), -1))
+                    .ok_or_else(overflow)?,
+            ));
+        }
+        let mut others: Vec<Pred> = vec![];
+        // A conjunct that is a disjunction of affine predicates splits the
+        // loops into disjoint parts: p1, then p2 where not p1, ... (so no
+        // tuple is counted twice, and each part gets its own bounds).
+        let mut split: Option<Vec<Pred>> = None;
+        if let Some(p) = p {
+            for atom in conjuncts(p) {
+                match (pred::affine(atom), atom) {
+                    (Some(cs), _) => system.extend(cs),
+                    (None, Pred::Or(ps))
+                        if split.is_none() && ps.iter().all(|q| pred::affine(q).is_some()) =>
+                    {
+                        split = Some(ps.clone())
+                    }
+                    _ => others.push(atom.clone()),
+                }
+            }
+        }
+        let parts: Vec<(Vec<Constraint>, Vec<Pred>)> = match &split {
+            None => vec![(vec![], vec![])],
+            Some(ps) => ps
+                .iter()
+                .enumerate()
+                .map(|(j, q)| (pred::affine(q).unwrap_or_default(), ps[..j].to_vec()))
+                .collect(),
+        };
+        for (extra, excluded) in parts {
+            let mut system = system.clone();
+            system.extend(extra);
+            let plan = match constraints::plan(&system, &vars) {
+                Some(plan) => plan,
+                None => return Err(overflow()),
+            };
+            // Where a non-affine conjunct can be tested: the innermost level
+            // binding one of its variables (after all loops if it mentions an
+            // eliminated variable). `true` marks an excluded (negated) part.
+            let level_vars: Vec<Symbol> = plan.levels.iter().filter_map(|l| l.var).collect();
+            let mut placed: Vec<Vec<(bool, Pred)>> = vec![vec![]; level_vars.len() + 1];
+            let tagged = others
+                .iter()
+                .map(|q| (false, q.clone()))
+                .chain(excluded.into_iter().map(|q| (true, q)));
+            for (neg, q) in tagged {
+                let mut free = std::collections::BTreeSet::new();
+                crate::front::subst::pred_free(&q, &mut free);
+                let at = if plan.defs.iter().any(|d| free.contains(&d.var)) {
+                    level_vars.len()
+                } else {
+                    level_vars
+                        .iter()
+                        .rposition(|v| free.contains(v))
+                        .map_or(0, |k| k + 1)
+                };
+                placed[at].push((neg, q));
+            }
+            let top = self.constraint_conds(&plan.top)?;
+            let (stmts, ()) = self.block(|lw| lw.levels(&plan, 0, &placed, body, acc, &chain))?;
+            if top.is_empty() {
+                self.out.extend(stmts);
+            } else {
+                self.out.push(Stmt::If {
+                    cond: top.join(" && "),
+                    then: stmts,
+                    els: vec![],
+                });
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn levels(
+        &mut self,
+        plan: &constraints::LoopPlan,
+        k: usize,
+        placed: &[Vec<(bool, Pred)>],
+        body: &Expr,
+        acc: &Acc,
+        chain: &[(Symbol, &Affine)],
+    ) -> Result<()> {
+        // Non-affine conjuncts whose variables are all bound by now.
+        let mut conds = vec![];
+        for (neg, q) in &placed[k] {
+            if k == placed.len() - 1 && !plan.defs.is_empty() {
+                continue; // tested after the definitions
+            }
+            let c = self.pred(q)?;
+            conds.push(if *neg { format!("!{c}") } else { c });
+        }
+        let inner = |lw: &mut Lowerer| -> Result<()> {
+            if k == plan.levels.len() {
+                for d in &plan.defs {
+                    let c = lw.bind_index(d.var);
+                    let num = lw.ix(&d.num)?;
+                    let def = if d.den == 1 {
+                        num
+                    } else {
+                        format!("{num} / {}", d.den)
+                    };
+                    lw.line(format!("const int64_t {c} = {def};"));
+                    if let Some((_, dim)) = chain.iter().find(|(i, _)| *i == d.var) {
+                        lw.full_range.insert(d.var, (*dim).clone());
+                    }
+                }
+                let mut late = vec![];
+                if !plan.defs.is_empty() {
+                    for (neg, q) in &placed[k] {
+                        let c = lw.pred(q)?;
+                        late.push(if *neg { format!("!{c}") } else { c });
+                    }
+                }
+                let (stmts, ()) = lw.block(|lw| {
+                    let x = lw.scalar(body, "v")?;
+                    match acc {
+                        Acc::Scalar { acc, first } => {
+                            lw.line(format!("{acc} += {x};"));
+                            lw.line(format!("ATL_SUMADD({first});"));
+                        }
+                        Acc::Row {
+                            gen,
+                            buf,
+                            off,
+                            flags,
+                            ..
+                        } => {
+                            let i = lw.names.get(gen).cloned().ok_or_else(|| {
+                                Error::eval("an interchanged gen variable is unbound")
+                            })?;
+                            let at = if off == "0" {
+                                i.clone()
+                            } else {
+                                format!("{off} + {i}")
+                            };
+                            lw.line(format!("{buf}[{at}] += {x};"));
+                            lw.line(format!("ATL_SUMADD_AT({flags}, {i});"));
+                        }
+                    }
+                    Ok(())
+                })?;
+                if late.is_empty() {
+                    lw.out.extend(stmts);
+                } else {
+                    lw.out.push(Stmt::If {
+                        cond: late.join(" && "),
+                        then: stmts,
+                        els: vec![],
+                    });
+                }
+                return Ok(());
+            }
+            let level = &plan.levels[k];
+            let v = level.var.expect("a loop level has a variable");
+            let lo = lw.bound_expr(&level.lower, "atlh_max", "atlh_ceildiv")?;
+            let hi = lw.bound_expr(&level.upper, "atlh_min", "atlh_floordiv")?;
+            let c = lw.bind_index(v);
+            if let Some((_, dim)) = chain.iter().find(|(i, _)| *i == v) {
+                lw.full_range.insert(v, (*dim).clone());
+            }
+            let (stmts, ()) = lw.block(|lw| {
+                let g = lw.constraint_conds(&level.guards)?;
+                let (inner, ()) =
+                    lw.block(|lw| lw.levels(plan, k + 1, placed, body, acc, chain))?;
+                if g.is_empty() {
+                    lw.out.extend(inner);
+                } else {
+                    lw.out.push(Stmt::If {
+                        cond: g.join(" && "),
+                        then: inner,
+                        els: vec![],
+                    });
+                }
+                Ok(())
+            })?;
+            // The innermost loop of a scalar reduction without loops of its
+            // own: its terms may be added in SIMD lanes (reassociation).
+            if let Acc::Scalar { acc, .. } = acc {
+                if k + 1 == plan.levels.len() && !has_loop(&stmts) {
+                    lw.line(format!("ATL_SIMD_REDUCE({acc})"));
+                }
+            }
+            lw.out.push(Stmt::For {
+                var: c,
+                lo,
+                hi: format!("{hi} + 1"),
+                body: stmts,
+            });
+            Ok(())
+        };
+        if conds.is_empty() {
+            inner(self)
+        } else {
+            let (stmts, ()) = self.block(inner)?;
+            self.out.push(Stmt::If {
+                cond: conds.join(" && "),
+                then: stmts,
+                els: vec![],
+            });
+            Ok(())
+        }
+    }
+}
+
+/// Where a sum chain accumulates.
+pub(crate) enum Acc {
+    /// A C local, with its first-term flag (the first term needs no addition).
+    Scalar { acc: String, first: String },
+    /// `buf[off + i]` for every `i` of `(gen gen dim ...)`, the gen's loop
+    /// innermost; `flags` marks which elements have their first term.
+    Row {
+        gen: Symbol,
+        dim: Affine,
+        buf: String,
+        off: String,
+        flags: String,
+    },
+}
+
+/// Does a block contain a loop?
+fn has_loop(ss: &[Stmt]) -> bool {
+    ss.iter().any(|s| match s {
+        Stmt::Line(_) => false,
+        Stmt::For { .. } => true,
+        Stmt::If { then, els, .. } => has_loop(then) || has_loop(els),
+    })
+}
+
+fn overflow() -> Error {
+    Error::eval("index arithmetic overflows 64-bit integers")
+}
