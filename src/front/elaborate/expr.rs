@@ -165,7 +165,7 @@ impl Elab {
                         ),
                     )),
                     Some(shape) if shape.is_empty() => Ok((build::sum(u, d, body), Type::Real)),
-                    Some(shape) => Ok(self.sum_tensor(u, d, body, bt.clone(), &shape)),
+                    Some(shape) => Ok(self.sum_tensor(u, d, body, &shape)),
                 }
             }
             "get" => {

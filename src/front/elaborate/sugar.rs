@@ -168,14 +168,12 @@ impl Elab {
         var: Symbol,
         d: Affine,
         body: Expr,
-        body_ty: Type,
         shape: &[Affine],
     ) -> (Expr, Type) {
         let t = self.fresh("t");
         let k = self.fresh("k");
         let idx: Vec<Symbol> = shape.iter().map(|_| self.fresh("j")).collect();
         let g = build::gen(var, d.clone(), body);
-        let _ = body_ty;
         let mut e = build::get(Expr::Var(t), Affine::var(k));
         for j in &idx {
             e = build::get(e, Affine::var(*j));
