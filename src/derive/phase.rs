@@ -3,7 +3,8 @@
 //! that every root has a term free of extension forms (`D`, `dot`, `dlet`,
 //! `coeff`, `drop`), and extract the cheapest such terms by the work cost.
 
-use crate::egraph::analysis::{term_memo_size, term_nodes, AtlGraph};
+use crate::egraph::analysis::AtlGraph;
+use crate::egraph::bounded::Bounded;
 use crate::egraph::extract::{extract_all, Sample, Term, WorkCost, UNUSABLE};
 use crate::egraph::language::Atl;
 use crate::egraph::runner::{extraction_samples, PhaseStats};
@@ -146,94 +147,4 @@ pub fn run_small(
     let out = extract_roots(&runner, roots, samples, left)?;
     let stats = PhaseStats::of("differentiate (binding)", &runner, started, extract_started);
     Ok((out, stats, runner.egraph.analysis.fresh))
-}
-
-/// Every rule every iteration (like egg's `SimpleScheduler`), with the live
-/// e-node count checked while matches are applied, a few at a time: egg's
-/// own node limit compares the hashcons memo, which keeps stale entries,
-/// and only between rules, so one rule could grow the graph by millions of
-/// nodes before it is looked at.
-pub struct Bounded {
-    limit: usize,
-    deadline: Instant,
-    over: bool,
-}
-
-impl Bounded {
-    /// At most `limit` live e-nodes, until `deadline` (also checked between
-    /// the rules' searches and while matches are applied).
-    pub fn new(limit: usize, deadline: Instant) -> Bounded {
-        Bounded {
-            limit,
-            deadline,
-            over: false,
-        }
-    }
-
-    fn check(&mut self, egraph: &AtlGraph) -> bool {
-        // the memo (stale entries included) is bounded too: classes pruned
-        // and merged over and over grow it while the live count stays small
-        if term_nodes(egraph) > self.limit
-            || term_memo_size(egraph) > 4 * self.limit
-            || Instant::now() > self.deadline
-        {
-            self.over = true;
-        }
-        self.over
-    }
-}
-
-impl egg::RewriteScheduler<Atl, crate::egraph::analysis::AtlAnalysis> for Bounded {
-    fn search_rewrites<'a>(
-        &mut self,
-        iteration: usize,
-        egraph: &AtlGraph,
-        rewrites: &[&'a Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>],
-        limits: &egg::RunnerLimits,
-    ) -> egg::RunnerResult<Vec<Vec<egg::SearchMatches<'a, Atl>>>> {
-        let stop = |b: &mut Bounded| {
-            if b.check(egraph) {
-                if Instant::now() > b.deadline {
-                    Err(egg::StopReason::Other("time limit".into()))
-                } else {
-                    Err(egg::StopReason::NodeLimit(b.limit))
-                }
-            } else {
-                Ok(())
-            }
-        };
-        stop(self)?;
-        let mut matches = Vec::new();
-        for rw in rewrites {
-            matches.push(rw.search(egraph));
-            limits.check_limits(iteration, egraph)?;
-            stop(self)?;
-        }
-        Ok(matches)
-    }
-
-    fn apply_rewrite(
-        &mut self,
-        _iteration: usize,
-        egraph: &mut AtlGraph,
-        rewrite: &Rewrite<Atl, crate::egraph::analysis::AtlAnalysis>,
-        matches: Vec<egg::SearchMatches<Atl>>,
-    ) -> usize {
-        let mut applied = 0;
-        for m in matches {
-            for substs in m.substs.chunks(16) {
-                if self.over {
-                    return applied;
-                }
-                let part = egg::SearchMatches {
-                    eclass: m.eclass,
-                    substs: substs.to_vec(),
-                    ast: m.ast.clone(),
-                };
-                applied += rewrite.apply(egraph, std::slice::from_ref(&part)).len();
-                self.check(egraph);
-            }
-        }
-        applied
-    }
 }

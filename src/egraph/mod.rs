@@ -62,6 +62,7 @@
 
 pub mod analysis;
 pub mod bindings;
+pub mod bounded;
 pub mod extract;
 pub mod language;
 pub mod letpasses;

@@ -15,7 +15,8 @@
 //! first; the best program found so far is extracted and `Stats` says which
 //! limit stopped it.
 
-use super::analysis::{new_graph, term_classes, term_nodes, AtlAnalysis, FUNCTION_LEAVES};
+use super::analysis::{new_graph, term_classes, term_nodes, AtlAnalysis};
+use super::bounded::Bounded;
 use super::extract::{cost_at, extract_best, Sample, WorkCost, UNUSABLE};
 use super::language::to_rec;
 use super::rules::rule_set;
@@ -317,17 +318,20 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
     } else {
         opts.node_limit
     };
-    let mut runner = Runner::default()
+    let left = left.max(Duration::from_millis(1));
+    let runner = Runner::default()
         .with_egraph(egraph)
-        // (egg compares its hashcons, function leaves included)
-        .with_node_limit(node_limit + FUNCTION_LEAVES)
+        // the limits are checked within iterations (egg's node limit, which
+        // counts its hashcons between iterations, only as a backstop)
+        .with_scheduler(Bounded::around(
+            BackoffScheduler::default(),
+            node_limit,
+            Instant::now() + left,
+        ))
+        .with_node_limit(usize::MAX)
         .with_iter_limit(opts.iter_limit)
-        .with_time_limit(left.max(Duration::from_millis(1)))
-        .with_scheduler(BackoffScheduler::default())
+        .with_time_limit(left)
         .run(&rules);
-    if let Some(StopReason::NodeLimit(n)) = &mut runner.stop_reason {
-        *n -= FUNCTION_LEAVES;
-    }
     let egraph = &runner.egraph;
     let root = egraph.find(root);
     let extract_started = Instant::now();
