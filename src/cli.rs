@@ -10,7 +10,7 @@ use crate::cli_stats;
 use atl_egg::error::{Error, ErrorKind, Result};
 use atl_egg::front::{self, Program};
 use atl_egg::semantics::{cost, eval, json, sizes, value};
-use atl_egg::{derive, egraph, npz};
+use atl_egg::{backend, derive, egraph, npz};
 use clap::{Args, Parser, Subcommand};
 use std::io::Read;
 
@@ -288,7 +288,7 @@ fn labelled_returns(prog: &Program, wrt: &[egg::Symbol]) -> Vec<serde_json::Valu
             let ty = prog
                 .real_params()
                 .find(|(p, _)| p == w)
-                .map(|(_, t)| front::print::type_to_string(t))
+                .map(|(_, t)| backend::sexp::type_to_string(t))
                 .unwrap_or_default();
             // right-nested pairs: k snds, then a fst unless it is the last
             let mut sel = "result".to_string();
@@ -321,12 +321,12 @@ fn render(
         eprintln!("atl-egg: warning: {w}");
     }
     Ok(match opt.format {
-        Format::Sexp => front::print::program_to_string(prog),
-        Format::Pretty => atl_egg::pretty(prog),
+        Format::Sexp => backend::sexp::program_to_string(prog),
+        Format::Pretty => backend::pretty::program(prog),
         Format::Json => {
             let mut v = serde_json::json!({
-                "program": front::print::program_to_string(prog),
-                "signature": front::print::signature(prog),
+                "program": backend::sexp::program_to_string(prog),
+                "signature": backend::sexp::signature(prog),
             });
             if let Some(r) = returns {
                 v["returns"] = serde_json::Value::Array(r);
@@ -480,7 +480,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
     match cmd {
         Command::Check { file, output } => {
             let prog = load_program(&file.file, session)?;
-            emit(front::print::signature(&prog) + "\n", &output)
+            emit(backend::sexp::signature(&prog) + "\n", &output)
         }
         Command::Eval {
             file,
@@ -556,7 +556,6 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
 
 /// `compile FILE [-o OUT]`.
 fn compile_cmd(prog: &Program, output: Option<&str>) -> Result<String> {
-    use atl_egg::backend;
     let src = backend::generate(prog)?;
     let Some(out) = output else {
         return Ok(src.source);
@@ -601,7 +600,7 @@ fn run_cmd(
     if repeat == 0 {
         return Err(Error::usage("--repeat must be at least 1"));
     }
-    let compiled = atl_egg::backend::compile_with(prog, count_ops)?;
+    let compiled = backend::compile_with(prog, count_ops)?;
     let (v, ops, mut times) = compiled.call_timed(inputs, repeat)?;
     let text = emit_value(&v, prog, inputs, output)?;
     if repeat > 1 {

@@ -106,7 +106,7 @@ pub fn parse(text: &str) -> Result<Program> {
 /// The signature of a checked program, `(fn NAME (PARAMS) -> TYPE)`, as
 /// `atl-egg check` prints it.
 pub fn check(prog: &Program) -> String {
-    front::print::signature(prog)
+    backend::sexp::signature(prog)
 }
 
 /// The inputs of `prog`: values from a JSON object (parameter names to
@@ -254,11 +254,11 @@ pub fn optimize_gradient(prog: &Program, wrt: &[&str], opts: &Options) -> Result
 /// The program in ATL syntax, core forms only: what the command line
 /// prints, and valid input to [`parse`].
 pub fn print(prog: &Program) -> String {
-    front::print::program_to_string(prog)
+    backend::sexp::program_to_string(prog)
 }
 
 /// The program in the paper's notation, one binding a line: `⊞` for
 /// `gen`, `Σ` for `sum`, `[p]·e` for Iverson brackets, `let … in`.
 pub fn pretty(prog: &Program) -> String {
-    front::pretty::program(prog)
+    backend::pretty::program(prog)
 }

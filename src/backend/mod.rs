@@ -1,10 +1,14 @@
-//! Native code: the C emitter ([`c`]), building shared libraries with the
-//! system C compiler and a cache ([`build`]), and loading and calling them
+//! Backends: what a program becomes on its way out. Text: ATL S-expressions
+//! in core forms ([`sexp`]), the paper's notation ([`pretty`]). Native
+//! code: the C emitter ([`c`]), building shared libraries with the system C
+//! compiler and a cache ([`build`]), and loading and calling them
 //! ([`Compiled`]).
 
 pub mod build;
 pub mod c;
 pub mod marshal;
+pub mod pretty;
+pub mod sexp;
 
 use crate::error::{Error, Result};
 use crate::front::ast::{ParamKind, Program};

@@ -39,7 +39,7 @@ fn kind_words(b: &Binding) -> &'static str {
 }
 
 pub fn type_str(t: &Type) -> String {
-    super::print::type_to_string(t)
+    crate::backend::sexp::type_to_string(t)
 }
 
 struct Elab {

@@ -17,10 +17,10 @@
 //! Their JSON forms are [`super::json`], size sets [`super::sizes`], exact
 //! sums and inner products [`super::numerics`].
 
+use crate::backend::sexp::type_to_string as type_str;
 use crate::error::{Error, ErrorKind, Result};
 use crate::front::affine::{Affine, EvalAffineError};
 use crate::front::ast::Type;
-use crate::front::print::type_to_string as type_str;
 use egg::Symbol;
 use std::collections::HashMap;
 use std::fmt;

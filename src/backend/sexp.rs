@@ -7,8 +7,8 @@
 //! line, indented. Indentation stops growing past `MAX_INDENT` so that
 //! deeply nested programs print in linear space.
 
-use super::affine::Affine;
-use super::ast::{Expr, ParamKind, Pred, Program, Type};
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, ParamKind, Pred, Program, Type};
 use std::fmt::Write;
 
 const WIDTH: usize = 96;
@@ -55,7 +55,7 @@ pub fn pred_to_string(p: &Pred) -> String {
     }
 }
 
-pub fn param_to_string(p: &super::ast::Param) -> String {
+pub fn param_to_string(p: &crate::front::ast::Param) -> String {
     match &p.kind {
         ParamKind::Real(t) => format!("({} {})", p.name, type_to_string(t)),
         ParamKind::Size => format!("({} size)", p.name),
@@ -175,7 +175,7 @@ pub fn expr_to_string(e: &Expr) -> String {
 
 /// The program in ATL syntax, core forms only.
 pub fn program_to_string(prog: &Program) -> String {
-    let prog = &super::names::readable(prog, &Default::default());
+    let prog = &crate::front::names::readable(prog, &Default::default());
     let ps: Vec<String> = prog.params.iter().map(param_to_string).collect();
     let mut out = String::new();
     let _ = writeln!(out, "(fn {} ({})", prog.name, ps.join(" "));
