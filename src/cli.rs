@@ -195,17 +195,6 @@ impl DeriveArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// ATL S-expressions, core forms only (reads back with `check -`).
-    Sexp,
-    /// A JSON object: the program, its signature, what it returns (each
-    /// gradient labelled by its input), the statistics.
-    Json,
-    /// The paper's notation, for people: one binding a line.
-    Pretty,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum StatsFormat {
     /// A short summary: per phase iterations, e-nodes, stop reason, time;
     /// the cost before and after.
@@ -233,7 +222,7 @@ pub struct OptArgs {
     pub stats: Option<StatsFormat>,
     /// Output format.
     #[arg(long, value_enum, default_value = "sexp")]
-    pub format: Format,
+    pub format: backend::Format,
     /// Most e-nodes per phase.
     #[arg(long, default_value_t = 10_000)]
     pub node_limit: usize,
@@ -278,38 +267,13 @@ pub struct Session {
     stdin_used: bool,
 }
 
-/// The type the result of `grad`/`vjp`/`hvp` has for each `wrt` input, and
-/// how to select it from the result (`(fst result)`, ...).
-fn labelled_returns(prog: &Program, wrt: &[egg::Symbol]) -> Vec<serde_json::Value> {
-    let n = wrt.len();
-    wrt.iter()
-        .enumerate()
-        .map(|(k, w)| {
-            let ty = prog
-                .real_params()
-                .find(|(p, _)| p == w)
-                .map(|(_, t)| backend::sexp::type_to_string(t))
-                .unwrap_or_default();
-            // right-nested pairs: k snds, then a fst unless it is the last
-            let mut sel = "result".to_string();
-            for _ in 0..k {
-                sel = format!("(snd {sel})");
-            }
-            if k + 1 < n {
-                sel = format!("(fst {sel})");
-            }
-            serde_json::json!({ "wrt": w.as_str(), "type": ty, "select": sel })
-        })
-        .collect()
-}
-
-/// Print an optimized program in the chosen format (statistics on stderr).
-fn render(
+/// An optimized program in the chosen format; the statistics on stderr.
+fn show(
     prog: &Program,
     stats: &egraph::Stats,
     opt: &OptArgs,
     returns: Option<Vec<serde_json::Value>>,
-) -> Result<String> {
+) -> String {
     match opt.stats {
         Some(StatsFormat::Summary) => {
             eprint!("{}", cli_stats::summary(stats, opt.sizes.sizes.as_deref()))
@@ -320,21 +284,11 @@ fn render(
     for w in cli_stats::limit_warnings(stats) {
         eprintln!("atl-egg: warning: {w}");
     }
-    Ok(match opt.format {
-        Format::Sexp => backend::sexp::program_to_string(prog),
-        Format::Pretty => backend::pretty::program(prog),
-        Format::Json => {
-            let mut v = serde_json::json!({
-                "program": backend::sexp::program_to_string(prog),
-                "signature": backend::sexp::signature(prog),
-            });
-            if let Some(r) = returns {
-                v["returns"] = serde_json::Value::Array(r);
-            }
-            v["stats"] = cli_stats::to_json(stats);
-            serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
-        }
-    })
+    let extras = backend::Extras {
+        returns,
+        stats: Some(cli_stats::to_json(stats)),
+    };
+    backend::render(prog, opt.format, &extras)
 }
 
 fn read_stdin(session: &mut Session, what: &str) -> Result<Vec<u8>> {
@@ -512,7 +466,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
         Command::Optimize { file, opt } => {
             let prog = load_program(&file.file, session)?;
             let out = egraph::optimize(&prog, &opt.options()?)?;
-            let text = render(&out.program, &out.stats, &opt, None)?;
+            let text = show(&out.program, &out.stats, &opt, None);
             emit(text, &opt.output)
         }
         Command::Grad(a) | Command::Jvp(a) | Command::Vjp(a) | Command::Hvp(a) => {
@@ -525,8 +479,8 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
                 "vjp" => derive::vjp(&prog, &wrt, &opts)?,
                 _ => derive::hvp(&prog, &wrt, &opts)?,
             };
-            let returns = (which != "jvp").then(|| labelled_returns(&prog, &wrt));
-            let text = render(&out.program, &out.stats, &a.opt, returns)?;
+            let returns = (which != "jvp").then(|| backend::json::labelled_returns(&prog, &wrt));
+            let text = show(&out.program, &out.stats, &a.opt, returns);
             emit(text, &a.opt.output)
         }
         Command::Completions { shell } => {
