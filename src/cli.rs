@@ -10,7 +10,7 @@ use crate::cli_stats;
 use atl_egg::error::{Error, ErrorKind, Result};
 use atl_egg::front::{self, Program};
 use atl_egg::semantics::{cost, eval, json, sizes, value};
-use atl_egg::{derive, egraph, npz};
+use atl_egg::{backend, derive, egraph, npz};
 use clap::{Args, Parser, Subcommand};
 use std::io::Read;
 
@@ -195,17 +195,6 @@ impl DeriveArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// ATL S-expressions, core forms only (reads back with `check -`).
-    Sexp,
-    /// A JSON object: the program, its signature, what it returns (each
-    /// gradient labelled by its input), the statistics.
-    Json,
-    /// The paper's notation, for people: one binding a line.
-    Pretty,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum StatsFormat {
     /// A short summary: per phase iterations, e-nodes, stop reason, time;
     /// the cost before and after.
@@ -233,7 +222,7 @@ pub struct OptArgs {
     pub stats: Option<StatsFormat>,
     /// Output format.
     #[arg(long, value_enum, default_value = "sexp")]
-    pub format: Format,
+    pub format: backend::Format,
     /// Most e-nodes per phase.
     #[arg(long, default_value_t = 10_000)]
     pub node_limit: usize,
@@ -278,38 +267,13 @@ pub struct Session {
     stdin_used: bool,
 }
 
-/// The type the result of `grad`/`vjp`/`hvp` has for each `wrt` input, and
-/// how to select it from the result (`(fst result)`, ...).
-fn labelled_returns(prog: &Program, wrt: &[egg::Symbol]) -> Vec<serde_json::Value> {
-    let n = wrt.len();
-    wrt.iter()
-        .enumerate()
-        .map(|(k, w)| {
-            let ty = prog
-                .real_params()
-                .find(|(p, _)| p == w)
-                .map(|(_, t)| front::print::type_to_string(t))
-                .unwrap_or_default();
-            // right-nested pairs: k snds, then a fst unless it is the last
-            let mut sel = "result".to_string();
-            for _ in 0..k {
-                sel = format!("(snd {sel})");
-            }
-            if k + 1 < n {
-                sel = format!("(fst {sel})");
-            }
-            serde_json::json!({ "wrt": w.as_str(), "type": ty, "select": sel })
-        })
-        .collect()
-}
-
-/// Print an optimized program in the chosen format (statistics on stderr).
-fn render(
+/// An optimized program in the chosen format; the statistics on stderr.
+fn show(
     prog: &Program,
     stats: &egraph::Stats,
     opt: &OptArgs,
     returns: Option<Vec<serde_json::Value>>,
-) -> Result<String> {
+) -> String {
     match opt.stats {
         Some(StatsFormat::Summary) => {
             eprint!("{}", cli_stats::summary(stats, opt.sizes.sizes.as_deref()))
@@ -320,21 +284,11 @@ fn render(
     for w in cli_stats::limit_warnings(stats) {
         eprintln!("atl-egg: warning: {w}");
     }
-    Ok(match opt.format {
-        Format::Sexp => front::print::program_to_string(prog),
-        Format::Pretty => atl_egg::pretty(prog),
-        Format::Json => {
-            let mut v = serde_json::json!({
-                "program": front::print::program_to_string(prog),
-                "signature": front::print::signature(prog),
-            });
-            if let Some(r) = returns {
-                v["returns"] = serde_json::Value::Array(r);
-            }
-            v["stats"] = cli_stats::to_json(stats);
-            serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
-        }
-    })
+    let extras = backend::Extras {
+        returns,
+        stats: Some(cli_stats::to_json(stats)),
+    };
+    backend::render(prog, opt.format, &extras)
 }
 
 fn read_stdin(session: &mut Session, what: &str) -> Result<Vec<u8>> {
@@ -480,7 +434,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
     match cmd {
         Command::Check { file, output } => {
             let prog = load_program(&file.file, session)?;
-            emit(front::print::signature(&prog) + "\n", &output)
+            emit(backend::sexp::signature(&prog) + "\n", &output)
         }
         Command::Eval {
             file,
@@ -512,7 +466,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
         Command::Optimize { file, opt } => {
             let prog = load_program(&file.file, session)?;
             let out = egraph::optimize(&prog, &opt.options()?)?;
-            let text = render(&out.program, &out.stats, &opt, None)?;
+            let text = show(&out.program, &out.stats, &opt, None);
             emit(text, &opt.output)
         }
         Command::Grad(a) | Command::Jvp(a) | Command::Vjp(a) | Command::Hvp(a) => {
@@ -525,8 +479,8 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
                 "vjp" => derive::vjp(&prog, &wrt, &opts)?,
                 _ => derive::hvp(&prog, &wrt, &opts)?,
             };
-            let returns = (which != "jvp").then(|| labelled_returns(&prog, &wrt));
-            let text = render(&out.program, &out.stats, &a.opt, returns)?;
+            let returns = (which != "jvp").then(|| backend::json::labelled_returns(&prog, &wrt));
+            let text = show(&out.program, &out.stats, &a.opt, returns);
             emit(text, &a.opt.output)
         }
         Command::Completions { shell } => {
@@ -556,7 +510,6 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
 
 /// `compile FILE [-o OUT]`.
 fn compile_cmd(prog: &Program, output: Option<&str>) -> Result<String> {
-    use atl_egg::backend;
     let src = backend::generate(prog)?;
     let Some(out) = output else {
         return Ok(src.source);
@@ -601,7 +554,7 @@ fn run_cmd(
     if repeat == 0 {
         return Err(Error::usage("--repeat must be at least 1"));
     }
-    let compiled = atl_egg::backend::compile_with(prog, count_ops)?;
+    let compiled = backend::compile_with(prog, count_ops)?;
     let (v, ops, mut times) = compiled.call_timed(inputs, repeat)?;
     let text = emit_value(&v, prog, inputs, output)?;
     if repeat > 1 {

@@ -36,11 +36,12 @@
 //!
 //! The crate is layered the way a program flows through it: `front`
 //! (reading with positions, elaboration: type checking, desugaring to core
-//! forms, unique binder names; printing), `semantics` (values and JSON,
-//! the reference evaluator, dual numbers, the paper's sparsity-aware work
-//! cost), `egraph` (ATL as an egg language, analyses, the rules of
-//! `rules/`, extraction by the work cost, the phased runner) and `derive`
-//! (forward and adjoint derivatives). These modules are public only for the
+//! forms, unique binder names), `semantics` (values and JSON, the reference
+//! evaluator, dual numbers, the paper's sparsity-aware work cost), `egraph`
+//! (ATL as an egg language, analyses, the rules of `rules/`, extraction by
+//! the work cost, the phased runner), `derive` (forward and adjoint
+//! derivatives), `lower` (loop nests) and `backend` (the output formats:
+//! core forms, the paper's notation, JSON; C code). These modules are public only for the
 //! crate's tests, benchmarks and examples and are hidden from the
 //! documentation: their items may change without notice. `docs/design.md`
 //! in the repository describes them.
@@ -106,7 +107,7 @@ pub fn parse(text: &str) -> Result<Program> {
 /// The signature of a checked program, `(fn NAME (PARAMS) -> TYPE)`, as
 /// `atl-egg check` prints it.
 pub fn check(prog: &Program) -> String {
-    front::print::signature(prog)
+    backend::sexp::signature(prog)
 }
 
 /// The inputs of `prog`: values from a JSON object (parameter names to
@@ -254,11 +255,11 @@ pub fn optimize_gradient(prog: &Program, wrt: &[&str], opts: &Options) -> Result
 /// The program in ATL syntax, core forms only: what the command line
 /// prints, and valid input to [`parse`].
 pub fn print(prog: &Program) -> String {
-    front::print::program_to_string(prog)
+    backend::sexp::program_to_string(prog)
 }
 
 /// The program in the paper's notation, one binding a line: `⊞` for
 /// `gen`, `Σ` for `sum`, `[p]·e` for Iverson brackets, `let … in`.
 pub fn pretty(prog: &Program) -> String {
-    front::pretty::program(prog)
+    backend::pretty::program(prog)
 }

@@ -87,7 +87,7 @@ fn check_grad(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
             return Err(format!(
                 "<grad, v> = {lhs} but jvp = {rhs} at {:?}\n{}",
                 inputs.sizes,
-                atl_egg::front::print::program_to_string(&g.program)
+                atl_egg::backend::sexp::program_to_string(&g.program)
             ));
         }
     }

@@ -56,7 +56,7 @@ fn comparison() {
             .unwrap_or_else(|e| panic!("{of}: grad failed: {e}"));
         // The printed gradient, read back: what a user of the binary gets.
         let ours =
-            parse_program(atl_egg::front::print::program_to_string(&grad.program).as_bytes())
+            parse_program(atl_egg::backend::sexp::program_to_string(&grad.program).as_bytes())
                 .expect("the printed gradient reads back");
         let mut rng = Rng::new(f.seed);
         for sizes in &f.size_sets {

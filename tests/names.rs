@@ -4,12 +4,12 @@
 
 mod common;
 
+use atl_egg::backend::sexp::program_to_string;
 use atl_egg::corpus::random_inputs;
 use atl_egg::derive;
 use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::front::parse_program;
-use atl_egg::front::print::program_to_string;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
@@ -109,6 +109,7 @@ fn let_pair_split_saturates() {
 
 /// Is `s` a C identifier that is not a C keyword?
 fn c_identifier(s: &str) -> bool {
+    // C99's keywords, written out as an oracle for `names::C_KEYWORDS` rather than taken from it
     const KEYWORDS: &[&str] = &[
         "auto",
         "break",

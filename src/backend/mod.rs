@@ -1,10 +1,20 @@
-//! Native code: the C emitter ([`c`]), building shared libraries with the
-//! system C compiler and a cache ([`build`]), and loading and calling them
-//! ([`Compiled`]).
+//! Backends: what a program becomes on its way out.
+//!
+//! Text in an output format ([`Format`], [`render`]): ATL S-expressions in
+//! core forms ([`sexp`]), the paper's notation ([`pretty`]), one JSON
+//! object ([`json`]). A new format is a variant of [`Format`], its module
+//! and its arm in [`render`].
+//!
+//! Native code: the C emitter ([`c`]) over the loop IR of `lower`, building
+//! shared libraries with the system C compiler and a cache ([`build`]), and
+//! loading and calling them ([`Compiled`]).
 
 pub mod build;
 pub mod c;
+pub mod json;
 pub mod marshal;
+pub mod pretty;
+pub mod sexp;
 
 use crate::error::{Error, Result};
 use crate::front::ast::{ParamKind, Program};
@@ -12,6 +22,38 @@ use crate::lower::ir::{Function, ParamC};
 use crate::semantics::eval::checked_inputs;
 use crate::semantics::value::{type_size, Inputs, Value, MAX_OUTPUT_REALS};
 use std::path::PathBuf;
+
+/// The formats a program is printed in (`--format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// ATL S-expressions, core forms only (reads back with `check -`).
+    Sexp,
+    /// A JSON object: the program, its signature, what it returns (each
+    /// gradient labelled by its input), the statistics.
+    Json,
+    /// The paper's notation, for people: one binding a line.
+    Pretty,
+}
+
+/// What a format may show beside the program (only [`Format::Json`] shows
+/// any of it).
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// What a derivative returns, labelled by input
+    /// ([`json::labelled_returns`]).
+    pub returns: Option<Vec<serde_json::Value>>,
+    /// The optimizer's statistics, as JSON.
+    pub stats: Option<serde_json::Value>,
+}
+
+/// `prog` as text in `format`.
+pub fn render(prog: &Program, format: Format, extras: &Extras) -> String {
+    match format {
+        Format::Sexp => sexp::program_to_string(prog),
+        Format::Pretty => pretty::program(prog),
+        Format::Json => json::program(prog, extras),
+    }
+}
 
 /// A program's C source and manifest.
 pub struct CSource {

@@ -96,7 +96,7 @@ pub fn differentiate(
 
 /// Every name a program uses (parameters, sizes, binders, variables).
 pub fn names_in(prog: &Program) -> std::collections::BTreeSet<String> {
-    let text = crate::front::print::program_to_string(prog);
+    let text = crate::backend::sexp::program_to_string(prog);
     let mut out = std::collections::BTreeSet::new();
     let mut cur = String::new();
     for c in text.chars() {

@@ -139,7 +139,7 @@ pub fn grad_program(
     if prog.ret != Type::Real {
         return Err(Error::input(format!(
             "grad needs a function returning R; this one returns {} (use vjp)",
-            crate::front::print::type_to_string(&prog.ret)
+            crate::backend::sexp::type_to_string(&prog.ret)
         )));
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;

@@ -276,7 +276,7 @@ impl Units<'_> {
             for (i, _) in &gens {
                 o = index(o, &Affine::var(*i), next_id);
             }
-            let key = crate::front::print::expr_to_string(&super::runner::canonical_binders(&o));
+            let key = crate::backend::sexp::expr_to_string(&super::runner::canonical_binders(&o));
             match like.iter_mut().find(|l| l.0 == key) {
                 Some(l) => l.2 += 1,
                 None => like.push((key, o, 1)),
@@ -322,9 +322,9 @@ impl Units<'_> {
         }
         let renamed = rename_vars(e, &reals, &slots, next_id);
         let canon = super::runner::canonical_binders(&renamed);
-        let mut key = crate::front::print::expr_to_string(&canon);
+        let mut key = crate::backend::sexp::expr_to_string(&canon);
         for x in &reals {
-            key.push_str(&crate::front::print::type_to_string(&self.types[x]));
+            key.push_str(&crate::backend::sexp::type_to_string(&self.types[x]));
             key.push(';');
         }
         let (body, hints) = match self.memo.get(&key) {

@@ -135,25 +135,6 @@ fn shape_penalty(n: &Atl, kids: &[CostVal]) -> usize {
 /// What a loop adds to the size that breaks ties (see [`shape_penalty`]).
 const LOOP_PENALTY: usize = 12;
 
-/// Is this node an expression (as opposed to a predicate, index or name)?
-fn is_expression(n: &Atl) -> bool {
-    !matches!(
-        n,
-        Atl::Sym(_)
-            | Atl::Fun(_)
-            | Atl::Aff(_)
-            | Atl::True
-            | Atl::False
-            | Atl::And(_)
-            | Atl::Or(_)
-            | Atl::Lt(_)
-            | Atl::Le(_)
-            | Atl::Eq(_)
-            | Atl::Exists(_)
-            | Atl::Rel(_)
-    )
-}
-
 impl PartialEq for CostVal {
     fn eq(&self, o: &Self) -> bool {
         self.key == o.key && self.size == o.size
@@ -377,7 +358,7 @@ impl CostFunction<Atl> for WorkCost<'_> {
         {
             return unusable(tree);
         }
-        if !is_expression(enode) {
+        if !enode.is_expression() {
             // (costs compare within a class, of one sort: names, indices,
             // predicates and functions need no key)
             return CostVal {

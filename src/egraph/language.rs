@@ -87,6 +87,29 @@ impl Atl {
         )
     }
 
+    /// Is this node a predicate (`true`, `false`, `and`, `or`, a
+    /// comparison, `exists`, `rel`)?
+    pub fn is_predicate(&self) -> bool {
+        matches!(
+            self,
+            Atl::True
+                | Atl::False
+                | Atl::And(_)
+                | Atl::Or(_)
+                | Atl::Lt(_)
+                | Atl::Le(_)
+                | Atl::Eq(_)
+                | Atl::Exists(_)
+                | Atl::Rel(_)
+        )
+    }
+
+    /// Is this node a real-valued expression (not a predicate, an index
+    /// expression, a name or a function leaf)?
+    pub fn is_expression(&self) -> bool {
+        !self.is_predicate() && !matches!(self, Atl::Sym(_) | Atl::Fun(_) | Atl::Aff(_))
+    }
+
     /// The call `(call f x [k])`.
     pub fn call(f: Id, x: Id, k: Option<Id>) -> Atl {
         match k {

@@ -206,7 +206,7 @@ fn whole_key(e: &Expr) -> Option<String> {
     let canon = super::runner::canonical_binders(e);
     Some(format!(
         "whole:{}",
-        crate::front::print::expr_to_string(&canon)
+        crate::backend::sexp::expr_to_string(&canon)
     ))
 }
 
@@ -266,7 +266,7 @@ fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(String, Vec<Symbol>)> {
     }
     let canon = super::runner::canonical_binders(&renamed);
     Some((
-        format!("elem:{}", crate::front::print::expr_to_string(&canon)),
+        format!("elem:{}", crate::backend::sexp::expr_to_string(&canon)),
         seen,
     ))
 }
@@ -839,7 +839,7 @@ mod tests {
         .unwrap();
         let q = drop_false_brackets(&p.body);
         assert_eq!(
-            crate::front::print::expr_to_string(&q),
+            crate::backend::sexp::expr_to_string(&q),
             "(pair (gen i n (get x i)) (iverson false (gen j n 1)))"
         );
     }

@@ -1,11 +1,9 @@
-//! Front end: text to a typed, desugared core [`ast::Program`] and back.
+//! Front end: text to a typed, desugared core [`ast::Program`].
 
 pub mod affine;
 pub mod ast;
 pub mod elaborate;
 pub mod names;
-pub mod pretty;
-pub mod print;
 pub mod reader;
 pub mod subst;
 pub mod types;

@@ -285,7 +285,7 @@ mod tests {
             b"(fn f ((x (tensor n R))) (+ (sum i n (get x i)) (sum i n (get x i))))",
         )
         .unwrap();
-        let text = crate::front::print::program_to_string(&readable(&p, &HashMap::new()));
+        let text = crate::backend::sexp::program_to_string(&readable(&p, &HashMap::new()));
         assert!(text.contains("(sum i n (get x i))"), "{text}");
         assert!(text.contains("(sum i1 n (get x i1))"), "{text}");
     }

@@ -40,7 +40,7 @@ pub fn type_of(e: &Expr, env: &mut TypeEnv) -> Result<Type> {
             for c in e.children() {
                 match type_of(c, env)? {
                     Type::Real => {}
-                    t => return Err(bad(format!("arithmetic on {t:?}"))),
+                    t => return Err(bad(format!("arithmetic on {t}"))),
                 }
             }
             Type::Real
@@ -48,12 +48,12 @@ pub fn type_of(e: &Expr, env: &mut TypeEnv) -> Result<Type> {
         Expr::Pair(a, b) => Type::Pair(Box::new(type_of(a, env)?), Box::new(type_of(b, env)?)),
         Expr::Fst(a) | Expr::Snd(a) => match type_of(a, env)? {
             Type::Pair(x, y) => *if matches!(e, Expr::Fst(_)) { x } else { y },
-            t => return Err(bad(format!("projection of {t:?}"))),
+            t => return Err(bad(format!("projection of {t}"))),
         },
         Expr::Gen(_, d, b) => Type::Tensor(d.clone(), Box::new(type_of(b, env)?)),
         Expr::Get(a, _) => match type_of(a, env)? {
             Type::Tensor(_, t) => *t,
-            t => return Err(bad(format!("access of {t:?}"))),
+            t => return Err(bad(format!("access of {t}"))),
         },
         Expr::Iverson(_, a) => type_of(a, env)?,
         Expr::Let(x, a, b) => {

@@ -20,7 +20,6 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::front::affine::{Affine, EvalAffineError};
 use crate::front::ast::Type;
-use crate::front::print::type_to_string as type_str;
 use egg::Symbol;
 use std::collections::HashMap;
 use std::fmt;
@@ -239,7 +238,7 @@ pub(crate) fn check_output_size(ty: &Type, sizes: &Sizes) -> Result<()> {
     if reals > MAX_OUTPUT_REALS || nodes > MAX_OUTPUT_NODES {
         return Err(Error::eval(format!(
             "a value of type {} at these sizes is too large to write out ({} reals; the limit is {})",
-            type_str(ty),
+            ty,
             reals,
             MAX_OUTPUT_REALS
         )));
@@ -300,7 +299,7 @@ pub fn check_value(v: &Value, ty: &Type, sizes: &Sizes, what: &str) -> Result<()
             }
             _ => Err(Error::input(format!(
                 "{path}: expected a value of type {}, got {}",
-                type_str(ty),
+                ty,
                 v.describe()
             ))),
         }
@@ -342,7 +341,7 @@ pub(crate) fn walk(v: &Value, ty: &Type, sizes: &Sizes, out: &mut impl FnMut(Eve
                 return Err(Error::eval(format!(
                     "a tensor of length {} where {} was expected",
                     xs.len(),
-                    type_str(ty)
+                    ty
                 )));
             }
             out(Event::BeginTensor);
@@ -363,7 +362,7 @@ pub(crate) fn walk(v: &Value, ty: &Type, sizes: &Sizes, out: &mut impl FnMut(Eve
             return Err(Error::eval(format!(
                 "{} where a value of type {} was expected",
                 v.describe(),
-                type_str(ty)
+                ty
             )))
         }
     }

@@ -16,9 +16,9 @@
 //! (with arguments kept in their domains), constants, and all the sugar.
 //! Sizes and dimensions stay small; depth is bounded.
 
+use atl_egg::backend::sexp::type_to_string;
 use atl_egg::front::affine::Affine;
 use atl_egg::front::ast::Type;
-use atl_egg::front::print::type_to_string;
 use atl_egg::rng::Rng;
 use egg::Symbol;
 use proptest::prelude::*;

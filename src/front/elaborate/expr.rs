@@ -3,7 +3,7 @@
 //! checked and given its type; binders get their unique names here. The
 //! sugar forms are recognised here too and rewritten in [`super::sugar`].
 
-use super::{kind_words, type_str, Binding, Elab};
+use super::{kind_words, Binding, Elab};
 use crate::error::{Error, Result};
 use crate::front::ast::{build, CmpOp, Expr, Func, Real, Type};
 use crate::front::reader::Sexp;
@@ -81,11 +81,11 @@ impl Elab {
                     let (ta, tb) = (acc.1.clone(), b.1.clone());
                     acc = self.arith(h == "+", acc, b, pos).map_err(|e| {
                         let e = if k == 1 {
-                            e.with_label(args[0].pos(), format!("this is {}", type_str(&ta)))
+                            e.with_label(args[0].pos(), format!("this is {}", ta))
                         } else {
                             e
                         };
-                        e.with_label(a.pos(), format!("this is {}", type_str(&tb)))
+                        e.with_label(a.pos(), format!("this is {}", tb))
                     })?;
                 }
                 Ok(acc)
@@ -132,7 +132,7 @@ impl Elab {
                     }),
                     t => Err(Error::typ(
                         args[0].pos(),
-                        format!("{h} expects a pair, got {}", type_str(&t)),
+                        format!("{h} expects a pair, got {}", t),
                     )),
                 }
             }
@@ -161,7 +161,7 @@ impl Elab {
                         args[2].pos(),
                         format!(
                             "sum: the body must be real or a tensor of reals, got {}",
-                            type_str(&bt)
+                            bt
                         ),
                     )),
                     Some(shape) if shape.is_empty() => Ok((build::sum(u, d, body), Type::Real)),
@@ -183,7 +183,7 @@ impl Elab {
                     let Type::Tensor(_, elem) = t else {
                         return Err(Error::typ(
                             args[0].pos(),
-                            format!("get expects a tensor, got {}", type_str(&t)),
+                            format!("get expects a tensor, got {}", t),
                         ));
                     };
                     e = build::get(e, self.index(a)?);

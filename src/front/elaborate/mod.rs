@@ -48,10 +48,6 @@ fn kind_words(b: &Binding) -> &'static str {
     }
 }
 
-pub fn type_str(t: &Type) -> String {
-    super::print::type_to_string(t)
-}
-
 struct Elab {
     scope: HashMap<String, Binding>,
     counter: u64,

@@ -3,7 +3,7 @@
 //! `/`, `+`, `*` and black boxes on tensors (pointwise), and sums of
 //! tensors. What a form becomes depends on its operands' types.
 
-use super::{type_str, Elab};
+use super::Elab;
 use crate::error::{Error, Pos, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Func, Type};
@@ -56,7 +56,7 @@ impl Elab {
                 format!(
                     "{} expects a real or a tensor of reals, got {}",
                     f.name(),
-                    type_str(&ta)
+                    ta
                 ),
             )),
             Some(shape) if shape.is_empty() => Ok((build::call(f, a), Type::Real)),
@@ -78,10 +78,7 @@ impl Elab {
         let (sa, sb) = (ta.real_shape(), tb.real_shape());
         let verb = if is_add { "add" } else { "multiply" };
         let (Some(sa), Some(sb)) = (sa, sb) else {
-            return Err(Error::typ(
-                pos,
-                format!("cannot {verb} {} and {}", type_str(&ta), type_str(&tb)),
-            ));
+            return Err(Error::typ(pos, format!("cannot {verb} {} and {}", ta, tb)));
         };
         let op = move |mut xs: Vec<Expr>| {
             let y = xs.pop().expect("two operands");
@@ -103,8 +100,7 @@ impl Elab {
                 pos,
                 format!(
                     "cannot add {} and {} (pointwise + needs two tensors of the same shape)",
-                    type_str(&ta),
-                    type_str(&tb)
+                    ta, tb
                 ),
             ));
         }
@@ -114,11 +110,7 @@ impl Elab {
         }
         Err(Error::typ(
             pos,
-            format!(
-                "cannot multiply {} and {} (shapes differ)",
-                type_str(&ta),
-                type_str(&tb)
-            ),
+            format!("cannot multiply {} and {} (shapes differ)", ta, tb),
         ))
     }
 

@@ -394,16 +394,7 @@ pub(super) fn analyze(spec: &RuleSpec) -> Result<Shape, String> {
     let ast = pat.ast.clone();
     let root = Id::from(ast.as_ref().len() - 1);
     let root_sort = match &ast[root] {
-        ENodeOrVar::ENode(
-            Atl::True
-            | Atl::False
-            | Atl::And(_)
-            | Atl::Or(_)
-            | Atl::Lt(_)
-            | Atl::Le(_)
-            | Atl::Eq(_)
-            | Atl::Exists(_),
-        ) => Sort::Pred,
+        ENodeOrVar::ENode(n) if n.is_predicate() => Sort::Pred,
         ENodeOrVar::ENode(_) => Sort::Expr,
         ENodeOrVar::Var(_) => return Err("the left-hand side is a bare variable".into()),
     };

@@ -127,6 +127,8 @@ pub struct Instance {
 /// Renames every binder of an elaborated sub-term apart (`s<k>` for
 /// indices, `l<k>` for variables), so that binder names are unique within
 /// an instantiation (the e-graph keeps one extent per index name).
+/// Not `names::fresh_binders`: its names `base#id` do not read back, and
+/// [`type_check`] parses the instance's text again.
 pub(super) struct Renamer<'c> {
     pub(super) counter: &'c mut usize,
     pub(super) map: Vec<(Symbol, Symbol)>,

@@ -7,12 +7,20 @@
 //! line, indented. Indentation stops growing past `MAX_INDENT` so that
 //! deeply nested programs print in linear space.
 
-use super::affine::Affine;
-use super::ast::{Expr, ParamKind, Pred, Program, Type};
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, ParamKind, Pred, Program, Type};
 use std::fmt::Write;
 
 const WIDTH: usize = 96;
 const MAX_INDENT: usize = 40;
+
+/// A type as ATL text (`R`, `(tensor n m R)`, `(pair R R)`): how messages
+/// name types too.
+impl std::fmt::Display for Type {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&type_to_string(self))
+    }
+}
 
 pub fn type_to_string(t: &Type) -> String {
     match t {
@@ -55,7 +63,7 @@ pub fn pred_to_string(p: &Pred) -> String {
     }
 }
 
-pub fn param_to_string(p: &super::ast::Param) -> String {
+pub fn param_to_string(p: &crate::front::ast::Param) -> String {
     match &p.kind {
         ParamKind::Real(t) => format!("({} {})", p.name, type_to_string(t)),
         ParamKind::Size => format!("({} size)", p.name),
@@ -175,7 +183,7 @@ pub fn expr_to_string(e: &Expr) -> String {
 
 /// The program in ATL syntax, core forms only.
 pub fn program_to_string(prog: &Program) -> String {
-    let prog = &super::names::readable(prog, &Default::default());
+    let prog = &crate::front::names::readable(prog, &Default::default());
     let ps: Vec<String> = prog.params.iter().map(param_to_string).collect();
     let mut out = String::new();
     let _ = writeln!(out, "(fn {} ({})", prog.name, ps.join(" "));

@@ -11,8 +11,8 @@
 //! form (`⊞`, `Σ`, `[p]·`, `let`) extends as far right as it can, so it is
 //! parenthesized when it is a term of a chain.
 
-use super::affine::Affine;
-use super::ast::{Expr, Param, ParamKind, Pred, Program, Type};
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, Param, ParamKind, Pred, Program, Type};
 use std::fmt::Write;
 
 /// Lines are broken to stay within this many columns where possible.
