@@ -257,14 +257,7 @@ impl Ctx<'_> {
             names.extend(free_names(c));
             names.extend(free);
         }
-        let mut analysis = AtlAnalysis {
-            extents,
-            diff: super::context::DiffContext {
-                prune_to_variables: true,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let mut analysis = super::context::analysis(extents);
         let dx = fresh.name(&format!("t{x}"));
         let t = self.types[&x].clone();
         analysis.add_tangent(x, dx);
@@ -348,14 +341,7 @@ pub fn adjoint_egraph(
         .chain(binds.iter().map(|(x, _)| x))
         .copied()
         .collect();
-    let mut analysis = AtlAnalysis {
-        extents,
-        diff: super::context::DiffContext {
-            prune_to_variables: true,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let mut analysis = super::context::analysis(extents);
     for x in active {
         let dx = fresh.name(&format!("d{}", crate::front::names::base(x.as_str())));
         analysis.add_tangent(x, dx);

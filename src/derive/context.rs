@@ -2,9 +2,24 @@
 //! ([`crate::egraph::analysis::AtlAnalysis::diff`]), kept apart from the
 //! optimizer's own: the optimizer leaves it empty.
 
-use crate::egraph::analysis::NameSet;
+use crate::egraph::analysis::{AtlAnalysis, NameSet};
+use crate::front::affine::Affine;
 use egg::Symbol;
 use std::collections::HashMap;
+
+/// The analysis a differentiation e-graph starts from: the index extents,
+/// and classes holding a variable pruned to it; sigma and the types are
+/// added by the caller.
+pub fn analysis(extents: HashMap<Symbol, Affine>) -> AtlAnalysis {
+    AtlAnalysis {
+        extents,
+        diff: DiffContext {
+            prune_to_variables: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
 
 /// Sigma and the types of the derivative being taken.
 #[derive(Default, Clone, Debug)]
