@@ -4,19 +4,41 @@
 //! grow the graph by millions of nodes before it is looked at; here the
 //! live e-node count, the memo and the deadline are checked after every
 //! rule's search and every few matches applied. Which rules run each
-//! iteration is the inner scheduler's choice (every rule, or egg's backoff).
+//! iteration is the inner scheduler's choice (every rule, or egg's backoff);
+//! either way one rule's search stops at a number of matches (a pattern
+//! over classes of many nodes can otherwise match billions of times in one
+//! search: seen as a 3 GiB vector of matches on a random program).
 
 use super::analysis::{term_memo_size, term_nodes, AtlAnalysis, AtlGraph};
 use super::language::Atl;
-use egg::{Rewrite, RewriteScheduler, RunnerLimits, RunnerResult, SearchMatches, SimpleScheduler};
+use egg::{Rewrite, RewriteScheduler, RunnerLimits, RunnerResult, SearchMatches};
 use std::time::Instant;
+
+/// Every rule every iteration (like egg's `SimpleScheduler`), each search
+/// stopped at `match_limit` matches. A rule with more matches than that
+/// applies the first ones only, so a run may stop as saturated with
+/// matches never applied: only on e-graphs near their node limit anyway.
+pub struct EveryRule {
+    match_limit: usize,
+}
+
+impl RewriteScheduler<Atl, AtlAnalysis> for EveryRule {
+    fn search_rewrite<'a>(
+        &mut self,
+        _iteration: usize,
+        egraph: &AtlGraph,
+        rewrite: &'a Rewrite<Atl, AtlAnalysis>,
+    ) -> Vec<SearchMatches<'a, Atl>> {
+        rewrite.search_with_limit(egraph, self.match_limit)
+    }
+}
 
 /// Matches are applied this many at a time between checks.
 const CHUNK: usize = 16;
 
 /// `inner`'s schedule, stopped at `limit` live e-nodes (or a memo of 4
 /// times that) or at `deadline`.
-pub struct Bounded<S = SimpleScheduler> {
+pub struct Bounded<S = EveryRule> {
     inner: S,
     limit: usize,
     deadline: Instant,
@@ -24,10 +46,10 @@ pub struct Bounded<S = SimpleScheduler> {
 }
 
 impl Bounded {
-    /// Every rule every iteration (egg's `SimpleScheduler`), within the
-    /// limits.
+    /// Every rule every iteration, within the limits; no search yields
+    /// more matches than `limit` (the node limit) either.
     pub fn new(limit: usize, deadline: Instant) -> Bounded {
-        Bounded::around(SimpleScheduler, limit, deadline)
+        Bounded::around(EveryRule { match_limit: limit }, limit, deadline)
     }
 }
 
