@@ -9,7 +9,13 @@
 //!   `ATL_GRAD_CASES` sets the number of programs (default 40) and
 //!   `ATL_GRAD_FIRST_SEED` the generator seed to start from (default 1), so
 //!   that a long run can be split between processes; each failure is printed
-//!   as it is found, and progress every 250 programs.
+//!   as it is found, and progress every 250 programs;
+//! * property: `vjp` and `jvp` of random generator programs of every result
+//!   type, with respect to each real input in turn and all together:
+//!   `<vjp f(x)[w], v> = <w, D f(x)[v]>` and `<w, jvp f(x)[v]> = <w, D f(x)[v]>`
+//!   along random `v` and `w`, `D` by dual numbers; for a real result also
+//!   `<hvp f(x)[v], v> = <D (grad f)(x)[v], v>`. `ATL_DERIV_CASES` sets
+//!   the number of programs (default 25), `ATL_GRAD_FIRST_SEED` the first seed.
 
 mod common;
 
@@ -194,6 +200,155 @@ fn gradients_of_random_programs_match_dual_numbers() {
         }
         for wrt in choices {
             if let Err(e) = check_grad(&p, &wrt, seed) {
+                let failure = format!("seed {seed} --wrt {wrt:?}: {e}\n{}", g.sugar);
+                eprintln!("FAILED {failure}");
+                failures.push(failure);
+            }
+        }
+    }
+    eprintln!("checked {checked} random programs (seeds {first}..={seed})");
+    assert_eq!(checked, cases, "the generator gave too few programs");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// `vjp` and `jvp` of `p` with respect to `wrt` (and `hvp` when `p` returns
+/// a real), checked against dual numbers along random directions; an error
+/// message on failure.
+fn check_vjp_jvp(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
+    let vjp = derive::vjp(p, wrt, &opts()).map_err(|e| format!("vjp failed: {e}"))?;
+    let jvp = derive::jvp(p, wrt, &opts()).map_err(|e| format!("jvp failed: {e}"))?;
+    let cotangent = vjp.program.params.last().expect("a cotangent").name;
+    let tangents: Vec<Symbol> = jvp.program.params[p.params.len()..]
+        .iter()
+        .map(|q| q.name)
+        .collect();
+    let second = match p.ret {
+        Type::Real => Some((
+            derive::hvp(p, wrt, &opts()).map_err(|e| format!("hvp failed: {e}"))?,
+            derive::grad(p, wrt, &opts()).map_err(|e| format!("grad failed: {e}"))?,
+        )),
+        _ => None,
+    };
+    let mut rng = Rng::new(seed);
+    for _ in 0..2 {
+        let inputs = random_inputs(p, &mut rng, 1, 4, 0.5);
+        let mut v = HashMap::new();
+        for x in wrt {
+            let ParamKind::Real(t) = &p.param(*x).unwrap().kind else {
+                unreachable!()
+            };
+            v.insert(
+                *x,
+                random_value(t, &inputs.sizes, &mut || rng.unit()).unwrap(),
+            );
+        }
+        let w = random_value(&p.ret, &inputs.sizes, &mut || rng.unit()).unwrap();
+        let Ok((y, t)) = dual_jvp(p, &inputs, &v) else {
+            continue;
+        };
+        let want = inner_product(&w, &t);
+        if !want.is_finite() || !inner_product(&y, &y).is_finite() {
+            continue;
+        }
+        let close = |got: f64| (got - want).abs() <= 1e-7 * (1.0 + got.abs().max(want.abs()));
+        // vjp: <vjp f(x)[w], v>
+        let mut with_w = inputs.clone();
+        with_w.values.insert(cotangent, w.clone());
+        let g =
+            evaluate(&vjp.program, &with_w).map_err(|e| format!("vjp does not evaluate: {e}"))?;
+        let got: f64 = unnest(&g, wrt.len())
+            .iter()
+            .zip(wrt)
+            .map(|(gi, x)| inner_product(gi, &v[x]))
+            .sum();
+        if !close(got) {
+            return Err(format!(
+                "<vjp, v> = {got} but <w, jvp> = {want}\n{}",
+                atl_egg::backend::sexp::program_to_string(&vjp.program)
+            ));
+        }
+        // jvp: <w, jvp f(x)[v]>
+        let mut with_v = inputs.clone();
+        for (d, x) in tangents.iter().zip(wrt) {
+            with_v.values.insert(*d, v[x].clone());
+        }
+        let j =
+            evaluate(&jvp.program, &with_v).map_err(|e| format!("jvp does not evaluate: {e}"))?;
+        let got = inner_product(&w, &j);
+        if !close(got) {
+            return Err(format!(
+                "<w, jvp> = {got} but dual numbers give {want}\n{}",
+                atl_egg::backend::sexp::program_to_string(&jvp.program)
+            ));
+        }
+        // hvp (a real result): <hvp f(x)[v], v> = <D (grad f)(x)[v], v>
+        if let Some((hvp, grad)) = &second {
+            let directions: Vec<Symbol> = hvp.program.params[p.params.len()..]
+                .iter()
+                .map(|q| q.name)
+                .collect();
+            let mut with_d = inputs.clone();
+            for (d, x) in directions.iter().zip(wrt) {
+                with_d.values.insert(*d, v[x].clone());
+            }
+            let h = evaluate(&hvp.program, &with_d)
+                .map_err(|e| format!("hvp does not evaluate: {e}"))?;
+            let Ok((_, dg)) = dual_jvp(&grad.program, &inputs, &v) else {
+                continue;
+            };
+            let along = |value: &Value| -> f64 {
+                unnest(value, wrt.len())
+                    .iter()
+                    .zip(wrt)
+                    .map(|(part, x)| inner_product(part, &v[x]))
+                    .sum()
+            };
+            let (got, want) = (along(&h), along(&dg));
+            if want.is_finite() && (got - want).abs() > 1e-7 * (1.0 + got.abs().max(want.abs())) {
+                return Err(format!(
+                    "<hvp, v> = {got} but dual numbers on the gradient give {want}\n{}",
+                    atl_egg::backend::sexp::program_to_string(&hvp.program)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn vjps_jvps_and_hvps_of_random_programs_match_dual_numbers() {
+    let cases: u64 = std::env::var("ATL_DERIV_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(25);
+    let first: u64 = std::env::var("ATL_GRAD_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let cfg = GenConfig::default();
+    let mut failures = vec![];
+    let mut checked = 0;
+    let mut seed = first - 1;
+    while checked < cases && seed < first + cases * 20 {
+        seed += 1;
+        let g = generate(seed, &cfg);
+        let Ok(p) = parse_program(g.sugar.as_bytes()) else {
+            continue;
+        };
+        let inputs = real_inputs(&p);
+        if inputs.is_empty() {
+            continue;
+        }
+        checked += 1;
+        if checked % 250 == 0 {
+            eprintln!("checked {checked} random programs (seed {seed})");
+        }
+        let mut choices: Vec<Vec<Symbol>> = inputs.iter().map(|x| vec![*x]).collect();
+        if inputs.len() > 1 {
+            choices.push(inputs.clone());
+        }
+        for wrt in choices {
+            if let Err(e) = check_vjp_jvp(&p, &wrt, seed) {
                 let failure = format!("seed {seed} --wrt {wrt:?}: {e}\n{}", g.sugar);
                 eprintln!("FAILED {failure}");
                 failures.push(failure);
