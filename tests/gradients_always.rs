@@ -26,11 +26,12 @@ use atl_egg::front::parse_program;
 use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
-use atl_egg::semantics::value::{random_value, Value};
+use atl_egg::semantics::value::{random_value, Inputs, Value};
 use common::values::unnest;
 use common::{generate, random_inputs, GenConfig, Rng};
 use egg::Symbol;
 use std::collections::HashMap;
+use std::time::Duration;
 /// Seed 100419 of the property test: a class holding both `x` and `[q]·x`
 /// made `iverson-iverson` grow `p ∧ q`, `(p ∧ q) ∧ q`, ... (100,000 e-nodes
 /// in 12 iterations) and a search of another rule build a 3 GiB vector of
@@ -55,8 +56,6 @@ fn nested_brackets_over_a_pair_stay_small() {
     }
 }
 
-use std::time::Duration;
-
 fn opts() -> Options {
     Options {
         time_limit: Duration::from_secs(20),
@@ -72,6 +71,59 @@ fn real_inputs(p: &Program) -> Vec<Symbol> {
         .collect()
 }
 
+/// A random direction for each `wrt` input of `p`, at `inputs`' sizes.
+fn directions(
+    p: &Program,
+    wrt: &[Symbol],
+    inputs: &Inputs,
+    rng: &mut Rng,
+) -> HashMap<Symbol, Value> {
+    wrt.iter()
+        .map(|x| {
+            let ParamKind::Real(t) = &p.param(*x).unwrap().kind else {
+                unreachable!("wrt inputs are real")
+            };
+            (
+                *x,
+                random_value(t, &inputs.sizes, &mut || rng.unit()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `<value, v>` for a value of one part per `wrt` input (nested pairs).
+fn along(value: &Value, wrt: &[Symbol], v: &HashMap<Symbol, Value>) -> f64 {
+    unnest(value, wrt.len())
+        .iter()
+        .zip(wrt)
+        .map(|(part, x)| inner_product(part, &v[x]))
+        .sum()
+}
+
+/// `inputs` with `names` bound to the directions of `wrt`, in order.
+fn with_directions(
+    inputs: &Inputs,
+    names: &[Symbol],
+    wrt: &[Symbol],
+    v: &HashMap<Symbol, Value>,
+) -> Inputs {
+    let mut out = inputs.clone();
+    for (d, x) in names.iter().zip(wrt) {
+        out.values.insert(*d, v[x].clone());
+    }
+    out
+}
+
+/// Equal within the tests' relative tolerance.
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-7 * (1.0 + a.abs().max(b.abs()))
+}
+
+/// The names of the parameters a derivative program adds after `p`'s.
+fn added_params(p: &Program, d: &Program) -> Vec<Symbol> {
+    d.params[p.params.len()..].iter().map(|q| q.name).collect()
+}
+
 /// Check `grad` of `p` with respect to `wrt` against dual numbers at a few
 /// random points; an error message on failure.
 fn check_grad(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
@@ -83,22 +135,8 @@ fn check_grad(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
             Ok(v) => v,
             Err(e) => return Err(format!("the gradient does not evaluate: {e}")),
         };
-        let gs = unnest(&gv, wrt.len());
-        let mut v = HashMap::new();
-        for w in wrt {
-            let ParamKind::Real(t) = &p.param(*w).unwrap().kind else {
-                unreachable!()
-            };
-            v.insert(
-                *w,
-                random_value(t, &inputs.sizes, &mut || rng.unit()).unwrap(),
-            );
-        }
-        let lhs: f64 = gs
-            .iter()
-            .zip(wrt)
-            .map(|(gi, w)| inner_product(gi, &v[w]))
-            .sum();
+        let v = directions(p, wrt, &inputs, &mut rng);
+        let lhs = along(&gv, wrt, &v);
         let Ok((y, t)) = dual_jvp(p, &inputs, &v) else {
             continue;
         };
@@ -113,7 +151,7 @@ fn check_grad(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
         if !rhs.is_finite() || !lhs.is_finite() && rhs.is_finite() && lhs.is_nan() {
             continue;
         }
-        if (lhs - rhs).abs() > 1e-7 * (1.0 + lhs.abs().max(rhs.abs())) {
+        if !close(lhs, rhs) {
             return Err(format!(
                 "<grad, v> = {lhs} but jvp = {rhs} at {:?}\n{}",
                 inputs.sizes,
@@ -163,18 +201,27 @@ fn the_issues_programs_have_correct_gradients() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-#[test]
-fn gradients_of_random_programs_match_dual_numbers() {
-    let cases: u64 = std::env::var("ATL_GRAD_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+/// A property over random generator programs: `check` of each program with
+/// real inputs (returning `R` only, with `real_result`) with respect to
+/// each real input in turn and all together. `cases_var` sets the number of
+/// programs (else `default_cases`), `ATL_GRAD_FIRST_SEED` the first seed;
+/// failures are printed as found, progress every 250 programs.
+fn random_programs(
+    cases_var: &str,
+    default_cases: u64,
+    real_result: bool,
+    check: fn(&Program, &[Symbol], u64) -> Result<(), String>,
+) {
+    let env = |name: &str, default: u64| -> u64 {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let cases = env(cases_var, default_cases);
+    let first = env("ATL_GRAD_FIRST_SEED", 1);
     let cfg = GenConfig::default();
     let mut failures = vec![];
-    let first: u64 = std::env::var("ATL_GRAD_FIRST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
     let mut checked = 0;
     let mut seed = first - 1;
     while checked < cases && seed < first + cases * 20 {
@@ -183,11 +230,8 @@ fn gradients_of_random_programs_match_dual_numbers() {
         let Ok(p) = parse_program(g.sugar.as_bytes()) else {
             continue;
         };
-        if p.ret != Type::Real {
-            continue;
-        }
         let inputs = real_inputs(&p);
-        if inputs.is_empty() {
+        if inputs.is_empty() || real_result && p.ret != Type::Real {
             continue;
         }
         checked += 1;
@@ -199,7 +243,7 @@ fn gradients_of_random_programs_match_dual_numbers() {
             choices.push(inputs.clone());
         }
         for wrt in choices {
-            if let Err(e) = check_grad(&p, &wrt, seed) {
+            if let Err(e) = check(&p, &wrt, seed) {
                 let failure = format!("seed {seed} --wrt {wrt:?}: {e}\n{}", g.sugar);
                 eprintln!("FAILED {failure}");
                 failures.push(failure);
@@ -211,6 +255,11 @@ fn gradients_of_random_programs_match_dual_numbers() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+#[test]
+fn gradients_of_random_programs_match_dual_numbers() {
+    random_programs("ATL_GRAD_CASES", 40, true, check_grad);
+}
+
 /// `vjp` and `jvp` of `p` with respect to `wrt` (and `hvp` when `p` returns
 /// a real), checked against dual numbers along random directions; an error
 /// message on failure.
@@ -218,10 +267,7 @@ fn check_vjp_jvp(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
     let vjp = derive::vjp(p, wrt, &opts()).map_err(|e| format!("vjp failed: {e}"))?;
     let jvp = derive::jvp(p, wrt, &opts()).map_err(|e| format!("jvp failed: {e}"))?;
     let cotangent = vjp.program.params.last().expect("a cotangent").name;
-    let tangents: Vec<Symbol> = jvp.program.params[p.params.len()..]
-        .iter()
-        .map(|q| q.name)
-        .collect();
+    let tangents = added_params(p, &jvp.program);
     let second = match p.ret {
         Type::Real => Some((
             derive::hvp(p, wrt, &opts()).map_err(|e| format!("hvp failed: {e}"))?,
@@ -232,16 +278,7 @@ fn check_vjp_jvp(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
     let mut rng = Rng::new(seed);
     for _ in 0..2 {
         let inputs = random_inputs(p, &mut rng, 1, 4, 0.5);
-        let mut v = HashMap::new();
-        for x in wrt {
-            let ParamKind::Real(t) = &p.param(*x).unwrap().kind else {
-                unreachable!()
-            };
-            v.insert(
-                *x,
-                random_value(t, &inputs.sizes, &mut || rng.unit()).unwrap(),
-            );
-        }
+        let v = directions(p, wrt, &inputs, &mut rng);
         let w = random_value(&p.ret, &inputs.sizes, &mut || rng.unit()).unwrap();
         let Ok((y, t)) = dual_jvp(p, &inputs, &v) else {
             continue;
@@ -250,32 +287,24 @@ fn check_vjp_jvp(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
         if !want.is_finite() || !inner_product(&y, &y).is_finite() {
             continue;
         }
-        let close = |got: f64| (got - want).abs() <= 1e-7 * (1.0 + got.abs().max(want.abs()));
         // vjp: <vjp f(x)[w], v>
         let mut with_w = inputs.clone();
         with_w.values.insert(cotangent, w.clone());
         let g =
             evaluate(&vjp.program, &with_w).map_err(|e| format!("vjp does not evaluate: {e}"))?;
-        let got: f64 = unnest(&g, wrt.len())
-            .iter()
-            .zip(wrt)
-            .map(|(gi, x)| inner_product(gi, &v[x]))
-            .sum();
-        if !close(got) {
+        let got = along(&g, wrt, &v);
+        if !close(got, want) {
             return Err(format!(
                 "<vjp, v> = {got} but <w, jvp> = {want}\n{}",
                 atl_egg::backend::sexp::program_to_string(&vjp.program)
             ));
         }
         // jvp: <w, jvp f(x)[v]>
-        let mut with_v = inputs.clone();
-        for (d, x) in tangents.iter().zip(wrt) {
-            with_v.values.insert(*d, v[x].clone());
-        }
+        let with_v = with_directions(&inputs, &tangents, wrt, &v);
         let j =
             evaluate(&jvp.program, &with_v).map_err(|e| format!("jvp does not evaluate: {e}"))?;
         let got = inner_product(&w, &j);
-        if !close(got) {
+        if !close(got, want) {
             return Err(format!(
                 "<w, jvp> = {got} but dual numbers give {want}\n{}",
                 atl_egg::backend::sexp::program_to_string(&jvp.program)
@@ -283,28 +312,14 @@ fn check_vjp_jvp(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
         }
         // hvp (a real result): <hvp f(x)[v], v> = <D (grad f)(x)[v], v>
         if let Some((hvp, grad)) = &second {
-            let directions: Vec<Symbol> = hvp.program.params[p.params.len()..]
-                .iter()
-                .map(|q| q.name)
-                .collect();
-            let mut with_d = inputs.clone();
-            for (d, x) in directions.iter().zip(wrt) {
-                with_d.values.insert(*d, v[x].clone());
-            }
+            let with_d = with_directions(&inputs, &added_params(p, &hvp.program), wrt, &v);
             let h = evaluate(&hvp.program, &with_d)
                 .map_err(|e| format!("hvp does not evaluate: {e}"))?;
             let Ok((_, dg)) = dual_jvp(&grad.program, &inputs, &v) else {
                 continue;
             };
-            let along = |value: &Value| -> f64 {
-                unnest(value, wrt.len())
-                    .iter()
-                    .zip(wrt)
-                    .map(|(part, x)| inner_product(part, &v[x]))
-                    .sum()
-            };
-            let (got, want) = (along(&h), along(&dg));
-            if want.is_finite() && (got - want).abs() > 1e-7 * (1.0 + got.abs().max(want.abs())) {
+            let (got, want) = (along(&h, wrt, &v), along(&dg, wrt, &v));
+            if want.is_finite() && !close(got, want) {
                 return Err(format!(
                     "<hvp, v> = {got} but dual numbers on the gradient give {want}\n{}",
                     atl_egg::backend::sexp::program_to_string(&hvp.program)
@@ -317,45 +332,5 @@ fn check_vjp_jvp(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
 
 #[test]
 fn vjps_jvps_and_hvps_of_random_programs_match_dual_numbers() {
-    let cases: u64 = std::env::var("ATL_DERIV_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(25);
-    let first: u64 = std::env::var("ATL_GRAD_FIRST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let cfg = GenConfig::default();
-    let mut failures = vec![];
-    let mut checked = 0;
-    let mut seed = first - 1;
-    while checked < cases && seed < first + cases * 20 {
-        seed += 1;
-        let g = generate(seed, &cfg);
-        let Ok(p) = parse_program(g.sugar.as_bytes()) else {
-            continue;
-        };
-        let inputs = real_inputs(&p);
-        if inputs.is_empty() {
-            continue;
-        }
-        checked += 1;
-        if checked % 250 == 0 {
-            eprintln!("checked {checked} random programs (seed {seed})");
-        }
-        let mut choices: Vec<Vec<Symbol>> = inputs.iter().map(|x| vec![*x]).collect();
-        if inputs.len() > 1 {
-            choices.push(inputs.clone());
-        }
-        for wrt in choices {
-            if let Err(e) = check_vjp_jvp(&p, &wrt, seed) {
-                let failure = format!("seed {seed} --wrt {wrt:?}: {e}\n{}", g.sugar);
-                eprintln!("FAILED {failure}");
-                failures.push(failure);
-            }
-        }
-    }
-    eprintln!("checked {checked} random programs (seeds {first}..={seed})");
-    assert_eq!(checked, cases, "the generator gave too few programs");
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    random_programs("ATL_DERIV_CASES", 25, false, check_vjp_jvp);
 }
