@@ -1,4 +1,4 @@
-//! The executed table of the README's "Compiled code" section:
+//! The tables of docs/performance.md, "Compiled code":
 //!
 //!     cargo run --release --example compiled_report            # both tables
 //!     cargo run --release --example compiled_report -- ops     # ops/cost only

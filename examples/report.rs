@@ -1,4 +1,4 @@
-//! The measurements of the closing notes, reproducible:
+//! Measurements of costs and optimizer times (docs/performance.md), reproducible:
 //!
 //!     cargo run --release --example report [-- SECTION]
 //!
@@ -158,9 +158,10 @@ fn ratios() {
     println!("\nlargest ratio: {:.3} ({})\n", worst.0, worst.1);
 }
 
-/// The README's table: per corpus program returning R, the io-cost ratio of
-/// its optimized gradient at each size set and the median wall time of
-/// `optimize_gradient` over three runs.
+/// The table of docs/performance.md, "The cheap-gradient principle": per
+/// corpus program returning R, the io-cost ratio of its optimized gradient
+/// at each size set and the median wall time of `optimize_gradient` over
+/// three runs.
 fn gradients() {
     println!("## grad: io-cost ratio at each size set, and optimize_gradient time\n");
     println!("| corpus | program | ratios (small .. large) | optimize_gradient (median of 3) |");

@@ -1,4 +1,5 @@
-//! Issue 9's measurements, reproducible by one command:
+//! How `grad` scales with the length of a program, measured by one command
+//! (the tables of docs/performance.md):
 //!
 //!     cargo build --release && cargo run --release --example scaling [-- KS]
 //!
@@ -129,7 +130,7 @@ fn stencil_by_hand(k: usize) -> String {
     text
 }
 
-/// The sum of k dot products of disjoint slices (issue 9).
+/// The sum of k dot products of disjoint slices.
 fn slice_sum(k: usize) -> String {
     let mut text = String::new();
     write!(

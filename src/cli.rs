@@ -1,4 +1,4 @@
-//! The `atl-egg` command line (ATL.md, "The command line"; docs/cli.md).
+//! The `atl-egg` command line (docs/cli.md).
 //!
 //! Exit status: 0 on success, 1 for any error about the program or its
 //! inputs (with a report on stderr: file, line:column, the source line, a
@@ -63,8 +63,8 @@ pub enum Command {
     },
     /// Evaluate a program on inputs and print the result as JSON.
     ///
-    /// Non-finite reals are written as the strings "NaN", "Infinity" and
-    /// "-Infinity", which `--inputs` reads back. With `-o result.npz` the
+    /// NaN is written `null` and the infinities `1e999` and `-1e999` (strict
+    /// JSON), which `--inputs` reads back. With `-o result.npz` the
     /// result is written as NumPy arrays: one array named `result`, or for a
     /// pair one array per component (`result.0`, `result.1`, `result.1.0`, ...).
     Eval {
@@ -565,7 +565,7 @@ fn run_cmd(
             times[times.len() / 2]
         );
     }
-    // last on stderr, as ATL.md says
+    // last on stderr, as docs/cli.md says
     if let Some([a, m, c]) = ops {
         eprintln!("ops: {a} {m} {c}");
     }

@@ -1,5 +1,5 @@
 //! The cheap-gradient principle, measured with the paper's cost model:
-//! io-cost(derivative) / io-cost(f) (ATL.md's input/output cost) for every
+//! io-cost(derivative) / io-cost(f) (the input/output cost of docs/language.md) for every
 //! corpus program at its size sets, and for the paper's two pathological
 //! programs from N = 8 to N = 4096. Costs, never times.
 

@@ -348,7 +348,7 @@ fn run_case(dir: &std::path::Path, case: &Case) -> String {
     )
 }
 
-/// A limit may cost quality, never the result (issue 9): a time limit too
+/// A limit may cost quality, never the result: a time limit too
 /// small to differentiate in still gives a gradient, with a warning naming
 /// the flag to raise.
 #[test]

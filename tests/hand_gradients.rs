@@ -1,5 +1,5 @@
-//! atl-egg's gradients against gradients written by hand (issue 9, "as good
-//! as by hand").
+//! atl-egg's gradients against gradients written by hand: are they as good
+//! as an expert's?
 //!
 //! `corpus/hand/NAME.atl` is a hand-written gradient of `corpus/NAME.atl`
 //! (named by its `; of:` line) with respect to that program's `; wrt:`

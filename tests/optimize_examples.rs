@@ -1,5 +1,5 @@
-//! Optimizations that must come out right at every size (issue: "examples
-//! that must come out right"): checked by exact cost at many sizes.
+//! Optimizations that must come out right at every size: checked by exact
+//! cost at many sizes.
 
 use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::parse_program;

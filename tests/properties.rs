@@ -1,7 +1,7 @@
 //! Property tests over random well-typed programs (`tests/common/progen.rs`):
 //!
 //! * printing then reading gives the same program (with readable names);
-//! * sugar means what ATL.md says: the elaborated sugared source has the
+//! * sugar means what docs/language.md says: the elaborated sugared source has the
 //!   value and the cost of the core program desugared by hand from the
 //!   contract (and of its own printed core form), bit for bit;
 //! * `optimize` keeps the value and never raises the cost.
@@ -193,8 +193,8 @@ fn optimize_regressions() {
     }
 }
 
-/// Minimal programs on which `optimize` once raised the cost at some size
-/// (ATL.md: "no higher, at every size"): factoring a constant out of a sum
+/// Minimal programs on which a careless `optimize` raises the cost at some
+/// size (docs/cli.md: "no costlier at any size"): factoring a constant out of a sum
 /// costs a multiplication even when the sum is empty (n = 0), and a bracket
 /// that holds only at n = 4 hides an inlining from the costs at the sampled
 /// sizes.

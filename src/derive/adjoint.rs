@@ -386,7 +386,7 @@ pub fn adjoint_egraph(
 /// `(get (gen ..) g)` (which the work cost charges as the whole `gen` per
 /// element), and the terms of `b` are added to `a` one at a time, so a
 /// bracketed term keeps its bracket and its addition is charged only where
-/// the bracket holds (ATL.md, "Cost").
+/// the bracket holds (docs/language.md, "Cost").
 fn add_values(a: Expr, b: Expr, t: &Type, fresh: &mut Fresh) -> Expr {
     use crate::front::ast::build;
     match t {

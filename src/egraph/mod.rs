@@ -4,8 +4,8 @@
 //!
 //! Binders (`let`, `gen`, `sum`, `exists`) keep their **names** in the
 //! e-graph, as children that are name leaves (`(gen i @n body)`), and a
-//! variable reference is `(var x)`. We weighed the options named in
-//! `shared/notes/egg-and-binders.md`:
+//! variable reference is `(var x)`. We weighed three options (see also
+//! docs/design.md, "Binders in the e-graph"):
 //!
 //! * explicit substitution nodes pushed down by rules (egg's `lambda.rs`):
 //!   complete, but it needs a push-down rule per form and sort (expressions,

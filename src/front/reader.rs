@@ -8,7 +8,7 @@
 //! reading never overflows; later passes run on a large stack
 //! ([`crate::with_big_stack`]).
 //!
-//! Lexical rules (ATL.md, and the reference's docstring): comments run from
+//! Lexical rules (docs/language.md, "Lexical rules"): comments run from
 //! `;` to the end of the line; atoms are runs of printable ASCII other than
 //! `( ) [ ] { } ; " , ` \ # |`; a number is
 //! `[+-]?(digits[.digits][e[+-]digits] | .digits[e[+-]digits])`; a token that

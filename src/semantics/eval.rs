@@ -1,7 +1,7 @@
 //! The reference evaluator: simple and obviously right.
 //!
 //! A direct structural recursion over the core AST with the semantics of
-//! ATL.md: IEEE doubles; an out-of-range `get` reads zero ([`Value::Zero`],
+//! docs/language.md ("Meaning"): IEEE doubles; an out-of-range `get` reads zero ([`Value::Zero`],
 //! so no types are needed); a relation tested out of range is false;
 //! `exists` is a loop; `and`/`or` short-circuit; a dimension negative at the
 //! given sizes is an error.

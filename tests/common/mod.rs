@@ -1,7 +1,7 @@
 //! Shared test infrastructure for the integration tests:
 //!
 //! * [`progen`]: random *well-typed* ATL programs as source text, with sugar,
-//!   together with the core program that ATL.md says the sugar means
+//!   together with the core program that docs/language.md says the sugar means
 //!   (desugared by hand, independently of the elaborator); usable as a
 //!   proptest `Strategy` ([`progen::arb_program`]) or from a seed
 //!   ([`progen::generate`]);

@@ -1,7 +1,7 @@
 //! Random well-typed ATL programs, as source text with sugar.
 //!
 //! Every program is generated twice at once: as the *sugared* source, and
-//! as the *core* program that ATL.md says the sugar stands for, desugared
+//! as the *core* program that docs/language.md says the sugar stands for, desugared
 //! here by hand from the contract's text (n-ary `+`/`*` nest to the left,
 //! `(- e)` is `(* -1 e)`, pointwise operators let-bind non-atomic operands
 //! left first, a sum of a tensor body is a `let` of a `gen`, ...), using
@@ -78,7 +78,7 @@ impl fmt::Debug for Generated {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
             f,
-            "Generated {{ seed: {}, depth: {} }}\n--- sugared source:\n{}\n--- desugared by hand (ATL.md):\n{}\n",
+            "Generated {{ seed: {}, depth: {} }}\n--- sugared source:\n{}\n--- desugared by hand (docs/language.md):\n{}\n",
             self.seed, self.depth, self.sugar, self.core
         )
     }
@@ -470,9 +470,9 @@ impl<'a> G<'a> {
         }
     }
 
-    // -- the hand desugaring (ATL.md) -----------------------------------------
+    // -- the hand desugaring (docs/language.md) -------------------------------
 
-    /// ATL.md's pointwise sugar over core operands `(text, type, atom)`.
+    /// The pointwise sugar (docs/language.md) over core operands `(text, type, atom)`.
     fn core_pointwise(
         &mut self,
         shape: &[Affine],

@@ -1,8 +1,8 @@
 //! Elaboration: S-expressions to a typed core [`Program`] in one pass.
 //!
-//! Type checking, desugaring and renaming happen together, as ATL.md
+//! Type checking, desugaring and renaming happen together, as docs/language.md
 //! requires: the pointwise sugar depends on the operand types, and the
-//! desugared form is exactly the one ATL.md states (its cost is part of the
+//! desugared form is exactly the one docs/language.md states (its cost is part of the
 //! contract). The pass also gives every binder (`let`, `gen`, `sum`,
 //! `exists`) a name that occurs nowhere else in the program, neither as
 //! another binder nor as a parameter or size; substitution in later passes

@@ -114,7 +114,7 @@ impl Elab {
         ))
     }
 
-    /// ATL.md's pointwise sugar: operands that are not variables or
+    /// The pointwise sugar (docs/language.md): operands that are not variables or
     /// constants are let-bound once, left first; tensor operands are indexed
     /// by fresh `j`s, scalar operands used as they are.
     fn pointwise(
@@ -153,7 +153,7 @@ impl Elab {
         (body, Type::tensor(shape, Type::Real))
     }
 
-    /// ATL.md's sum of a tensor-valued body:
+    /// The sugar for the sum of a tensor-valued body (docs/language.md):
     /// `(let t (gen i D e) (gen j1 D1 ... (sum k D (get t k j1 ...))))`.
     pub(super) fn sum_tensor(
         &mut self,

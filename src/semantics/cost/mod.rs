@@ -1,4 +1,4 @@
-//! The paper's work cost (Figure "(Work) Cost Model"; ATL.md "Cost"), with
+//! The paper's work cost (Figure "(Work) Cost Model"; docs/language.md, "Cost"), with
 //! concrete sizes and relation values, computed by counting rather than by
 //! running the loops.
 //!

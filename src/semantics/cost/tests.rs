@@ -899,7 +899,19 @@ fn parsed_programs() {
 
 // -- against the Python reference (needs python3 and the conformance kit) --
 
-const REFERENCE: &str = "/work/shared/conformance/atl_ref.py";
+/// The conformance kit's Python reference: `atl_ref.py` in `$ATL_CONFORMANCE`
+/// (the folder holding `conform.py`, as for `.ci/run`), else in
+/// `../shared/conformance` next to the repository. The tests that use it skip
+/// when it is absent.
+fn reference_script() -> std::path::PathBuf {
+    std::env::var_os("ATL_CONFORMANCE")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance")
+        })
+        .join("atl_ref.py")
+}
 
 const DRIVER: &str = r#"
 import json, sys
@@ -938,8 +950,9 @@ struct RefCase {
 
 /// Run the reference on every case; `None` when it is not available.
 fn reference_costs(cases: &[RefCase]) -> Option<Vec<serde_json::Value>> {
-    let dir = std::path::Path::new(REFERENCE).parent()?;
-    if !std::path::Path::new(REFERENCE).exists() {
+    let script = reference_script();
+    let dir = script.parent()?;
+    if !script.exists() {
         return None;
     }
     // one directory per call: the two reference tests run side by side
@@ -1057,7 +1070,7 @@ fn random_programs_match_reference() {
 #[test]
 #[ignore = "runs python3 on the conformance reference; cargo test --lib cost -- --ignored"]
 fn corpus_matches_reference() {
-    let dir = std::path::Path::new(REFERENCE).with_file_name("corpus");
+    let dir = reference_script().with_file_name("corpus");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         eprintln!("no corpus; skipped");
         return;
