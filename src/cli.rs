@@ -531,7 +531,7 @@ fn compile_cmd(prog: &Program, output: Option<&str>) -> Result<String> {
                 false,
                 &backend::build::Flags::default(),
             )?;
-            std::fs::copy(&lib, out)
+            std::fs::copy(&lib.path, out)
                 .map_err(|e| Error::input(format!("cannot write {out}: {e}")))?;
         }
         _ => {

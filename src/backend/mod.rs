@@ -21,7 +21,6 @@ use crate::front::ast::{ParamKind, Program};
 use crate::lower::ir::{Function, ParamC};
 use crate::semantics::eval::checked_inputs;
 use crate::semantics::value::{type_size, Inputs, Value, MAX_OUTPUT_REALS};
-use std::path::PathBuf;
 
 /// The formats a program is printed in (`--format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -79,8 +78,8 @@ pub struct Compiled {
     program: Program,
     function: Function,
     library: libloading::Library,
-    /// The library's path (in the cache).
-    pub path: PathBuf,
+    /// The library's path (in the cache), kept alive with it.
+    cached: build::CachedLibrary,
     counts_ops: bool,
 }
 
@@ -93,16 +92,12 @@ pub fn compile(prog: &Program) -> Result<Compiled> {
 /// (`-DATL_COUNT_OPS`), whose calls also report the operations executed.
 pub fn compile_with(prog: &Program, count_ops: bool) -> Result<Compiled> {
     let src = generate(prog)?;
-    let path = build::shared_library(&src.source, count_ops, &build::Flags::default())?;
-    // SAFETY: the library is one we just compiled from generated C; its
-    // initializers do nothing but set up the C runtime.
-    let library = unsafe { libloading::Library::new(&path) }
-        .map_err(|e| Error::eval(format!("cannot load {}: {e}", path.display())))?;
+    let (library, cached) = build::load_library(&src.source, count_ops, &build::Flags::default())?;
     Ok(Compiled {
         program: prog.clone(),
         function: src.function,
         library,
-        path,
+        cached,
         counts_ops: count_ops,
     })
 }
@@ -111,6 +106,11 @@ type Entry =
     unsafe extern "C" fn(*const i64, *const *const f64, *const *const u8, *const *mut f64) -> i32;
 
 impl Compiled {
+    /// The library's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.cached.path
+    }
+
     /// Run on `inputs`: the program's value (as `eval` gives it).
     pub fn call(&self, inputs: &Inputs) -> Result<Value> {
         Ok(self.call_counted(inputs)?.0)
