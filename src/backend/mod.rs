@@ -61,11 +61,30 @@ pub struct CSource {
     pub manifest: serde_json::Value,
 }
 
-/// Lower `prog` and emit its C source and manifest.
+/// Lower `prog` and emit its C source and manifest. The manifest is the
+/// C function's ([`c::manifest`]) with the program's parameters added as
+/// `inputs` (name and kind, in declaration order): a C parameter's `source`
+/// is its parameter's name followed by `.0`/`.1` steps into pairs, which
+/// only the names make unambiguous (a name may itself contain `.`).
 pub fn generate(prog: &Program) -> Result<CSource> {
     let function = crate::lower::lower(prog)?;
     let source = c::emit(&function, prog.name.as_str());
-    let manifest = c::manifest(&function);
+    let mut manifest = c::manifest(&function);
+    let inputs: Vec<serde_json::Value> = prog
+        .params
+        .iter()
+        .map(|p| {
+            let kind = match &p.kind {
+                ParamKind::Size => "size",
+                ParamKind::Real(_) => "real",
+                ParamKind::Relation(_) => "relation",
+            };
+            serde_json::json!({"name": p.name.as_str(), "kind": kind})
+        })
+        .collect();
+    if let Some(obj) = manifest.as_object_mut() {
+        obj.insert("inputs".into(), serde_json::Value::Array(inputs));
+    }
     Ok(CSource {
         function,
         source,
