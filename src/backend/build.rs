@@ -187,6 +187,14 @@ fn ensure_private_dir(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(fail(format!("cannot be created ({e})"))),
     }
+    // A symbolic link must be the user's own too: another user's link could
+    // be pointed elsewhere after this check.
+    let link = std::fs::symlink_metadata(dir).map_err(|e| fail(format!("cannot be read ({e})")))?;
+    if link.file_type().is_symlink() {
+        if let Some(why) = foreign_owner(&link) {
+            return Err(fail(format!("is a symbolic link that {why}")));
+        }
+    }
     let meta = std::fs::metadata(dir).map_err(|e| fail(format!("cannot be read ({e})")))?;
     if !meta.is_dir() {
         return Err(fail("is not a directory".into()));
@@ -215,10 +223,8 @@ fn private_dir_builder() -> std::fs::DirBuilder {
 #[cfg(unix)]
 fn unsafe_ownership(meta: &std::fs::Metadata) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        return Some(format!("is owned by another user (uid {})", meta.uid()));
+    if let Some(why) = foreign_owner(meta) {
+        return Some(why);
     }
     if meta.mode() & 0o022 != 0 {
         return Some(format!(
@@ -226,6 +232,20 @@ fn unsafe_ownership(meta: &std::fs::Metadata) -> Option<String> {
             meta.mode() & 0o777
         ));
     }
+    None
+}
+
+/// Why `meta`'s owner is not the current user, if it is not.
+#[cfg(unix)]
+fn foreign_owner(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    (meta.uid() != me).then(|| format!("is owned by another user (uid {})", meta.uid()))
+}
+
+#[cfg(not(unix))]
+fn foreign_owner(_meta: &std::fs::Metadata) -> Option<String> {
     None
 }
 
