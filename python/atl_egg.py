@@ -8,12 +8,25 @@
 
 A small module over `ctypes` and NumPy, with no build step: `load` runs
 `atl-egg compile` (the binary is `$ATL_EGG_BIN`, else `atl-egg` on the
-PATH) to get the shared library and its JSON manifest, and the callable it
-returns checks every input's shape against the manifest, allocates the
+PATH) to get the shared library and its JSON manifest, in a temporary
+directory removed before `load` returns, and the callable it returns
+checks every argument before the compiled code runs, allocates the
 outputs, calls the library and returns arrays (a float for a real result,
-a tuple for a pair). Tensors are passed as float64 C-contiguous arrays,
-relations as boolean arrays; sizes are inferred from the inputs' shapes or
-given as `sizes={"n": 4}`.
+a tuple for a pair).
+
+Arguments, by position, by name, or as a mapping `inputs={...}` (a name that
+is not a Python identifier, such as `a.b`, is passed as `f(**{"a.b": v})`
+or in `inputs`):
+* a tensor is an array of exactly its declared rank and shape, of real
+  numbers (passed as float64, C-contiguous); a relation a boolean (or 0/1)
+  array; a real a real number; a pair a 2-tuple. A wrong argument raises
+  TypeError (wrong kind) or ValueError (wrong shape) naming it and the
+  expected shape;
+* sizes are inferred from the inputs' shapes or given as
+  `sizes={"n": 4}`: exact integers in [0, 2^63) (not bool, not float).
+
+A non-zero return code of the compiled code raises `AtlError` (its `code`,
+and the meaning the manifest gives it).
 """
 
 import ctypes
@@ -24,7 +37,7 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["load", "load_library", "grad", "vjp", "AtlFunction"]
+__all__ = ["load", "load_library", "grad", "vjp", "AtlFunction", "AtlError"]
 
 
 def _bin():
@@ -73,15 +86,113 @@ def _dim(expr, sizes):
     return parse(0)[0]
 
 
-def _leaf(value, path):
-    """The leaf of a (nested pair) input at `path` ("p.0.1" -> value[0][1])."""
-    for step in path.split(".")[1:]:
-        value = value[int(step)]
+_INT64_LIMIT = 2 ** 63
+
+
+def _exact_size(name, value):
+    """`value` as a size: an exact non-negative integer below 2^63 (no
+    bool, no float, nothing reduced modulo 2^64)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError("size %s must be an integer, got %r" % (name, value))
+    value = int(value)
+    if not 0 <= value < _INT64_LIMIT:
+        raise ValueError("size %s must be a non-negative integer below 2^63, got %d" % (name, value))
     return value
 
 
+def _describe(value):
+    if isinstance(value, np.ndarray):
+        return "an array of shape %s and dtype %s" % (value.shape, value.dtype)
+    return "%s %r" % (type(value).__name__, value)
+
+
+def _real_scalar(what, value):
+    """A real argument: a Python or NumPy real number (or a 0-d array of one)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError("%s must be a real number, got %s" % (what, _describe(value)))
+    return float(value)
+
+
+def _array_of_rank(what, value, rank, relation):
+    """A tensor (or relation) argument as a C-contiguous float64 (uint8)
+    array, after checking that it is an array of `rank` dimensions of
+    numbers (booleans or 0/1 for a relation)."""
+    if value is None or isinstance(value, (str, bytes, dict, bool, int, float, complex, np.generic)):
+        raise TypeError("%s must be an array of %d dimension(s), got %s" % (what, rank, _describe(value)))
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise TypeError("%s must be an array of %d dimension(s): %s" % (what, rank, e))
+    if arr.ndim != rank:
+        raise ValueError("%s must be an array of %d dimension(s), got %s" % (what, rank, _describe(arr)))
+    if relation:
+        if arr.dtype.kind not in "biu" or (arr.dtype.kind != "b" and not np.isin(arr, (0, 1)).all()):
+            raise TypeError("%s must be a boolean (or 0/1) array, got %s" % (what, _describe(arr)))
+        return np.ascontiguousarray(arr, dtype=np.uint8)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError("%s must be an array of real numbers, got %s" % (what, _describe(arr)))
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def _component(value, steps, name):
+    """The component of a (nested pair) argument `name` at `steps`
+    ([1, 0] -> value[1][0]); each level must be a 2-tuple or 2-list."""
+    where = name
+    for step in steps:
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise TypeError("%s must be a pair (a 2-tuple), got %s" % (where, _describe(value)))
+        value = value[step]
+        where += ".%d" % step
+    return value
+
+
+class AtlError(RuntimeError):
+    """The compiled code reported an error; `code` is its return code."""
+
+    def __init__(self, function, code, meaning):
+        self.code = code
+        super().__init__("%s returned %d: %s" % (function, code, meaning))
+
+
+def _input_names(manifest):
+    """The function's inputs (not sizes) in order, each with the C
+    parameters that are its leaves: (name, [(param, steps into pairs)])."""
+    if "inputs" in manifest:
+        names = [i["name"] for i in manifest["inputs"] if i["kind"] != "size"]
+    else:  # an older manifest: a leaf's name is its source without `.0`/`.1` steps
+        names = []
+        for p in manifest["params"]:
+            parts = p["source"].split(".")
+            while len(parts) > 1 and parts[-1] in ("0", "1"):
+                parts.pop()
+            if p["kind"] != "size" and ".".join(parts) not in names:
+                names.append(".".join(parts))
+    out = []
+    for name in names:
+        leaves = []
+        for p in manifest["params"]:
+            src = p["source"]
+            if p["kind"] == "size":
+                continue
+            if src == name:
+                leaves.append((p, []))
+            elif src.startswith(name + "."):
+                steps = src[len(name) + 1:].split(".")
+                if all(s in ("0", "1") for s in steps):
+                    leaves.append((p, [int(s) for s in steps]))
+        out.append((name, leaves))
+    return out
+
+
 class AtlFunction:
-    """A compiled ATL function: call it with the inputs by name or position."""
+    """A compiled ATL function: call it with the inputs by position, by
+    name (`f(x=..)`, or `f(**{"a.b": ..})` for a name that is not a Python
+    identifier) or as a mapping (`f(inputs={"x": ..})`). Every argument is
+    checked before the compiled code runs."""
 
     def __init__(self, library_path, manifest):
         self.manifest = manifest
@@ -93,80 +204,99 @@ class AtlFunction:
             ctypes.c_void_p for _ in manifest["outputs"]
         ]
         self.sizes = [p["source"] for p in manifest["params"] if p["kind"] == "size"]
-        self.inputs = []
-        for p in manifest["params"]:
-            root = p["source"].split(".")[0]
-            if p["kind"] != "size" and root not in self.inputs:
-                self.inputs.append(root)
+        self._leaves = _input_names(manifest)
+        self.inputs = [name for name, _ in self._leaves]
 
     def __repr__(self):
         return "<AtlFunction %s(%s)>" % (self.manifest["function"], ", ".join(self.inputs))
 
-    def __call__(self, *args, sizes=None, **kwargs):
+    def _bind(self, args, inputs, kwargs):
+        """The arguments by input name; TypeError for unknown, repeated or
+        missing ones."""
         if len(args) > len(self.inputs):
             raise TypeError("%d inputs given, the function takes %d" % (len(args), len(self.inputs)))
         given = dict(zip(self.inputs, args))
-        for k, v in kwargs.items():
-            if k not in self.inputs:
-                raise TypeError("unknown input %r (the inputs are %s)" % (k, ", ".join(self.inputs)))
-            if k in given:
-                raise TypeError("input %r given twice" % k)
-            given[k] = v
+        for source in (dict(inputs or {}), kwargs):
+            for k, v in source.items():
+                if k not in self.inputs:
+                    raise TypeError("unknown input %r (the inputs are %s)" % (k, ", ".join(self.inputs)))
+                if k in given:
+                    raise TypeError("input %r given twice" % k)
+                given[k] = v
         missing = [n for n in self.inputs if n not in given]
         if missing:
             raise TypeError("missing input(s): %s" % ", ".join(missing))
+        return given
 
-        # the leaves, as arrays of the right dtype
+    def _leaf_values(self, given):
+        """Each C parameter's value, checked: reals as floats, tensors and
+        relations as arrays of the declared rank."""
         leaves = {}
-        for p in self.manifest["params"]:
-            if p["kind"] == "size":
-                continue
-            v = _leaf(given[p["source"].split(".")[0]], p["source"])
-            if p["kind"] == "real":
-                leaves[p["source"]] = float(v)
-            elif p["kind"] == "relation":
-                leaves[p["source"]] = np.ascontiguousarray(np.asarray(v, dtype=bool), dtype=np.uint8)
-            else:
-                leaves[p["source"]] = np.ascontiguousarray(v, dtype=np.float64)
+        for name, params in self._leaves:
+            for p, steps in params:
+                what = "input %r" % name if not steps else "input %r component %s" % (
+                    name, p["source"][len(name) + 1:])
+                v = _component(given[name], steps, "input %r" % name)
+                if p["kind"] == "real":
+                    leaves[p["source"]] = _real_scalar(what, v)
+                else:
+                    shape = "(%s)" % ", ".join(p["shape"])
+                    leaves[p["source"]] = _array_of_rank(
+                        "%s (shape %s)" % (what, shape), v, len(p["shape"]), p["kind"] == "relation")
+        return leaves
 
-        # sizes: given, else from an input whose dimension is exactly that size
-        known = dict(sizes or {})
+    def _sizes(self, sizes, leaves):
+        """Every size: given (exact integers), else from an input whose
+        dimension is exactly that size."""
+        known = {}
+        for k, v in dict(sizes or {}).items():
+            if k not in self.sizes:
+                raise TypeError("unknown size %r (the sizes are %s)" % (k, ", ".join(self.sizes) or "none"))
+            known[k] = _exact_size(k, v)
         for s in self.sizes:
             if s in known:
                 continue
             for p in self.manifest["params"]:
                 if p["kind"] in ("tensor", "relation") and s in p["shape"]:
-                    arr = leaves[p["source"]]
-                    k = p["shape"].index(s)
-                    if arr.ndim > k:
-                        known[s] = arr.shape[k]
-                        break
+                    known[s] = leaves[p["source"]].shape[p["shape"].index(s)]
+                    break
             if s not in known:
                 raise ValueError("size %s cannot be inferred; give it with sizes={%r: ...}" % (s, s))
+        return known
 
+    def _shape(self, dims, known, what):
+        shape = tuple(_dim(d, known) for d in dims)
+        for d, n in zip(dims, shape):
+            if not 0 <= n < _INT64_LIMIT:
+                raise ValueError("%s: dimension %s is %d at these sizes" % (what, d, n))
+        return shape
+
+    def __call__(self, *args, sizes=None, inputs=None, **kwargs):
+        given = self._bind(args, inputs, kwargs)
+        leaves = self._leaf_values(given)
+        known = self._sizes(sizes, leaves)
         call = []
         for p in self.manifest["params"]:
             if p["kind"] == "size":
-                call.append(int(known[p["source"]]))
+                call.append(known[p["source"]])
             elif p["kind"] == "real":
                 call.append(leaves[p["source"]])
             else:
                 arr = leaves[p["source"]]
-                want = tuple(_dim(d, known) for d in p["shape"])
+                want = self._shape(p["shape"], known, "input %s" % p["source"])
                 if arr.shape != want:
-                    raise ValueError(
-                        "input %s has shape %s, expected %s" % (p["source"], arr.shape, want)
-                    )
+                    raise ValueError("input %s has shape %s, expected (%s) = %s" % (
+                        p["source"], arr.shape, ", ".join(p["shape"]), want))
                 call.append(arr.ctypes.data_as(ctypes.c_void_p))
         outs = []
         for o in self.manifest["outputs"]:
-            arr = np.zeros(tuple(_dim(d, known) for d in o["shape"]), dtype=np.float64)
+            arr = np.zeros(self._shape(o["shape"], known, "the result %s" % o["leaf"]), dtype=np.float64)
             outs.append(arr)
             call.append(arr.ctypes.data_as(ctypes.c_void_p))
         rc = self._fn(*call)
         if rc != 0:
-            why = self.manifest.get("returns", {}).get(str(rc), "error code %d" % rc)
-            raise RuntimeError("%s returned %d: %s" % (self.manifest["function"], rc, why))
+            meaning = self.manifest.get("returns", {}).get(str(rc), "an undocumented error code")
+            raise AtlError(self.manifest["function"], rc, meaning)
 
         # reassemble pairs from the leaves ("out", "out.0", "out.1.0", ...)
         def build(prefix):
@@ -189,14 +319,16 @@ def load_library(library_path, manifest_path=None):
 
 
 def _compile_text(program_text, name):
-    d = tempfile.mkdtemp(prefix="atl-egg-")
-    src = os.path.join(d, name + ".atl")
-    with open(src, "w") as f:
-        f.write(program_text)
-    so, js = os.path.join(d, name + ".so"), os.path.join(d, name + ".json")
-    _atl(["compile", src, "-o", so])
-    _atl(["compile", src, "-o", js])
-    return load_library(so, js)
+    # The library is loaded before the directory is removed (a loaded
+    # library needs no file), so nothing is left behind on any path.
+    with tempfile.TemporaryDirectory(prefix="atl-egg-") as d:
+        src = os.path.join(d, name + ".atl")
+        with open(src, "w") as f:
+            f.write(program_text)
+        so, js = os.path.join(d, name + ".so"), os.path.join(d, name + ".json")
+        _atl(["compile", src, "-o", so])
+        _atl(["compile", src, "-o", js])
+        return load_library(so, js)
 
 
 def load(path):

@@ -21,12 +21,23 @@ CORPUS = os.path.join(ROOT, "corpus")
 
 def eval_json(path, inputs):
     """`atl-egg eval` of a program file on inputs (NumPy arrays as lists)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({k: np.asarray(v).tolist() if not isinstance(v, tuple) else
-                   [np.asarray(x).tolist() for x in v] for k, v in inputs.items()}, f)
-    out = subprocess.run([atl_egg._bin(), "eval", path, "--inputs", f.name],
-                         capture_output=True, text=True, check=True).stdout
+    with tempfile.TemporaryDirectory() as d:
+        name = os.path.join(d, "in.json")
+        with open(name, "w") as f:
+            json.dump({k: np.asarray(v).tolist() if not isinstance(v, tuple) else
+                       [np.asarray(x).tolist() for x in v] for k, v in inputs.items()}, f)
+        out = subprocess.run([atl_egg._bin(), "eval", path, "--inputs", name],
+                             capture_output=True, text=True, check=True).stdout
     return json.loads(out)
+
+
+def load_text(text):
+    """`atl_egg.load` of a program given as text."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "f.atl")
+        with open(path, "w") as f:
+            f.write(text)
+        return atl_egg.load(path)
 
 
 def close(got, want):
@@ -63,9 +74,10 @@ class Loader(unittest.TestCase):
         self.assertEqual(dz.shape, (n,))
         text = subprocess.run([atl_egg._bin(), "grad", path, "--wrt", "c,z"],
                               capture_output=True, text=True, check=True).stdout
-        with tempfile.NamedTemporaryFile("w", suffix=".atl", delete=False) as f:
-            f.write(text)
-        self.assertTrue(close((dc, dz), eval_json(f.name, inputs)))
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "g.atl"), "w") as f:
+                f.write(text)
+            self.assertTrue(close((dc, dz), eval_json(f.name, inputs)))
 
     def test_pairs_in_and_out(self):
         path = os.path.join(CORPUS, "pair_moments.atl")
@@ -89,6 +101,94 @@ class Loader(unittest.TestCase):
             f(x=np.zeros(5), c=np.zeros(3), z=np.zeros(4))  # x needs n + m - 1 = 6
         with self.assertRaises(TypeError):
             f(x=np.zeros(6), c=np.zeros(3))
+
+    def test_sizes_must_be_exact_integers_below_2_63(self):
+        f = load_text("(fn f ((x (tensor n R))) (sum i n (get x i)))")
+        x = np.array([1.0, 2.0, 3.0])
+        self.assertEqual(f(x, sizes={"n": 3}), 6.0)
+        self.assertEqual(f(x, sizes={"n": np.int64(3)}), 6.0)
+        # 2^64 + 3 is 3 modulo 2^64: it must not be taken for 3
+        for bad in (2 ** 64 + 3, 2 ** 63, -1):
+            with self.assertRaisesRegex(ValueError, "size n"):
+                f(x, sizes={"n": bad})
+        for bad in (True, 3.0, "3", None):
+            with self.assertRaisesRegex(TypeError, "size n must be an integer"):
+                f(x, sizes={"n": bad})
+        with self.assertRaisesRegex(TypeError, "unknown size 'm'"):
+            f(x, sizes={"m": 3})
+
+    def test_arguments_are_checked_and_named(self):
+        f = atl_egg.load(os.path.join(CORPUS, "deconv_signal_loss.atl"))
+        x, c, z = np.zeros(6), np.zeros(3), np.zeros(4)
+        for bad in (None, 1.5, np.float64(2.0), "abc", [[1.0], [2.0]]):
+            with self.assertRaisesRegex((TypeError, ValueError), r"input 'c' \(shape \(m\)\)"):
+                f(x=x, c=bad, z=z)
+        with self.assertRaisesRegex(ValueError, r"input 'x'.*1 dimension.*\(6, 1\)"):
+            f(x=np.zeros((6, 1)), c=c, z=z)
+        with self.assertRaisesRegex(TypeError, "input 'z'.*real numbers"):
+            f(x=x, c=c, z=np.array(["a", "b", "c", "d"]))
+        g = atl_egg.load(os.path.join(CORPUS, "pair_moments.atl"))
+        p = (np.zeros(4), np.zeros(4))
+        for bad in (None, np.zeros(3), True, 1j, "0.5"):
+            with self.assertRaisesRegex(TypeError, "input 'c' must be a real number"):
+                g(p=p, c=bad)
+        self.assertEqual(g(p=p, c=np.array(0.5)), (0.0, 0.0))
+        for bad in ((np.zeros(4),), np.zeros((2, 4)), None):
+            with self.assertRaisesRegex(TypeError, "input 'p' must be a pair"):
+                g(p=bad, c=0.5)
+        h = atl_egg.load(os.path.join(CORPUS, "graph_smoothness.atl"))
+        with self.assertRaisesRegex(TypeError, "input 'E'.*boolean"):
+            h(E=np.full((3, 3), 2), x=np.zeros(3), lam=0.5)
+
+    def test_names_that_are_not_identifiers(self):
+        f = load_text("(fn f ((a.b (pair R (tensor n R))) (sizes R)) "
+                      "(+ (* sizes (fst a.b)) (sum i n (get (snd a.b) i))))")
+        self.assertEqual(f.inputs, ["a.b", "sizes"])
+        ab = (2.0, np.array([1.0, 2.0]))
+        self.assertEqual(f(**{"a.b": ab}, inputs={"sizes": 10.0}), 23.0)
+        self.assertEqual(f(inputs={"a.b": ab, "sizes": 10.0}), 23.0)
+        self.assertEqual(f(ab, 10.0), 23.0)
+        with self.assertRaisesRegex(TypeError, "given twice"):
+            f(ab, inputs={"a.b": ab, "sizes": 1.0})
+
+    def test_error_codes_raise_atl_error(self):
+        f = load_text("(fn f ((x (tensor n R)) (m size)) "
+                      "(let t (gen j (- m 2) (get x j)) (sum i n (get t i))))")
+        self.assertEqual(f(np.ones(3), sizes={"m": 4}), 2.0)
+        with self.assertRaises(atl_egg.AtlError) as e:
+            f(np.ones(3), sizes={"m": 0})
+        self.assertEqual(e.exception.code, 1)
+        self.assertIn("negative", str(e.exception))
+
+    def test_undocumented_error_codes_raise_atl_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            src, so = os.path.join(d, "g.c"), os.path.join(d, "g.so")
+            with open(src, "w") as f:
+                f.write("int atl_g(double *out) { out[0] = 1.0; return 7; }\n")
+            cc = os.environ.get("CC", "cc")
+            if subprocess.run([cc, "-shared", "-fPIC", "-o", so, src]).returncode != 0:
+                self.skipTest("no C compiler")
+            manifest = {"function": "atl_g", "params": [], "returns": {"0": "success"},
+                        "outputs": [{"c_name": "out", "leaf": "out", "c_type": "double *", "shape": []}]}
+            g = atl_egg.AtlFunction(so, manifest)
+        with self.assertRaises(atl_egg.AtlError) as e:
+            g()
+        self.assertEqual(e.exception.code, 7)
+        self.assertIn("returned 7", str(e.exception))
+
+    def test_no_temporary_files_are_left(self):
+        saved = tempfile.tempdir
+        with tempfile.TemporaryDirectory() as d:
+            tempfile.tempdir = d
+            try:
+                path = os.path.join(CORPUS, "deconv_signal_loss.atl")
+                atl_egg.load(path)
+                atl_egg.grad(path, wrt=["c"])
+                with self.assertRaises(RuntimeError):
+                    atl_egg.grad(os.path.join(CORPUS, "pair_moments.atl"))  # returns a pair
+                self.assertEqual(os.listdir(d), [])
+            finally:
+                tempfile.tempdir = saved
 
 
 if __name__ == "__main__":

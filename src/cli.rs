@@ -321,10 +321,15 @@ pub fn load_program(path: &str, session: &mut Session) -> Result<Program> {
 
 /// The inputs as a JSON object: from a JSON file, standard input, an `.npz`
 /// archive or a folder of `.npy` files.
-fn read_inputs(path: &str, session: &mut Session) -> Result<serde_json::Value> {
+fn read_inputs(
+    path: &str,
+    prog: &Program,
+    sizes: &value::Sizes,
+    session: &mut Session,
+) -> Result<serde_json::Value> {
     let p = std::path::Path::new(path);
     if path != "-" && (path.ends_with(".npz") || p.is_dir()) {
-        return npz::read_inputs(p);
+        return npz::read_inputs(p, prog, sizes);
     }
     if path.ends_with(".npy") {
         return Err(Error::input(format!(
@@ -380,7 +385,9 @@ fn inputs_for(
         Some(s) => s.parse::<sizes::Sizes>()?,
         None => value::Sizes::default(),
     };
-    let json = inputs.map(|p| read_inputs(p, session)).transpose()?;
+    let json = inputs
+        .map(|p| read_inputs(p, prog, &given, session))
+        .transpose()?;
     let resolved = sizes::resolve_sizes(prog, &given, json.as_ref())?;
     let empty = serde_json::Value::Object(Default::default());
     json::inputs_from_json(
@@ -531,7 +538,7 @@ fn compile_cmd(prog: &Program, output: Option<&str>) -> Result<String> {
                 false,
                 &backend::build::Flags::default(),
             )?;
-            std::fs::copy(&lib, out)
+            std::fs::copy(&lib.path, out)
                 .map_err(|e| Error::input(format!("cannot write {out}: {e}")))?;
         }
         _ => {

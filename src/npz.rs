@@ -21,9 +21,14 @@
 //!
 //! Arrays are converted to the JSON form the rest of the tool reads, so the
 //! same checks (shapes, sizes inferred from dimensions) apply to both.
+//! Before that, nothing is allocated on an array's word: its header is
+//! checked against the shape its parameter expects at the sizes given and
+//! against [`MAX_INPUT_ELEMENTS`], and component-named arrays (`p.1`,
+//! `x.3`) must lie within the type and be numbered without gaps.
 
 use crate::error::{Error, Result};
-use crate::front::ast::Type;
+use crate::front::affine::Affine;
+use crate::front::ast::{Param, ParamKind, Program, Type};
 use crate::semantics::json;
 use crate::semantics::value::{self, Sizes, Value};
 use std::io::{Read, Write};
@@ -41,16 +46,30 @@ fn nest(elems: &mut impl Iterator<Item = serde_json::Value>, shape: &[u64]) -> s
     }
 }
 
-/// One `.npy` file's bytes as nested JSON (numbers or booleans).
+/// One `.npy` file's bytes as nested JSON (numbers or booleans); its
+/// header is checked against [`MAX_INPUT_ELEMENTS`] before its data is read.
 pub fn npy_to_json(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
+    let spec = MemberSpec {
+        param: name.to_string(),
+        path: vec![],
+        dims: None,
+        is_real: false,
+    };
+    read_array(bytes, name, &spec)
+}
+
+/// One `.npy` array from `reader` as nested JSON, its header checked
+/// against `spec` before its data is read.
+fn read_array(reader: impl Read, name: &str, spec: &MemberSpec) -> Result<serde_json::Value> {
     let bad = |e: &dyn std::fmt::Display| Error::input(format!("{name}: not a NumPy array: {e}"));
-    let file = npyz::NpyFile::new(bytes).map_err(|e| bad(&e))?;
+    let file = npyz::NpyFile::new(reader).map_err(|e| bad(&e))?;
     if file.order() == npyz::Order::Fortran && file.shape().len() > 1 {
         return Err(Error::input(format!(
             "{name}: the array is stored in Fortran (column-major) order"
         ))
         .with_hint("save it with numpy.ascontiguousarray(a)"));
     }
+    check_header(file.shape(), spec, name)?;
     let shape = file.shape().to_vec();
     let dtype = file.dtype().descr();
     let elems: Vec<serde_json::Value> = match file.try_data::<f64>() {
@@ -79,29 +98,32 @@ pub fn npy_to_json(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
             },
         },
     }
-    .map_err(|e| bad(&e))?;
+    .map_err(|e| {
+        Error::input(format!(
+            "{name}: cannot read the data of shape {}: {e}",
+            shape_text(shape.iter().map(u64::to_string))
+        ))
+    })?;
     Ok(nest(&mut elems.into_iter(), &shape))
 }
 
-/// Put `v` at the dotted path `name` (`p.1.0`) of the inputs object.
-fn insert(obj: &mut serde_json::Map<String, serde_json::Value>, name: &str, v: serde_json::Value) {
-    let mut parts = name.split('.');
-    let root = parts.next().unwrap_or(name);
-    let path: Vec<usize> = match parts.map(str::parse).collect::<std::result::Result<_, _>>() {
-        Ok(p) => p,
-        Err(_) => {
-            obj.insert(name.to_string(), v);
-            return;
-        }
-    };
+/// Put `v` at `path` (`p.1.0` -> [1, 0]) under `param` in the inputs
+/// object, making arrays (padded with `null`) on the way.
+fn insert(
+    obj: &mut serde_json::Map<String, serde_json::Value>,
+    param: &str,
+    path: &[u64],
+    v: serde_json::Value,
+) {
     let mut slot = obj
-        .entry(root.to_string())
+        .entry(param.to_string())
         .or_insert(serde_json::Value::Null);
-    for k in path {
+    for &k in path {
         if !slot.is_array() {
             *slot = serde_json::Value::Array(vec![]);
         }
         let arr = slot.as_array_mut().expect("just made an array");
+        let k = k as usize;
         while arr.len() <= k {
             arr.push(serde_json::Value::Null);
         }
@@ -110,49 +132,304 @@ fn insert(obj: &mut serde_json::Map<String, serde_json::Value>, name: &str, v: s
     *slot = v;
 }
 
-/// The inputs object from an `.npz` archive or a folder of `.npy` files.
-pub fn read_inputs(path: &Path) -> Result<serde_json::Value> {
-    let mut obj = serde_json::Map::new();
+/// The most elements (and the most nested arrays) one input array may
+/// declare: an array's header is checked against it, and against the
+/// shape its parameter expects, before any of its data is read.
+pub const MAX_INPUT_ELEMENTS: u64 = 50_000_000;
+
+/// What one member (`x`, `p.1`, `x.3`) of the inputs must hold, from its
+/// parameter's type and the sizes known so far.
+#[derive(Debug)]
+struct MemberSpec {
+    /// The parameter it belongs to.
+    param: String,
+    /// The indices after the parameter's name (`p.1.0` -> [1, 0]).
+    path: Vec<u64>,
+    /// The expected array dimensions (`None`: a size not yet known), or
+    /// `None` where the type has no one-array form checked here (a pair,
+    /// a tensor of pairs: the JSON checks then apply).
+    dims: Option<Vec<Option<u64>>>,
+    /// The parameter is a real (a 0-d array, or a single element).
+    is_real: bool,
+}
+
+/// A dimension's value at the sizes known so far (`None` if it needs one
+/// that is not known, or is negative).
+fn known_dim(d: &Affine, sizes: &Sizes) -> Option<u64> {
+    value::affine_at(d, sizes)
+        .ok()
+        .and_then(|n| u64::try_from(n).ok())
+}
+
+/// The parameter and the indices a member name denotes: the parameter of
+/// exactly that name, else one whose name is followed by `.` and numbers.
+fn split_member<'p>(prog: &'p Program, stem: &str) -> Option<(&'p Param, Vec<u64>)> {
+    let real_params = || prog.params.iter().filter(|p| p.kind != ParamKind::Size);
+    if let Some(p) = real_params().find(|p| p.name.as_str() == stem) {
+        return Some((p, vec![]));
+    }
+    real_params().find_map(|p| {
+        let rest = stem.strip_prefix(p.name.as_str())?.strip_prefix('.')?;
+        let path = rest
+            .split('.')
+            .map(|k| {
+                (!k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| k.parse::<u64>().ok())
+                    .flatten()
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some((p, path))
+    })
+}
+
+/// What the member `stem` must hold (`None`: it names no parameter, and is
+/// not read). An index out of its pair or tensor is an error.
+fn member_spec(prog: &Program, sizes: &Sizes, stem: &str) -> Result<Option<MemberSpec>> {
+    let Some((param, path)) = split_member(prog, stem) else {
+        return Ok(None);
+    };
+    let name = param.name.as_str();
+    let out_of_range = |k: u64, why: String| {
+        Error::input(format!(
+            "array '{stem}': index {k} is out of range for input '{name}' ({why})"
+        ))
+    };
+    let dims = match &param.kind {
+        ParamKind::Size => return Ok(None),
+        ParamKind::Relation(dims) => {
+            if path.len() > dims.len() {
+                return Err(out_of_range(
+                    path[dims.len()],
+                    format!("a relation of {} dimensions", dims.len()),
+                ));
+            }
+            for (&k, d) in path.iter().zip(dims) {
+                if let Some(n) = known_dim(d, sizes).filter(|&n| k >= n) {
+                    return Err(out_of_range(k, format!("dimension {d} is {n}")));
+                }
+            }
+            Some(
+                dims[path.len()..]
+                    .iter()
+                    .map(|d| known_dim(d, sizes))
+                    .collect(),
+            )
+        }
+        ParamKind::Real(ty) => {
+            let mut ty = ty;
+            for &k in &path {
+                ty = match ty {
+                    Type::Pair(a, b) => match k {
+                        0 => a,
+                        1 => b,
+                        _ => {
+                            return Err(out_of_range(k, "a pair has the components 0 and 1".into()))
+                        }
+                    },
+                    Type::Tensor(d, inner) => {
+                        if let Some(n) = known_dim(d, sizes).filter(|&n| k >= n) {
+                            return Err(out_of_range(k, format!("dimension {d} is {n}")));
+                        }
+                        inner
+                    }
+                    Type::Real => return Err(out_of_range(k, "a real has no components".into())),
+                };
+            }
+            let mut dims = vec![];
+            while let Type::Tensor(d, inner) = ty {
+                dims.push(known_dim(d, sizes));
+                ty = inner;
+            }
+            (*ty == Type::Real).then_some(dims)
+        }
+    };
+    Ok(Some(MemberSpec {
+        param: name.to_string(),
+        is_real: dims.as_ref().is_some_and(Vec::is_empty),
+        path,
+        dims,
+    }))
+}
+
+/// Index-named members (`p.0`, `p.1`; `x.0` ... `x.4`) must be numbered
+/// from 0 without a gap at every level, so assembling them never makes more
+/// slots than there are members.
+fn check_member_numbering(specs: &[Option<MemberSpec>]) -> Result<()> {
+    let mut children: std::collections::BTreeMap<(String, Vec<u64>), Vec<u64>> = Default::default();
+    for s in specs.iter().flatten() {
+        for depth in 0..s.path.len() {
+            children
+                .entry((s.param.clone(), s.path[..depth].to_vec()))
+                .or_default()
+                .push(s.path[depth]);
+        }
+    }
+    for ((param, prefix), mut ks) in children {
+        ks.sort_unstable();
+        ks.dedup();
+        if let Some(missing) = (0..).zip(&ks).find(|(i, k)| i != *k).map(|(i, _)| i) {
+            let name = |k: u64| {
+                let mut parts = vec![param.clone()];
+                parts.extend(prefix.iter().chain([&k]).map(u64::to_string));
+                parts.join(".")
+            };
+            let last = ks[ks.len() - 1];
+            return Err(Error::input(format!(
+                "array '{}' is given but '{}' is not",
+                name(last),
+                name(missing)
+            ))
+            .with_hint("number the arrays of an input from 0, without gaps"));
+        }
+    }
+    Ok(())
+}
+
+fn shape_text(shape: impl IntoIterator<Item = String>) -> String {
+    let dims: Vec<String> = shape.into_iter().collect();
+    match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    }
+}
+
+/// Check an array's declared `shape` (its header) against `spec`, then
+/// against [`MAX_INPUT_ELEMENTS`], before its data is read.
+fn check_header(shape: &[u64], spec: &MemberSpec, label: &str) -> Result<()> {
+    let got = shape_text(shape.iter().map(u64::to_string));
+    // elements, and nested arrays (a shape (10^8, 0) has no element but
+    // 10^8 empty rows), with overflow-checked arithmetic
+    let mut elements: Option<u64> = Some(1);
+    let mut arrays: Option<u64> = Some(0);
+    for &d in shape {
+        arrays = arrays.zip(elements).and_then(|(a, r)| a.checked_add(r));
+        elements = elements.and_then(|r| r.checked_mul(d));
+    }
+    if let Some(dims) = spec
+        .dims
+        .as_ref()
+        .filter(|_| !(spec.is_real && elements == Some(1)))
+    {
+        let fits = shape.len() == dims.len()
+            && shape
+                .iter()
+                .zip(dims)
+                .all(|(&s, d)| d.is_none_or(|d| d == s));
+        if !fits {
+            let want = shape_text(
+                dims.iter()
+                    .map(|d| d.map_or_else(|| "?".to_string(), |d| d.to_string())),
+            );
+            return Err(Error::input(format!(
+                "{label}: the array has shape {got}, but input '{}' expects {want}",
+                spec.param
+            ))
+            .with_hint("'?' is a size not given with --sizes"));
+        }
+    }
+    let too_big = |n: Option<u64>| n.is_none_or(|n| n > MAX_INPUT_ELEMENTS);
+    if too_big(elements) || too_big(arrays) {
+        return Err(Error::input(format!(
+            "{label}: the array's shape {got} has more than {MAX_INPUT_ELEMENTS} elements or rows \
+             (input '{}')",
+            spec.param
+        )));
+    }
+    Ok(())
+}
+
+/// The members of an `.npz` archive or a folder of `.npy` files, in order:
+/// (name without `.npy`, index in the archive or path in the folder).
+enum Members {
+    Folder(Vec<(String, std::path::PathBuf)>),
+    Archive(zip::ZipArchive<std::fs::File>, Vec<(String, usize)>),
+}
+
+fn list_members(path: &Path) -> Result<Members> {
     if path.is_dir() {
-        let entries = std::fs::read_dir(path).map_err(|e| io_err(path, e))?;
-        let mut any = false;
-        for entry in entries {
+        let mut files = vec![];
+        for entry in std::fs::read_dir(path).map_err(|e| io_err(path, e))? {
             let p = entry.map_err(|e| io_err(path, e))?.path();
-            let Some(stem) = p
+            let stem = p
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".npy"))
-            else {
-                continue;
-            };
-            let bytes = std::fs::read(&p).map_err(|e| io_err(&p, e))?;
-            insert(
-                &mut obj,
-                stem,
-                npy_to_json(&bytes, &p.display().to_string())?,
-            );
-            any = true;
+                .and_then(|n| n.strip_suffix(".npy"));
+            if let Some(stem) = stem {
+                files.push((stem.to_string(), p.clone()));
+            }
         }
-        if !any {
+        if files.is_empty() {
             return Err(Error::input(format!(
                 "{}: the folder holds no .npy files",
                 path.display()
             )));
         }
-    } else {
-        let file = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
-        let mut zip = zip::ZipArchive::new(file)
-            .map_err(|e| io_err(path, format!("not an .npz archive: {e}")))?;
-        for k in 0..zip.len() {
-            let mut member = zip.by_index(k).map_err(|e| io_err(path, e))?;
-            let name = member.name().map_err(|e| io_err(path, e))?.to_string();
-            let stem = name.strip_suffix(".npy").unwrap_or(&name).to_string();
-            let mut bytes = vec![];
-            member
-                .read_to_end(&mut bytes)
-                .map_err(|e| io_err(path, e))?;
-            let label = format!("{}[{stem}]", path.display());
-            insert(&mut obj, &stem, npy_to_json(&bytes, &label)?);
+        files.sort();
+        return Ok(Members::Folder(files));
+    }
+    let file = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
+    let zip = zip::ZipArchive::new(file)
+        .map_err(|e| io_err(path, format!("not an .npz archive: {e}")))?;
+    let mut names = vec![];
+    for k in 0..zip.len() {
+        let name = zip
+            .name_for_index(k)
+            .ok_or_else(|| io_err(path, format!("cannot read member {k}")))?
+            .map_err(|e| io_err(path, e))?;
+        names.push((name.strip_suffix(".npy").unwrap_or(&name).to_string(), k));
+    }
+    Ok(Members::Archive(zip, names))
+}
+
+/// The inputs object of `prog` from an `.npz` archive or a folder of
+/// `.npy` files. Each array's header is checked against the shape its
+/// parameter expects at the sizes `given` (and [`MAX_INPUT_ELEMENTS`])
+/// before its data is read; arrays that name no parameter are not read
+/// (their names stay, as `null`, for the messages about missing inputs).
+pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_json::Value> {
+    let members = list_members(path)?;
+    let names: Vec<&str> = match &members {
+        Members::Folder(files) => files.iter().map(|(s, _)| s.as_str()).collect(),
+        Members::Archive(_, names) => names.iter().map(|(s, _)| s.as_str()).collect(),
+    };
+    let specs = names
+        .iter()
+        .map(|stem| member_spec(prog, given, stem))
+        .collect::<Result<Vec<_>>>()?;
+    check_member_numbering(&specs)?;
+    let mut obj = serde_json::Map::new();
+    let mut put = |stem: &str, spec: &Option<MemberSpec>, value: serde_json::Value| match spec {
+        Some(spec) => insert(&mut obj, &spec.param, &spec.path, value),
+        None => {
+            obj.entry(stem.to_string())
+                .or_insert(serde_json::Value::Null);
+        }
+    };
+    match members {
+        Members::Folder(files) => {
+            for ((stem, p), spec) in files.iter().zip(&specs) {
+                let value = match spec {
+                    Some(spec) => {
+                        let file = std::fs::File::open(p).map_err(|e| io_err(p, e))?;
+                        let reader = std::io::BufReader::new(file);
+                        read_array(reader, &p.display().to_string(), spec)?
+                    }
+                    None => serde_json::Value::Null,
+                };
+                put(stem, spec, value);
+            }
+        }
+        Members::Archive(mut zip, names) => {
+            for ((stem, k), spec) in names.iter().zip(&specs) {
+                let value = match spec {
+                    Some(spec) => {
+                        let member = zip.by_index(*k).map_err(|e| io_err(path, e))?;
+                        read_array(member, &format!("{}[{stem}]", path.display()), spec)?
+                    }
+                    None => serde_json::Value::Null,
+                };
+                put(stem, spec, value);
+            }
         }
     }
     Ok(serde_json::Value::Object(obj))
@@ -248,9 +525,9 @@ mod tests {
     #[test]
     fn dotted_names_nest_pairs() {
         let mut obj = serde_json::Map::new();
-        insert(&mut obj, "p.1", serde_json::json!(2.0));
-        insert(&mut obj, "p.0", serde_json::json!(1.0));
-        insert(&mut obj, "x", serde_json::json!([1.0]));
+        insert(&mut obj, "p", &[1], serde_json::json!(2.0));
+        insert(&mut obj, "p", &[0], serde_json::json!(1.0));
+        insert(&mut obj, "x", &[], serde_json::json!([1.0]));
         assert_eq!(
             serde_json::Value::Object(obj),
             serde_json::json!({"p": [1.0, 2.0], "x": [1.0]})

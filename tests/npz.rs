@@ -22,6 +22,14 @@ fn atl(args: &[&str], dir: &Path) -> (i32, String, String) {
 /// hand to the format's specification (version 1.0), independently of the
 /// crate's writer.
 fn npy(shape: &[usize], data: &[f64]) -> Vec<u8> {
+    let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
+    npy_claiming(&shape, &bytes)
+}
+
+/// An `.npy` file of float64 values whose header claims `shape`, followed
+/// by `data` (however few bytes that is).
+fn npy_claiming(shape: &[u64], data: &[u8]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = match dims.len() {
         0 => "()".to_string(),
@@ -36,9 +44,7 @@ fn npy(shape: &[usize], data: &[f64]) -> Vec<u8> {
     let mut out = b"\x93NUMPY\x01\x00".to_vec();
     out.extend((header.len() as u16).to_le_bytes());
     out.extend(header.as_bytes());
-    for x in data {
-        out.extend(x.to_le_bytes());
-    }
+    out.extend(data);
     out
 }
 
@@ -196,4 +202,174 @@ fn relations_as_boolean_arrays() {
     let (code, from_npy, err) = atl(&["eval", "g.atl", "--inputs", "inputs"], &dir);
     assert_eq!(code, 0, "{err}");
     assert_eq!(from_json, from_npy);
+}
+
+/// An `.npz` archive (stored, not compressed) of `(member name, bytes)`.
+fn npz_of(path: &Path, members: &[(&str, Vec<u8>)]) {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let opts =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, bytes) in members {
+        zip.start_file(format!("{name}.npy"), opts).unwrap();
+        zip.write_all(bytes).unwrap();
+    }
+    zip.finish().unwrap();
+}
+
+/// `atl-egg eval f.atl --inputs INPUTS [--sizes S]` in `dir` under an
+/// address-space limit: the binary reserves 4 GiB of address space for its
+/// worker thread's stack, and the limit leaves 1 GiB beyond that, far less
+/// than the gigabytes an input's claimed shape could ask for. Returns
+/// (exit status, stderr, seconds).
+fn eval_limited(dir: &Path, inputs: &str, sizes: Option<&str>) -> (i32, String, f64) {
+    let limit_kb = (4u64 << 20) + (1 << 20);
+    let mut args = vec!["eval", "f.atl", "--inputs", inputs];
+    if let Some(s) = sizes {
+        args.extend(["--sizes", s]);
+    }
+    let start = std::time::Instant::now();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {limit_kb}; exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_atl-egg"))
+        .args(&args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        start.elapsed().as_secs_f64(),
+    )
+}
+
+/// A fresh directory holding `program` as `f.atl`.
+fn hostile_dir(name: &str, program: &str) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("npz-hostile-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("f.atl"), program).unwrap();
+    dir
+}
+
+fn assert_clean_failure(what: &str, (code, err, secs): (i32, String, f64), needles: &[&str]) {
+    assert_eq!(code, 1, "{what}: exit status {code}: {err}");
+    assert!(secs < 5.0, "{what}: took {secs:.1} s");
+    for n in needles {
+        assert!(err.contains(n), "{what}: message lacks '{n}': {err}");
+    }
+}
+
+#[test]
+fn huge_claimed_shapes_fail_before_any_allocation() {
+    let dir = hostile_dir(
+        "shapes",
+        "(fn f ((x (tensor n (tensor m R)))) (sum i n (sum j m (get x i j))))",
+    );
+    for (k, shape) in [[1u64 << 32, 0], [1 << 32, 1 << 32], [100_000_000, 0]]
+        .iter()
+        .enumerate()
+    {
+        let bytes = npy_claiming(shape, &[]);
+        let folder = dir.join(format!("folder{k}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("x.npy"), &bytes).unwrap();
+        let archive = format!("in{k}.npz");
+        npz_of(&dir.join(&archive), &[("x", bytes)]);
+        let shown = format!("({}, {})", shape[0], shape[1]);
+        for inputs in [format!("folder{k}"), archive] {
+            assert_clean_failure(
+                &format!("{inputs} {shown}"),
+                eval_limited(&dir, &inputs, None),
+                &[&shown, "input 'x'", "50000000"],
+            );
+        }
+    }
+}
+
+#[test]
+fn claimed_shapes_must_match_the_parameter() {
+    let dir = hostile_dir("mismatch", "(fn f ((x (tensor n R))) (sum i n (get x i)))");
+    let bytes = npy_claiming(&[1 << 32], &[0; 24]);
+    npz_of(&dir.join("long.npz"), &[("x", bytes)]);
+    assert_clean_failure(
+        "declared length against --sizes",
+        eval_limited(&dir, "long.npz", Some("n=3")),
+        &["(4294967296,)", "input 'x' expects (3,)"],
+    );
+    npz_of(&dir.join("rank.npz"), &[("x", npy(&[2, 2], &[1.0; 4]))]);
+    assert_clean_failure(
+        "rank",
+        eval_limited(&dir, "rank.npz", None),
+        &["(2, 2)", "input 'x' expects (?,)"],
+    );
+    // a header promising more than the file holds
+    npz_of(
+        &dir.join("short.npz"),
+        &[("x", npy_claiming(&[3], &[0; 8]))],
+    );
+    assert_clean_failure(
+        "short data",
+        eval_limited(&dir, "short.npz", None),
+        &["short.npz[x]"],
+    );
+}
+
+#[test]
+fn index_named_arrays_are_bounded_by_the_shape() {
+    let dir = hostile_dir(
+        "indices",
+        "(fn f ((w (tensor n R)) (p (pair R R))) (+ (fst p) (sum i n (get w i))))",
+    );
+    let three = npy(&[3], &[1.0, 2.0, 3.0]);
+    let real = npy(&[], &[1.0]);
+    let folder = dir.join("far");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("w.1000000000.npy"), &three).unwrap();
+    std::fs::write(folder.join("p.0.npy"), &real).unwrap();
+    std::fs::write(folder.join("p.1.npy"), &real).unwrap();
+    assert_clean_failure(
+        "folder w.1000000000",
+        eval_limited(&dir, "far", None),
+        &["'w.1000000000' is given but 'w.0' is not"],
+    );
+    npz_of(
+        &dir.join("far.npz"),
+        &[
+            ("w.3000000000", three.clone()),
+            ("p.0", real.clone()),
+            ("p.1", real.clone()),
+        ],
+    );
+    assert_clean_failure(
+        "npz w.3000000000",
+        eval_limited(&dir, "far.npz", None),
+        &["'w.3000000000' is given but 'w.0' is not"],
+    );
+    assert_clean_failure(
+        "an index past a known size",
+        eval_limited(&dir, "far.npz", Some("n=3")),
+        &[
+            "index 3000000000 is out of range for input 'w'",
+            "dimension n is 3",
+        ],
+    );
+    npz_of(
+        &dir.join("pair.npz"),
+        &[
+            ("w", three),
+            ("p.0", real.clone()),
+            ("p.1", real.clone()),
+            ("p.2", real),
+        ],
+    );
+    assert_clean_failure(
+        "a third component of a pair",
+        eval_limited(&dir, "pair.npz", None),
+        &[
+            "index 2 is out of range for input 'p'",
+            "components 0 and 1",
+        ],
+    );
 }

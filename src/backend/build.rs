@@ -5,9 +5,20 @@
 //! -ffp-contract=off -fno-math-errno -fopenmp-simd -DATL_SIMD -fPIC -shared`
 //! (never `-ffast-math`: results must equal the evaluator's up to
 //! reassociation; `-fopenmp-simd` only enables the `omp simd reduction`
-//! pragmas the emitter puts on innermost sums, the one reassociation). The cache is
-//! `$ATL_EGG_CACHE`, else `$XDG_CACHE_HOME/atl-egg`, else
-//! `$HOME/.cache/atl-egg`, else the system's temporary directory.
+//! pragmas the emitter puts on innermost sums, the one reassociation).
+//!
+//! The cache trusts nothing it did not write. It is `$ATL_EGG_CACHE`, else
+//! `$XDG_CACHE_HOME/atl-egg`, else `$HOME/.cache/atl-egg`, created with
+//! mode 0700; an existing one owned by another user or writable by the
+//! group or others is refused (an error). With none of these variables
+//! set, each process builds in a private temporary directory of its own,
+//! removed when the library is dropped (there is no shared fallback).
+//! Beside each library `atl-KEY.so` its SHA-256 is recorded in
+//! `atl-KEY.sha256`, written only after a successful build; a library is
+//! used only if both files are regular files private to the user and the
+//! hash matches, and otherwise rebuilt; a library that fails to load is
+//! rebuilt once. The C source and the unfinished library are temporary
+//! files removed on every path.
 
 use crate::error::{Error, Result};
 
@@ -47,8 +58,18 @@ pub fn compiler() -> String {
         .unwrap_or_else(|| "cc".into())
 }
 
-/// The cache directory.
-pub fn cache_dir() -> PathBuf {
+/// Where compiled libraries are kept: the configured cache directory, or,
+/// when none is configured, a private temporary directory of this process
+/// (removed when the `Cache`, and every library built in it, is dropped).
+pub struct Cache {
+    dir: PathBuf,
+    _private: Option<tempfile::TempDir>,
+}
+
+/// The configured cache directory: `$ATL_EGG_CACHE`, else
+/// `$XDG_CACHE_HOME/atl-egg`, else `$HOME/.cache/atl-egg`; `None` when none
+/// of these variables is set.
+pub fn configured_cache_dir() -> Option<PathBuf> {
     let env = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
@@ -57,7 +78,218 @@ pub fn cache_dir() -> PathBuf {
     env("ATL_EGG_CACHE")
         .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("atl-egg")))
         .or_else(|| env("HOME").map(|d| d.join(".cache").join("atl-egg")))
-        .unwrap_or_else(|| std::env::temp_dir().join("atl-egg"))
+}
+
+impl Cache {
+    /// The configured directory, created with mode 0700 if missing and
+    /// refused if another user owns it or others may write to it; without
+    /// one, a fresh private temporary directory.
+    pub fn open() -> Result<Cache> {
+        match configured_cache_dir() {
+            Some(dir) => {
+                ensure_private_dir(&dir)?;
+                Ok(Cache {
+                    dir,
+                    _private: None,
+                })
+            }
+            None => {
+                let tmp = tempfile::Builder::new()
+                    .prefix("atl-egg-")
+                    .tempdir()
+                    .map_err(|e| {
+                        Error::eval(format!(
+                            "cannot create a temporary directory for the compiled library: {e}"
+                        ))
+                    })?;
+                Ok(Cache {
+                    dir: tmp.path().to_path_buf(),
+                    _private: Some(tmp),
+                })
+            }
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn library_path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("atl-{key}.so"))
+    }
+
+    fn hash_path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("atl-{key}.sha256"))
+    }
+
+    /// Whether the library under `key` is one this user built: both files
+    /// private to the user, and the library's SHA-256 the one recorded
+    /// after its build.
+    fn verified(&self, key: &str) -> bool {
+        let (lib, hash) = (self.library_path(key), self.hash_path(key));
+        if !is_private_file(&lib) || !is_private_file(&hash) {
+            return false;
+        }
+        let (Ok(bytes), Ok(recorded)) = (std::fs::read(&lib), std::fs::read_to_string(&hash))
+        else {
+            return false;
+        };
+        recorded.trim() == sha256_hex(&bytes)
+    }
+
+    /// The library of `job`: the cached one if it is verified, else a
+    /// fresh build.
+    fn verified_or_built(&self, job: &BuildJob) -> Result<PathBuf> {
+        if self.verified(&job.key) {
+            return Ok(self.library_path(&job.key));
+        }
+        self.discard(&job.key);
+        self.build(job)
+    }
+
+    /// Remove the library under `key` and its recorded hash.
+    fn discard(&self, key: &str) {
+        let _ = std::fs::remove_file(self.hash_path(key));
+        let _ = std::fs::remove_file(self.library_path(key));
+    }
+
+    /// Compile `job` into the cache under its key; the hash is recorded
+    /// only once the library is in place.
+    fn build(&self, job: &BuildJob) -> Result<PathBuf> {
+        let lib = self.library_path(&job.key);
+        compile_to(&job.cc, &job.source, &job.flags, &lib)?;
+        let bytes = std::fs::read(&lib)
+            .map_err(|e| Error::eval(format!("cannot read {}: {e}", lib.display())))?;
+        write_atomically(
+            &self.hash_path(&job.key),
+            format!("{}\n", sha256_hex(&bytes)).as_bytes(),
+        )?;
+        Ok(lib)
+    }
+}
+
+/// Create `dir` (mode 0700) if missing; refuse it unless it is a directory
+/// owned by the current user that no one else may write to.
+fn ensure_private_dir(dir: &Path) -> Result<()> {
+    let fail = |what: String| {
+        Error::eval(format!(
+            "the cache directory {} {what}; compiled libraries are not stored in it",
+            dir.display()
+        ))
+        .with_hint("use a private directory (chmod 700), or set ATL_EGG_CACHE to one")
+    };
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| fail(format!("cannot be created ({e})")))?;
+    }
+    match private_dir_builder().create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(fail(format!("cannot be created ({e})"))),
+    }
+    // A symbolic link must be the user's own too: another user's link could
+    // be pointed elsewhere after this check.
+    let link = std::fs::symlink_metadata(dir).map_err(|e| fail(format!("cannot be read ({e})")))?;
+    if link.file_type().is_symlink() {
+        if let Some(why) = foreign_owner(&link) {
+            return Err(fail(format!("is a symbolic link that {why}")));
+        }
+    }
+    let meta = std::fs::metadata(dir).map_err(|e| fail(format!("cannot be read ({e})")))?;
+    if !meta.is_dir() {
+        return Err(fail("is not a directory".into()));
+    }
+    match unsafe_ownership(&meta) {
+        Some(why) => Err(fail(why)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(unix)]
+fn private_dir_builder() -> std::fs::DirBuilder {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut b = std::fs::DirBuilder::new();
+    b.mode(0o700);
+    b
+}
+
+#[cfg(not(unix))]
+fn private_dir_builder() -> std::fs::DirBuilder {
+    std::fs::DirBuilder::new()
+}
+
+/// Why a file or directory with `meta` is not private to the current user
+/// (owned by someone else, or writable by the group or others), if it is not.
+#[cfg(unix)]
+fn unsafe_ownership(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(why) = foreign_owner(meta) {
+        return Some(why);
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Some(format!(
+            "is writable by other users (mode {:o})",
+            meta.mode() & 0o777
+        ));
+    }
+    None
+}
+
+/// Why `meta`'s owner is not the current user, if it is not.
+#[cfg(unix)]
+fn foreign_owner(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    (meta.uid() != me).then(|| format!("is owned by another user (uid {})", meta.uid()))
+}
+
+#[cfg(not(unix))]
+fn foreign_owner(_meta: &std::fs::Metadata) -> Option<String> {
+    None
+}
+
+#[cfg(not(unix))]
+fn unsafe_ownership(_meta: &std::fs::Metadata) -> Option<String> {
+    None
+}
+
+#[cfg(unix)]
+fn set_private_mode(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| Error::eval(format!("cannot set the mode of {}: {e}", path.display())))
+}
+
+#[cfg(not(unix))]
+fn set_private_mode(_path: &Path) -> Result<()> {
+    Ok(())
+}
+
+/// A regular file (not a link) private to the current user.
+fn is_private_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.file_type().is_file() && unsafe_ownership(&m).is_none())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// Write `bytes` to `path` through a temporary file in the same directory,
+/// renamed into place (removed if anything fails).
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let fail =
+        |e: &dyn std::fmt::Display| Error::eval(format!("cannot write {}: {e}", path.display()));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| fail(&e))?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(|e| fail(&e))?;
+    tmp.persist(path).map_err(|e| fail(&e.error))?;
+    Ok(())
 }
 
 fn compiler_version(cc: &str) -> Result<String> {
@@ -84,60 +316,132 @@ fn hash_key(parts: &[&str]) -> String {
     out
 }
 
-/// Compile `source` (C) into a shared library, or find it in the cache.
-/// `count_ops` adds `-DATL_COUNT_OPS`.
-pub fn shared_library(source: &str, count_ops: bool, flags: &Flags) -> Result<PathBuf> {
-    let cc = compiler();
-    let version = compiler_version(&cc)?;
-    let mut all = flags.flags.clone();
-    if count_ops {
-        all.push("-DATL_COUNT_OPS".into());
-    }
-    let key = hash_key(&[source, &all.join(" "), &cc, &version]);
-    let dir = cache_dir();
-    let lib = dir.join(format!("atl-{key}.so"));
-    if lib.is_file() {
-        return Ok(lib);
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        Error::eval(format!(
-            "cannot create the cache directory {}: {e}",
-            dir.display()
-        ))
-    })?;
-    compile_to(&cc, source, &all, &lib)?;
-    Ok(lib)
+/// What to compile, with the key it is cached under.
+struct BuildJob {
+    cc: String,
+    source: String,
+    flags: Vec<String>,
+    key: String,
 }
 
-/// Compile `source` with `flags` into `out` (written atomically: a
-/// temporary file renamed into place, so concurrent builds do not clash).
+impl BuildJob {
+    fn new(source: &str, count_ops: bool, flags: &Flags) -> Result<BuildJob> {
+        let cc = compiler();
+        let version = compiler_version(&cc)?;
+        let mut all = flags.flags.clone();
+        if count_ops {
+            all.push("-DATL_COUNT_OPS".into());
+        }
+        let key = hash_key(&[source, &all.join(" "), &cc, &version]);
+        Ok(BuildJob {
+            cc,
+            source: source.to_string(),
+            flags: all,
+            key,
+        })
+    }
+}
+
+/// A shared library in the cache, checked against its recorded hash. It
+/// keeps the cache alive: a private temporary cache is removed when this
+/// is dropped.
+pub struct CachedLibrary {
+    pub path: PathBuf,
+    _cache: Cache,
+}
+
+/// Compile `source` (C) into a shared library, or find it in the cache
+/// (only if its hash is the one recorded when it was built; otherwise it is
+/// rebuilt). `count_ops` adds `-DATL_COUNT_OPS`.
+pub fn shared_library(source: &str, count_ops: bool, flags: &Flags) -> Result<CachedLibrary> {
+    let job = BuildJob::new(source, count_ops, flags)?;
+    let cache = Cache::open()?;
+    let path = cache.verified_or_built(&job)?;
+    Ok(CachedLibrary {
+        path,
+        _cache: cache,
+    })
+}
+
+/// As [`shared_library`], and loaded; a library that fails to load is
+/// rebuilt once.
+pub fn load_library(
+    source: &str,
+    count_ops: bool,
+    flags: &Flags,
+) -> Result<(libloading::Library, CachedLibrary)> {
+    let job = BuildJob::new(source, count_ops, flags)?;
+    let cache = Cache::open()?;
+    let mut path = cache.verified_or_built(&job)?;
+    let library = match open_library(&path) {
+        Ok(l) => l,
+        Err(first) => {
+            cache.discard(&job.key);
+            path = cache.build(&job)?;
+            open_library(&path).map_err(|e| {
+                Error::eval(format!(
+                    "cannot load {} (rebuilt after: {first}): {e}",
+                    path.display()
+                ))
+            })?
+        }
+    };
+    Ok((
+        library,
+        CachedLibrary {
+            path,
+            _cache: cache,
+        },
+    ))
+}
+
+fn open_library(path: &Path) -> std::result::Result<libloading::Library, libloading::Error> {
+    // SAFETY: the library is one this user compiled from generated C (its
+    // hash was checked); its initializers only set up the C runtime.
+    unsafe { libloading::Library::new(path) }
+}
+
+/// Compile `source` with `flags` into `out`: the source and the library are
+/// written to temporary files beside `out` that are removed on every path
+/// (a failed compile, an error, a panic), and the library is renamed into
+/// place only once the compiler has succeeded, so concurrent builds do not
+/// clash.
 pub fn compile_to(cc: &str, source: &str, flags: &[String], out: &Path) -> Result<()> {
     let dir = out.parent().unwrap_or(Path::new("."));
-    let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id());
-    let tag: String = tag
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .collect();
-    let c_path = dir.join(format!(".tmp-{tag}.c"));
-    let so_tmp = dir.join(format!(".tmp-{tag}.so"));
-    std::fs::write(&c_path, source)
-        .map_err(|e| Error::eval(format!("cannot write {}: {e}", c_path.display())))?;
-    let result = Command::new(cc)
+    let temp = |suffix: &str| {
+        tempfile::Builder::new()
+            .prefix(".tmp-")
+            .suffix(suffix)
+            .tempfile_in(dir)
+            .map_err(|e| {
+                Error::eval(format!(
+                    "cannot create a temporary file in {}: {e}",
+                    dir.display()
+                ))
+            })
+    };
+    let mut c_file = temp(".c")?;
+    let so_tmp = temp(".so.tmp")?;
+    std::io::Write::write_all(&mut c_file, source.as_bytes())
+        .map_err(|e| Error::eval(format!("cannot write {}: {e}", c_file.path().display())))?;
+    let output = Command::new(cc)
         .args(flags)
         .arg("-o")
-        .arg(&so_tmp)
-        .arg(&c_path)
+        .arg(so_tmp.path())
+        .arg(c_file.path())
         .arg("-lm")
-        .output();
-    let _ = std::fs::remove_file(&c_path);
-    let output = result
+        .output()
         .map_err(|e| Error::eval(format!("cannot run the C compiler '{cc}' (set CC): {e}")))?;
     if !output.status.success() {
-        let _ = std::fs::remove_file(&so_tmp);
         let msg = String::from_utf8_lossy(&output.stderr);
         let msg: String = msg.lines().take(20).collect::<Vec<_>>().join("\n");
         return Err(Error::eval(format!("the C compiler '{cc}' failed:\n{msg}")));
     }
-    std::fs::rename(&so_tmp, out)
-        .map_err(|e| Error::eval(format!("cannot write {}: {e}", out.display())))
+    // The linker may have made a new file with the umask's mode: make it
+    // private again, as the cache requires.
+    set_private_mode(so_tmp.path())?;
+    so_tmp
+        .persist(out)
+        .map_err(|e| Error::eval(format!("cannot write {}: {e}", out.display())))?;
+    Ok(())
 }

@@ -21,7 +21,6 @@ use crate::front::ast::{ParamKind, Program};
 use crate::lower::ir::{Function, ParamC};
 use crate::semantics::eval::checked_inputs;
 use crate::semantics::value::{type_size, Inputs, Value, MAX_OUTPUT_REALS};
-use std::path::PathBuf;
 
 /// The formats a program is printed in (`--format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -62,11 +61,30 @@ pub struct CSource {
     pub manifest: serde_json::Value,
 }
 
-/// Lower `prog` and emit its C source and manifest.
+/// Lower `prog` and emit its C source and manifest. The manifest is the
+/// C function's ([`c::manifest`]) with the program's parameters added as
+/// `inputs` (name and kind, in declaration order): a C parameter's `source`
+/// is its parameter's name followed by `.0`/`.1` steps into pairs, which
+/// only the names make unambiguous (a name may itself contain `.`).
 pub fn generate(prog: &Program) -> Result<CSource> {
     let function = crate::lower::lower(prog)?;
     let source = c::emit(&function, prog.name.as_str());
-    let manifest = c::manifest(&function);
+    let mut manifest = c::manifest(&function);
+    let inputs: Vec<serde_json::Value> = prog
+        .params
+        .iter()
+        .map(|p| {
+            let kind = match &p.kind {
+                ParamKind::Size => "size",
+                ParamKind::Real(_) => "real",
+                ParamKind::Relation(_) => "relation",
+            };
+            serde_json::json!({"name": p.name.as_str(), "kind": kind})
+        })
+        .collect();
+    if let Some(obj) = manifest.as_object_mut() {
+        obj.insert("inputs".into(), serde_json::Value::Array(inputs));
+    }
     Ok(CSource {
         function,
         source,
@@ -79,8 +97,8 @@ pub struct Compiled {
     program: Program,
     function: Function,
     library: libloading::Library,
-    /// The library's path (in the cache).
-    pub path: PathBuf,
+    /// The library's path (in the cache), kept alive with it.
+    cached: build::CachedLibrary,
     counts_ops: bool,
 }
 
@@ -93,16 +111,12 @@ pub fn compile(prog: &Program) -> Result<Compiled> {
 /// (`-DATL_COUNT_OPS`), whose calls also report the operations executed.
 pub fn compile_with(prog: &Program, count_ops: bool) -> Result<Compiled> {
     let src = generate(prog)?;
-    let path = build::shared_library(&src.source, count_ops, &build::Flags::default())?;
-    // SAFETY: the library is one we just compiled from generated C; its
-    // initializers do nothing but set up the C runtime.
-    let library = unsafe { libloading::Library::new(&path) }
-        .map_err(|e| Error::eval(format!("cannot load {}: {e}", path.display())))?;
+    let (library, cached) = build::load_library(&src.source, count_ops, &build::Flags::default())?;
     Ok(Compiled {
         program: prog.clone(),
         function: src.function,
         library,
-        path,
+        cached,
         counts_ops: count_ops,
     })
 }
@@ -111,6 +125,11 @@ type Entry =
     unsafe extern "C" fn(*const i64, *const *const f64, *const *const u8, *const *mut f64) -> i32;
 
 impl Compiled {
+    /// The library's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.cached.path
+    }
+
     /// Run on `inputs`: the program's value (as `eval` gives it).
     pub fn call(&self, inputs: &Inputs) -> Result<Value> {
         Ok(self.call_counted(inputs)?.0)
