@@ -55,12 +55,17 @@ pub fn npy_to_json(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
         dims: None,
         is_real: false,
     };
-    read_array(bytes, name, &spec)
+    Ok(read_array(bytes, name, &spec, &Sizes::default())?.0)
 }
 
-/// One `.npy` array from `reader` as nested JSON, its header checked
-/// against `spec` before its data is read.
-fn read_array(reader: impl Read, name: &str, spec: &MemberSpec) -> Result<serde_json::Value> {
+/// One `.npy` array from `reader` as nested JSON, and its shape; its
+/// header is checked against `spec` at `sizes` before its data is read.
+fn read_array(
+    reader: impl Read,
+    name: &str,
+    spec: &MemberSpec,
+    sizes: &Sizes,
+) -> Result<(serde_json::Value, Vec<u64>)> {
     let bad = |e: &dyn std::fmt::Display| Error::input(format!("{name}: not a NumPy array: {e}"));
     let file = npyz::NpyFile::new(reader).map_err(|e| bad(&e))?;
     if file.order() == npyz::Order::Fortran && file.shape().len() > 1 {
@@ -69,7 +74,7 @@ fn read_array(reader: impl Read, name: &str, spec: &MemberSpec) -> Result<serde_
         ))
         .with_hint("save it with numpy.ascontiguousarray(a)"));
     }
-    check_header(file.shape(), spec, name)?;
+    check_header(file.shape(), spec, sizes, name)?;
     let shape = file.shape().to_vec();
     let dtype = file.dtype().descr();
     let elems: Vec<serde_json::Value> = match file.try_data::<f64>() {
@@ -104,7 +109,7 @@ fn read_array(reader: impl Read, name: &str, spec: &MemberSpec) -> Result<serde_
             shape_text(shape.iter().map(u64::to_string))
         ))
     })?;
-    Ok(nest(&mut elems.into_iter(), &shape))
+    Ok((nest(&mut elems.into_iter(), &shape), shape))
 }
 
 /// Put `v` at `path` (`p.1.0` -> [1, 0]) under `param` in the inputs
@@ -145,10 +150,10 @@ struct MemberSpec {
     param: String,
     /// The indices after the parameter's name (`p.1.0` -> [1, 0]).
     path: Vec<u64>,
-    /// The expected array dimensions (`None`: a size not yet known), or
-    /// `None` where the type has no one-array form checked here (a pair,
-    /// a tensor of pairs: the JSON checks then apply).
-    dims: Option<Vec<Option<u64>>>,
+    /// The array's dimensions, as the type gives them, or `None` where the
+    /// type has no one-array form checked here (a pair, a tensor of pairs:
+    /// the JSON checks then apply).
+    dims: Option<Vec<Affine>>,
     /// The parameter is a real (a 0-d array, or a single element).
     is_real: bool,
 }
@@ -208,12 +213,7 @@ fn member_spec(prog: &Program, sizes: &Sizes, stem: &str) -> Result<Option<Membe
                     return Err(out_of_range(k, format!("dimension {d} is {n}")));
                 }
             }
-            Some(
-                dims[path.len()..]
-                    .iter()
-                    .map(|d| known_dim(d, sizes))
-                    .collect(),
-            )
+            Some(dims[path.len()..].to_vec())
         }
         ParamKind::Real(ty) => {
             let mut ty = ty;
@@ -237,7 +237,7 @@ fn member_spec(prog: &Program, sizes: &Sizes, stem: &str) -> Result<Option<Membe
             }
             let mut dims = vec![];
             while let Type::Tensor(d, inner) = ty {
-                dims.push(known_dim(d, sizes));
+                dims.push(d.clone());
                 ty = inner;
             }
             (*ty == Type::Real).then_some(dims)
@@ -285,6 +285,20 @@ fn check_member_numbering(specs: &[Option<MemberSpec>]) -> Result<()> {
     Ok(())
 }
 
+/// Record the sizes an accepted array's `shape` gives: those its
+/// parameter's type names as a whole dimension (`n` in `(tensor n R)`), as
+/// the JSON inputs give them.
+fn learn_sizes(spec: &MemberSpec, shape: &[u64], sizes: &mut Sizes) {
+    let Some(dims) = &spec.dims else { return };
+    for (d, &n) in dims.iter().zip(shape) {
+        if let ([(s, 1)], 0) = (d.terms.as_slice(), d.constant) {
+            if let (false, Ok(n)) = (sizes.contains_key(s), i64::try_from(n)) {
+                sizes.insert(*s, n);
+            }
+        }
+    }
+}
+
 fn shape_text(shape: impl IntoIterator<Item = String>) -> String {
     let dims: Vec<String> = shape.into_iter().collect();
     match dims.len() {
@@ -293,9 +307,10 @@ fn shape_text(shape: impl IntoIterator<Item = String>) -> String {
     }
 }
 
-/// Check an array's declared `shape` (its header) against `spec`, then
-/// against [`MAX_INPUT_ELEMENTS`], before its data is read.
-fn check_header(shape: &[u64], spec: &MemberSpec, label: &str) -> Result<()> {
+/// Check an array's declared `shape` (its header) against `spec` at the
+/// `sizes` known so far, then against [`MAX_INPUT_ELEMENTS`], before its
+/// data is read.
+fn check_header(shape: &[u64], spec: &MemberSpec, sizes: &Sizes, label: &str) -> Result<()> {
     let got = shape_text(shape.iter().map(u64::to_string));
     // elements, and nested arrays (a shape (10^8, 0) has no element but
     // 10^8 empty rows), with overflow-checked arithmetic
@@ -305,15 +320,15 @@ fn check_header(shape: &[u64], spec: &MemberSpec, label: &str) -> Result<()> {
         arrays = arrays.zip(elements).and_then(|(a, r)| a.checked_add(r));
         elements = elements.and_then(|r| r.checked_mul(d));
     }
-    if let Some(dims) = spec
+    let known: Option<Vec<Option<u64>>> = spec
         .dims
         .as_ref()
-        .filter(|_| !(spec.is_real && elements == Some(1)))
-    {
+        .map(|ds| ds.iter().map(|d| known_dim(d, sizes)).collect());
+    if let Some(dims) = known.filter(|_| !(spec.is_real && elements == Some(1))) {
         let fits = shape.len() == dims.len()
             && shape
                 .iter()
-                .zip(dims)
+                .zip(&dims)
                 .all(|(&s, d)| d.is_none_or(|d| d == s));
         if !fits {
             let want = shape_text(
@@ -324,7 +339,7 @@ fn check_header(shape: &[u64], spec: &MemberSpec, label: &str) -> Result<()> {
                 "{label}: the array has shape {got}, but input '{}' expects {want}",
                 spec.param
             ))
-            .with_hint("'?' is a size not given with --sizes"));
+            .with_hint("'?' is a size not given with --sizes nor by an array read before"));
         }
     }
     let too_big = |n: Option<u64>| n.is_none_or(|n| n > MAX_INPUT_ELEMENTS);
@@ -383,8 +398,8 @@ fn list_members(path: &Path) -> Result<Members> {
 
 /// The inputs object of `prog` from an `.npz` archive or a folder of
 /// `.npy` files. Each array's header is checked against the shape its
-/// parameter expects at the sizes `given` (and [`MAX_INPUT_ELEMENTS`])
-/// before its data is read; arrays that name no parameter are not read
+/// parameter expects at the sizes `given` and those the arrays read before
+/// it give (and against [`MAX_INPUT_ELEMENTS`]) before its data is read; arrays that name no parameter are not read
 /// (their names stay, as `null`, for the messages about missing inputs).
 pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_json::Value> {
     let members = list_members(path)?;
@@ -397,6 +412,12 @@ pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_j
         .map(|stem| member_spec(prog, given, stem))
         .collect::<Result<Vec<_>>>()?;
     check_member_numbering(&specs)?;
+    let mut known = given.clone();
+    let mut read = |reader: &mut dyn Read, label: &str, spec: &MemberSpec| {
+        let (value, shape) = read_array(reader, label, spec, &known)?;
+        learn_sizes(spec, &shape, &mut known);
+        Ok::<_, Error>(value)
+    };
     let mut obj = serde_json::Map::new();
     let mut put = |stem: &str, spec: &Option<MemberSpec>, value: serde_json::Value| match spec {
         Some(spec) => insert(&mut obj, &spec.param, &spec.path, value),
@@ -411,8 +432,8 @@ pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_j
                 let value = match spec {
                     Some(spec) => {
                         let file = std::fs::File::open(p).map_err(|e| io_err(p, e))?;
-                        let reader = std::io::BufReader::new(file);
-                        read_array(reader, &p.display().to_string(), spec)?
+                        let mut reader = std::io::BufReader::new(file);
+                        read(&mut reader, &p.display().to_string(), spec)?
                     }
                     None => serde_json::Value::Null,
                 };
@@ -423,8 +444,8 @@ pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_j
             for ((stem, k), spec) in names.iter().zip(&specs) {
                 let value = match spec {
                     Some(spec) => {
-                        let member = zip.by_index(*k).map_err(|e| io_err(path, e))?;
-                        read_array(member, &format!("{}[{stem}]", path.display()), spec)?
+                        let mut member = zip.by_index(*k).map_err(|e| io_err(path, e))?;
+                        read(&mut member, &format!("{}[{stem}]", path.display()), spec)?
                     }
                     None => serde_json::Value::Null,
                 };

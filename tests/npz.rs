@@ -373,3 +373,24 @@ fn index_named_arrays_are_bounded_by_the_shape() {
         ],
     );
 }
+
+#[test]
+fn sizes_from_earlier_arrays_bound_later_headers() {
+    let dir = hostile_dir(
+        "learned-size",
+        "(fn f ((x (tensor n R)) (y (tensor n R))) (sum i n (* (get x i) (get y i))))",
+    );
+    // y's header claims more rows than x gave n, and the file holds none
+    npz_of(
+        &dir.join("in.npz"),
+        &[
+            ("x", npy(&[3], &[1.0, 2.0, 3.0])),
+            ("y", npy_claiming(&[40_000_000], &[])),
+        ],
+    );
+    assert_clean_failure(
+        "y against the n of x",
+        eval_limited(&dir, "in.npz", None),
+        &["(40000000,)", "input 'y' expects (3,)"],
+    );
+}
