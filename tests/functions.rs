@@ -7,9 +7,13 @@
 //! the corpus's multi-function programs get their derivatives checked
 //! against dual numbers in `tests/derivatives.rs`.)
 
+mod common;
+
+use atl_egg::backend::sexp::param_to_string;
 use atl_egg::egraph::Options;
-use atl_egg::front::ast::Expr;
+use atl_egg::front::ast::{Expr, ParamKind};
 use atl_egg::{cost, eval_json, inputs, parse, parse_fn, Program};
+use common::{generate, random_inputs, GenConfig, Rng};
 
 fn value(p: &Program, json: &str) -> Vec<f64> {
     let text = eval_json(p, json, &[]).unwrap_or_else(|e| panic!("{e}"));
@@ -235,4 +239,44 @@ fn runaway_expansion_is_an_error_not_a_hang() {
     }
     let err = parse(&text).unwrap_err();
     assert!(err.msg.contains("expand to more than"), "{err}");
+}
+
+/// A random program called from a second function, each real argument
+/// passed as an expression (so bound by a `let`) named like the
+/// parameter it is bound to, means and costs exactly what the program does.
+#[test]
+fn a_call_of_a_random_program_means_and_costs_what_the_program_does() {
+    let cfg = GenConfig::default();
+    for seed in 0..300 {
+        let g = generate(seed, &cfg);
+        let callee = parse(&g.sugar).unwrap_or_else(|e| panic!("{e}\n{}", g.sugar));
+        let params: Vec<String> = callee.params.iter().map(param_to_string).collect();
+        let args: Vec<String> = callee
+            .params
+            .iter()
+            .map(|p| match p.kind {
+                ParamKind::Real(_) => format!("(fst (pair {0} {0}))", p.name),
+                _ => p.name.to_string(),
+            })
+            .collect();
+        let text = format!(
+            "{}\n(fn calls_it ({}) ({} {}))\n",
+            g.sugar,
+            params.join(" "),
+            callee.name,
+            args.join(" ")
+        );
+        let caller = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(caller.ret, callee.ret, "{text}");
+        let mut rng = Rng::new(seed);
+        let at = random_inputs(&callee, &mut rng, 0, 4, 0.5);
+        let show = |p: &Program| {
+            atl_egg::eval(p, &at)
+                .and_then(|v| atl_egg::to_json(p, &v, &at))
+                .map_err(|e| e.msg)
+        };
+        assert_eq!(show(&caller), show(&callee), "{text}");
+        let costs = |p: &Program| cost(p, &at).map_err(|e| e.msg);
+        assert_eq!(costs(&caller), costs(&callee), "{text}");
+    }
 }
