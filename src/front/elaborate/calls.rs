@@ -380,11 +380,10 @@ impl Elab {
         let mut eqs = vec![];
         for ((p, arg), sx) in sig.params.iter().zip(elaborated).zip(args) {
             match (&p.kind, arg) {
-                (ParamKind::Real(want), Arg::Real(_, got)) => {
-                    if match_types(want, got, &mut eqs).is_none() {
-                        return Err(self.argument_type_error(fname, p.name, want, got, sx, &sizes));
-                    }
-                }
+                (ParamKind::Real(want), Arg::Real(_, got)) => match_types(want, got, &mut eqs)
+                    .ok_or_else(|| {
+                        self.argument_type_error(fname, p.name, want, got, sx, &sizes)
+                    })?,
                 (ParamKind::Relation(want), Arg::Rel(r)) => {
                     let got = self.rel_dims.get(r).cloned().unwrap_or_default();
                     eqs.extend(want.iter().cloned().zip(got));
