@@ -31,6 +31,9 @@ pub struct Cli {
 pub struct FileArg {
     /// The program file, or `-` for standard input.
     pub file: String,
+    /// The function of the file to use (default: the last one).
+    #[arg(long = "fn", value_name = "NAME")]
+    pub function: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -305,7 +308,8 @@ fn read_stdin(session: &mut Session, what: &str) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-pub fn load_program(path: &str, session: &mut Session) -> Result<Program> {
+pub fn load_program(file: &FileArg, session: &mut Session) -> Result<Program> {
+    let path = file.file.as_str();
     let text = if path == "-" {
         read_stdin(session, "program")?
     } else {
@@ -316,7 +320,7 @@ pub fn load_program(path: &str, session: &mut Session) -> Result<Program> {
         name.to_string(),
         String::from_utf8_lossy(&text).into_owned(),
     ));
-    front::parse_program(&text)
+    front::parse_program_fn(&text, file.function.as_deref())
 }
 
 /// The inputs as a JSON object: from a JSON file, standard input, an `.npz`
@@ -440,7 +444,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
     };
     match cmd {
         Command::Check { file, output } => {
-            let prog = load_program(&file.file, session)?;
+            let prog = load_program(&file, session)?;
             emit(backend::sexp::signature(&prog) + "\n", &output)
         }
         Command::Eval {
@@ -449,7 +453,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
             sizes,
             output,
         } => {
-            let prog = load_program(&file.file, session)?;
+            let prog = load_program(&file, session)?;
             let inputs = inputs_for(&prog, &sizes, Some(&inputs), true, session)?;
             let v = eval::evaluate(&prog, &inputs)?;
             emit_value(&v, &prog, &inputs, &output)
@@ -461,7 +465,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
             io,
             output,
         } => {
-            let prog = load_program(&file.file, session)?;
+            let prog = load_program(&file, session)?;
             let inputs = inputs_for(&prog, &sizes, inputs.as_deref(), false, session)?;
             let c = if io {
                 cost::io_cost(&prog, &inputs.sizes, &inputs.relations)?
@@ -471,13 +475,13 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
             emit(format!("{c}\n"), &output)
         }
         Command::Optimize { file, opt } => {
-            let prog = load_program(&file.file, session)?;
+            let prog = load_program(&file, session)?;
             let out = egraph::optimize(&prog, &opt.options()?)?;
             let text = show(&out.program, &out.stats, &opt, None);
             emit(text, &opt.output)
         }
         Command::Grad(a) | Command::Jvp(a) | Command::Vjp(a) | Command::Hvp(a) => {
-            let prog = load_program(&a.file.file, session)?;
+            let prog = load_program(&a.file, session)?;
             let wrt = atl_egg::resolve_wrt(&prog, &a.wrt()?)?;
             let opts = a.opt.options()?;
             let out = match which {
@@ -497,7 +501,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
             Ok(String::from_utf8_lossy(&buf).into_owned())
         }
         Command::Compile { file, output } => {
-            let prog = load_program(&file.file, session)?;
+            let prog = load_program(&file, session)?;
             compile_cmd(&prog, output.as_deref())
         }
         Command::Run {
@@ -508,7 +512,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
             count_ops,
             output,
         } => {
-            let prog = load_program(&file.file, session)?;
+            let prog = load_program(&file, session)?;
             let inputs = inputs_for(&prog, &sizes, Some(&inputs), true, session)?;
             run_cmd(&prog, &inputs, repeat, count_ops, &output)
         }

@@ -104,6 +104,19 @@ pub fn parse(text: &str) -> Result<Program> {
     front::parse_program(text.as_bytes())
 }
 
+/// Parse and type-check the function `name` of a program text (a file may
+/// define several functions, each calling those before it; [`parse`] takes
+/// the last one). Calls are expanded: the result is one function.
+///
+/// ```
+/// let text = "(fn sq ((x R)) (* x x))\n(fn f ((y R)) (+ (sq y) 1))";
+/// let f = atl_egg::parse_fn(text, "sq").unwrap();
+/// assert_eq!(atl_egg::check(&f), "(fn sq ((x R)) -> R)");
+/// ```
+pub fn parse_fn(text: &str, name: &str) -> Result<Program> {
+    front::parse_program_fn(text.as_bytes(), Some(name))
+}
+
 /// The signature of a checked program, `(fn NAME (PARAMS) -> TYPE)`, as
 /// `atl-egg check` prints it.
 pub fn check(prog: &Program) -> String {

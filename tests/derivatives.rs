@@ -121,13 +121,20 @@ fn flat(v: &Value) -> Vec<f64> {
     }
 }
 
-/// Compare values that may hold lazy zeros: through inner products with
-/// themselves and each other (equal iff the difference has norm 0).
+/// Compare values that may hold lazy zeros: the squared norm of the
+/// difference against the larger squared norm. Values of the same shape are
+/// subtracted entry by entry; where a lazy zero makes the shapes differ, the
+/// difference's norm comes from inner products (`aa + bb - 2ab`, which
+/// cancels: its rounding error grows with `aa`, so it is the fallback only).
 fn same_value(a: &Value, b: &Value, rtol: f64) -> bool {
     let aa = inner_product(a, a);
     let bb = inner_product(b, b);
-    let ab = inner_product(a, b);
-    let d2 = aa + bb - 2.0 * ab;
+    let (fa, fb) = (flat(a), flat(b));
+    let d2 = if fa.len() == fb.len() {
+        fa.iter().zip(&fb).map(|(x, y)| (x - y) * (x - y)).sum()
+    } else {
+        aa + bb - 2.0 * inner_product(a, b)
+    };
     d2 <= rtol * rtol * aa.max(bb).max(1e-300) * 4.0 + 1e-20
         || (flat(a).is_empty() && flat(b).iter().all(|x| *x == 0.0))
         || (flat(b).is_empty() && flat(a).iter().all(|x| *x == 0.0))

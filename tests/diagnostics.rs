@@ -67,6 +67,40 @@ const CASES: &[Case] = &[
     chk("two-functions", b"(fn f ((x R)) x)\n(fn g ((y R)) y)\n"),
     chk("string-token", b"(fn f ((x R))\n  \"hello\")\n"),
     chk("bracket-token", b"(fn f ((x (tensor n R)))\n  x[0])\n"),
+    // functions and calls
+    chk(
+        "call-undefined-function",
+        b"(fn f ((x R))\n  (+ x (g x)))\n",
+    ),
+    chk(
+        "call-recursive",
+        b"(fn sq ((x R)) (* x x))\n(fn f ((x R))\n  (+ (sq x) (f x)))\n",
+    ),
+    chk(
+        "call-later-function",
+        b"(fn f ((x R))\n  (g x))\n(fn g ((y R)) (* y y))\n",
+    ),
+    chk(
+        "call-argument-count",
+        b"(fn sq ((x R)) (* x x))\n(fn f ((x R))\n  (sq x x))\n",
+    ),
+    chk(
+        "call-argument-type",
+        b"(fn sq ((x R)) (* x x))\n(fn f ((p (pair R R)))\n  (sq p))\n",
+    ),
+    chk(
+        "call-argument-shape",
+        b"(fn dot ((a (tensor n R)) (b (tensor n R)))\n  (sum i n (* (get a i) (get b i))))\n(fn f ((x (tensor 3 R)) (y (tensor 4 R)))\n  (dot x y))\n",
+    ),
+    chk(
+        "duplicate-function",
+        b"(fn f ((x R)) x)\n(fn f ((y R)) (f y))\n",
+    ),
+    cmd(
+        "fn-flag-names-no-function",
+        &["check", "prog.atl", "--fn", "sqr"],
+        Some(b"(fn sq ((x R)) (* x x))\n(fn f ((x R))\n  (sq x))\n"),
+    ),
     // wrong arity
     chk("arity-get", b"(fn f ((x (tensor n R)))\n  (get x))\n"),
     chk("arity-gen", b"(fn f ((x (tensor n R)))\n  (gen i n))\n"),

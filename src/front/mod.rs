@@ -11,8 +11,15 @@ pub mod types;
 pub use affine::Affine;
 pub use ast::{CmpOp, Expr, Func, Param, ParamKind, Pred, Program, Real, Type};
 
-/// Read, type-check and desugar a program text.
+/// Read, type-check and desugar a program text: its last function, calls
+/// expanded.
 pub fn parse_program(text: &[u8]) -> crate::Result<Program> {
+    parse_program_fn(text, None)
+}
+
+/// Read, type-check and desugar a program text: the function named
+/// `function` (the last one when `None`), calls expanded.
+pub fn parse_program_fn(text: &[u8], function: Option<&str>) -> crate::Result<Program> {
     let sexps = reader::read(text)?;
-    elaborate::elaborate(&sexps)
+    elaborate::elaborate_fn(&sexps, function)
 }

@@ -27,7 +27,7 @@ impl Elab {
                 )),
             },
             Sexp::Sym(s, _) => match self.scope.get(s.as_str()) {
-                Some(Binding::Size) => Ok(Affine::var(Symbol::from(s.as_str()))),
+                Some(Binding::Size(a)) => Ok(a.clone()),
                 Some(b) => Err(Error::typ(
                     pos,
                     format!(
@@ -40,12 +40,12 @@ impl Elab {
                         if ["R", "size", "relation", "tensor", "pair"].contains(&s.as_str()) {
                             return Err(Error::typ(pos, format!("'{s}' is not a valid size name")));
                         }
-                        self.bind(s, Binding::Size);
+                        self.bind(s, Binding::Size(Affine::var(Symbol::from(s.as_str()))));
                         decl.push(Symbol::from(s.as_str()));
                         Ok(Affine::var(Symbol::from(s.as_str())))
                     }
                     None => Err(Error::typ(pos, format!("unknown size '{s}'"))
-                        .with_hint_opt(self.near(s, |b| matches!(b, Binding::Size)))),
+                        .with_hint_opt(self.near(s, |b| matches!(b, Binding::Size(_))))),
                 },
             },
             Sexp::List(items, _) => {
@@ -122,6 +122,18 @@ impl Elab {
                         let b = self.typ(&args[1], declare)?;
                         Ok(Type::Pair(Box::new(a), Box::new(b)))
                     }
+                    Some("tuple") if !args.is_empty() => {
+                        // right-nested pairs, like the expression form
+                        let mut ts = vec![];
+                        for a in args {
+                            ts.push(self.typ(a, declare)?);
+                        }
+                        let last = ts.pop().expect("not empty");
+                        Ok(ts
+                            .into_iter()
+                            .rev()
+                            .fold(last, |acc, t| Type::Pair(Box::new(t), Box::new(acc))))
+                    }
                     Some("tensor") => {
                         if args.len() < 2 {
                             return Err(Error::typ(
@@ -163,14 +175,14 @@ impl Elab {
             },
             Sexp::Sym(s, _) => match self.scope.get(s.as_str()) {
                 Some(Binding::Index(u)) => Ok(Affine::var(*u)),
-                Some(Binding::Size) => Ok(Affine::var(Symbol::from(s.as_str()))),
+                Some(Binding::Size(a)) => Ok(a.clone()),
                 Some(b) => Err(Error::typ(
                     pos,
                     format!("'{s}' is {} and cannot be used as an index", kind_words(b)),
                 )),
                 None => Err(Error::typ(pos, format!("unbound index variable '{s}'"))
                     .with_hint_opt(
-                        self.near(s, |b| matches!(b, Binding::Index(_) | Binding::Size)),
+                        self.near(s, |b| matches!(b, Binding::Index(_) | Binding::Size(_))),
                     )),
             },
             Sexp::List(items, _) => {

@@ -11,9 +11,9 @@ use std::collections::HashSet;
 
 /// Expression form names, for "did you mean" hints.
 const EXPR_FORMS: &[&str] = &[
-    "+", "*", "-", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "exp", "log",
-    "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step", "pow", "dtanh", "dsigmoid",
-    "dsqrt", "drecip", "dcos", "dpow",
+    "+", "*", "-", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "tuple",
+    "proj", "vec", "exp", "log", "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step",
+    "pow", "dtanh", "dsigmoid", "dsqrt", "drecip", "dcos", "dpow",
 ];
 
 impl Elab {
@@ -121,6 +121,25 @@ impl Elab {
                 let (b, tb) = self.expr(&args[1], claimed)?;
                 Ok((build::pair(a, b), Type::Pair(Box::new(ta), Box::new(tb))))
             }
+            "tuple" => {
+                if args.is_empty() {
+                    return Err(Error::syntax(
+                        pos,
+                        "tuple expects at least 1 argument, got 0",
+                    ));
+                }
+                self.tuple(args, claimed)
+            }
+            "proj" => {
+                arity(&[2])?;
+                self.proj(args, claimed)
+            }
+            "vec" => {
+                if args.is_empty() {
+                    return Err(Error::syntax(pos, "vec expects at least 1 argument, got 0"));
+                }
+                self.vec(args, claimed)
+            }
             "fst" | "snd" => {
                 arity(&[1])?;
                 let (e, t) = self.expr(&args[0], claimed)?;
@@ -225,11 +244,23 @@ impl Elab {
                 pos,
                 format!("'{h}' is not an expression form"),
             )),
-            _ => Err(
-                Error::syntax(pos, format!("unknown form '{h}'")).with_hint_opt(
-                    crate::diagnostics::did_you_mean(h, EXPR_FORMS.iter().copied()),
-                ),
-            ),
+            _ => {
+                if let Some(index) = self.names.iter().position(|f| f.name == h) {
+                    return self.call_function(index, args, pos, claimed);
+                }
+                let functions: Vec<&str> = self.names[..self.visible]
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect();
+                Err(
+                    Error::syntax(pos, format!("unknown form '{h}'")).with_hint_opt(
+                        crate::diagnostics::did_you_mean(
+                            h,
+                            EXPR_FORMS.iter().copied().chain(functions),
+                        ),
+                    ),
+                )
+            }
         }
     }
 }

@@ -16,17 +16,20 @@
 //! predicates in `pred.rs`; core expression forms in `expr.rs`; the sugar
 //! and its rewriting to core forms in `sugar.rs`.
 
+mod calls;
 mod dims;
 mod expr;
 mod pred;
 mod sugar;
 
-use super::affine::Overflow;
+use super::affine::{Affine, Overflow};
 use super::ast::{Param, ParamKind, Program, Type};
 use super::reader::Sexp;
 use crate::error::{Error, Pos, Result};
+use calls::{FnDef, FnName};
 use egg::Symbol;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 #[derive(Clone, Debug)]
 enum Binding {
@@ -34,23 +37,42 @@ enum Binding {
     Var(Symbol, Type),
     /// An index variable (gen/sum/exists): its unique name.
     Index(Symbol),
-    Size,
-    /// A relation of the given arity.
-    Rel(usize),
+    /// A size: its own name, or in a called function's body the size
+    /// expression of the caller it stands for.
+    Size(Affine),
+    /// A relation: the name it stands for and its arity.
+    Rel(Symbol, usize),
 }
 
 fn kind_words(b: &Binding) -> &'static str {
     match b {
         Binding::Var(..) => "a real-valued variable",
         Binding::Index(_) => "an index variable",
-        Binding::Size => "a size",
-        Binding::Rel(_) => "a relation",
+        Binding::Size(_) => "a size",
+        Binding::Rel(..) => "a relation",
     }
 }
 
 struct Elab {
     scope: HashMap<String, Binding>,
     counter: u64,
+    /// Every function of the file, in order (names and positions).
+    names: Rc<[FnName]>,
+    /// The functions checked so far, in order.
+    fns: Vec<Rc<FnDef>>,
+    /// How many functions (the first ones) the body being elaborated may
+    /// call: the index of the function it belongs to.
+    visible: usize,
+    /// How deep in expanded calls the elaboration is (0: the function's own body).
+    depth: usize,
+    /// The functions the function's own body calls (not those called
+    /// through them).
+    direct_calls: BTreeSet<usize>,
+    /// Calls expanded so far, against [`calls::MAX_EXPANSIONS`].
+    expansions: usize,
+    /// The dimensions of each relation parameter, to check relations passed
+    /// to a called function.
+    rel_dims: HashMap<Symbol, Vec<Affine>>,
 }
 
 fn overflow(pos: Pos) -> impl Fn(Overflow) -> Error {
@@ -101,132 +123,141 @@ impl Elab {
     }
 }
 
-/// Elaborate the top-level forms of a file into a core program.
+/// Elaborate the top-level forms of a file into the core program of its
+/// last function (see [`elaborate_fn`]).
 pub fn elaborate(data: &[Sexp]) -> Result<Program> {
-    let Some(top) = data.first() else {
-        return Err(Error::syntax(
-            Pos { line: 1, col: 1 },
-            "empty program: expected (fn NAME (PARAM ...) BODY)",
-        ));
-    };
-    if data.len() > 1 {
-        return Err(Error::syntax(
-            data[1].pos(),
-            "a file holds exactly one (fn ...) form; unexpected extra form",
-        ));
-    }
-    let Sexp::List(items, _) = top else {
-        return Err(Error::syntax(
-            top.pos(),
-            "expected (fn NAME (PARAM ...) BODY)",
-        ));
-    };
-    if top.head() != Some("fn") {
-        return Err(Error::syntax(
-            top.pos(),
-            "expected (fn NAME (PARAM ...) BODY)",
-        ));
-    }
-    if items.len() != 4 {
-        return Err(Error::syntax(
-            top.pos(),
-            format!(
-                "fn expects 3 parts (fn NAME (PARAM ...) BODY), got {}",
-                items.len() - 1
-            ),
-        ));
-    }
-    let Some(name) = items[1].as_sym() else {
-        return Err(Error::syntax(items[1].pos(), "expected a function name"));
-    };
-    let Sexp::List(param_sx, _) = &items[2] else {
-        return Err(Error::syntax(
-            items[2].pos(),
-            "expected a parameter list (PARAM ...)",
-        ));
-    };
-    let mut el = Elab {
-        scope: HashMap::new(),
-        counter: 0,
-    };
-    // First pass: names and kinds, so types may mention sizes declared later.
-    let mut raw = vec![];
-    let mut seen = HashSet::new();
-    for p in param_sx {
-        let (pname, spec) = match p {
-            Sexp::List(v, _) if v.len() == 2 && v[0].as_sym().is_some() => {
-                (v[0].as_sym().expect("checked"), &v[1])
-            }
-            _ => {
-                return Err(Error::syntax(
-                    p.pos(),
-                    "a parameter is (x TYPE), (n size) or (R (relation D ...))",
-                ))
-            }
+    elaborate_fn(data, None)
+}
+
+/// Elaborate the top-level forms of a file, a sequence of `(fn ...)` forms,
+/// into the core program of the function named `name` (the last one when
+/// `None`), every call expanded. Every function is checked, in order; each
+/// may call the functions before it, and each but the last must be called
+/// by a later one.
+pub fn elaborate_fn(data: &[Sexp], name: Option<&str>) -> Result<Program> {
+    let names: Rc<[FnName]> = calls::function_names(data)?.into();
+    let mut fns: Vec<Rc<FnDef>> = vec![];
+    for (index, top) in data.iter().enumerate() {
+        let Sexp::List(items, _) = top else {
+            unreachable!("function_names checked every form")
         };
-        if !seen.insert(pname.to_string()) {
-            let Sexp::List(v, _) = p else { unreachable!() };
-            return Err(Error::typ(
-                v[0].pos(),
-                format!("duplicate parameter '{pname}'"),
+        let mut el = Elab {
+            scope: HashMap::new(),
+            counter: 0,
+            names: names.clone(),
+            fns: fns.clone(),
+            visible: index,
+            depth: 0,
+            direct_calls: BTreeSet::new(),
+            expansions: 0,
+            rel_dims: HashMap::new(),
+        };
+        let program = el.function(items)?;
+        fns.push(Rc::new(FnDef {
+            body: items[3].clone(),
+            program,
+            calls: std::mem::take(&mut el.direct_calls),
+        }));
+    }
+    calls::check_all_called(&names, &fns)?;
+    let chosen = match name {
+        None => fns.len() - 1,
+        Some(want) => calls::find_function(&names, want)?,
+    };
+    Ok(fns[chosen].program.clone())
+}
+
+impl Elab {
+    /// One `(fn NAME (PARAM ...) BODY)` form (its shape already checked).
+    fn function(&mut self, items: &[Sexp]) -> Result<Program> {
+        let name = items[1].as_sym().expect("function_names checked the name");
+        let Sexp::List(param_sx, _) = &items[2] else {
+            return Err(Error::syntax(
+                items[2].pos(),
+                "expected a parameter list (PARAM ...)",
             ));
-        }
-        let binding = if spec.as_sym() == Some("size") {
-            Binding::Size
-        } else if spec.head() == Some("relation") {
-            let Sexp::List(v, _) = spec else {
-                unreachable!()
-            };
-            Binding::Rel(v.len() - 1)
-        } else {
-            Binding::Var(Symbol::from(pname), Type::Real)
         };
-        el.bind(pname, binding.clone());
-        raw.push((pname, binding, spec));
-    }
-    let mut declared: Vec<Symbol> = vec![];
-    let mut params = vec![];
-    for (pname, binding, spec) in raw {
-        let name = Symbol::from(pname);
-        let kind = match binding {
-            Binding::Size => ParamKind::Size,
-            Binding::Rel(_) => {
+        let el = self;
+        // First pass: names and kinds, so types may mention sizes declared later.
+        let mut raw = vec![];
+        let mut seen = HashSet::new();
+        for p in param_sx {
+            let (pname, spec) = match p {
+                Sexp::List(v, _) if v.len() == 2 && v[0].as_sym().is_some() => {
+                    (v[0].as_sym().expect("checked"), &v[1])
+                }
+                _ => {
+                    return Err(Error::syntax(
+                        p.pos(),
+                        "a parameter is (x TYPE), (n size) or (R (relation D ...))",
+                    ))
+                }
+            };
+            if !seen.insert(pname.to_string()) {
+                let Sexp::List(v, _) = p else { unreachable!() };
+                return Err(Error::typ(
+                    v[0].pos(),
+                    format!("duplicate parameter '{pname}'"),
+                ));
+            }
+            let binding = if spec.as_sym() == Some("size") {
+                Binding::Size(Affine::var(Symbol::from(pname)))
+            } else if spec.head() == Some("relation") {
                 let Sexp::List(v, _) = spec else {
                     unreachable!()
                 };
-                let dims = v[1..]
-                    .iter()
-                    .map(|d| el.dim(d, Some(&mut declared)))
-                    .collect::<Result<Vec<_>>>()?;
-                ParamKind::Relation(dims)
-            }
-            _ => {
-                let t = el.typ(spec, &mut declared)?;
-                el.bind(pname, Binding::Var(name, t.clone()));
-                ParamKind::Real(t)
-            }
-        };
-        params.push(Param { name, kind });
-    }
-    let mut sizes: Vec<Symbol> = params
-        .iter()
-        .filter(|p| p.kind == ParamKind::Size)
-        .map(|p| p.name)
-        .collect();
-    for d in declared {
-        if !sizes.contains(&d) {
-            sizes.push(d);
+                Binding::Rel(Symbol::from(pname), v.len() - 1)
+            } else {
+                Binding::Var(Symbol::from(pname), Type::Real)
+            };
+            el.bind(pname, binding.clone());
+            raw.push((pname, binding, spec));
         }
+        let mut declared: Vec<Symbol> = vec![];
+        let mut params = vec![];
+        for (pname, binding, spec) in raw {
+            let name = Symbol::from(pname);
+            let kind = match binding {
+                Binding::Size(_) => ParamKind::Size,
+                Binding::Rel(..) => {
+                    let Sexp::List(v, _) = spec else {
+                        unreachable!()
+                    };
+                    let dims = v[1..]
+                        .iter()
+                        .map(|d| el.dim(d, Some(&mut declared)))
+                        .collect::<Result<Vec<_>>>()?;
+                    el.rel_dims.insert(name, dims.clone());
+                    ParamKind::Relation(dims)
+                }
+                _ => {
+                    let t = el.typ(spec, &mut declared)?;
+                    el.bind(pname, Binding::Var(name, t.clone()));
+                    ParamKind::Real(t)
+                }
+            };
+            params.push(Param { name, kind });
+        }
+        let mut sizes: Vec<Symbol> = params
+            .iter()
+            .filter(|p| p.kind == ParamKind::Size)
+            .map(|p| p.name)
+            .collect();
+        for d in declared {
+            if !sizes.contains(&d) {
+                sizes.push(d);
+            }
+        }
+        // Binder names must differ from every parameter and size.
+        let mut claimed: HashSet<String> = params.iter().map(|p| p.name.to_string()).collect();
+        claimed.extend(sizes.iter().map(|s| s.to_string()));
+        let (body, ret) = el.expr(&items[3], &mut claimed)?;
+        Ok(Program {
+            name: Symbol::from(name),
+            params,
+            sizes,
+            body,
+            ret,
+        })
     }
-    // Binder names must differ from every parameter and size.
-    let mut claimed: HashSet<String> = params.iter().map(|p| p.name.to_string()).collect();
-    claimed.extend(sizes.iter().map(|s| s.to_string()));
-    let (body, ret) = el.expr(&items[3], &mut claimed)?;
-    Ok(Program {
-        name: Symbol::from(name),
-        params,
-        sizes,
-        body,
-        ret,
-    })
 }

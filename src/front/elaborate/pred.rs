@@ -5,7 +5,6 @@ use super::{kind_words, Binding, Elab};
 use crate::error::{Error, Result};
 use crate::front::ast::{CmpOp, Pred};
 use crate::front::reader::Sexp;
-use egg::Symbol;
 use std::collections::HashSet;
 
 /// Predicate form names, for "did you mean" hints.
@@ -82,7 +81,7 @@ impl Elab {
             _ => {}
         }
         match self.scope.get(h).cloned() {
-            Some(Binding::Rel(arity)) => {
+            Some(Binding::Rel(rel, arity)) => {
                 if args.len() != arity {
                     return Err(Error::typ(
                         pos,
@@ -96,7 +95,7 @@ impl Elab {
                     .iter()
                     .map(|a| self.index(a))
                     .collect::<Result<Vec<_>>>()?;
-                Ok(Pred::Rel(Symbol::from(h), idx))
+                Ok(Pred::Rel(rel, idx))
             }
             Some(b) => Err(Error::typ(
                 pos,
@@ -105,7 +104,7 @@ impl Elab {
             None => Err(
                 Error::typ(pos, format!("unknown predicate form '{h}'")).with_hint_opt(
                     crate::diagnostics::did_you_mean(h, PRED_FORMS.iter().copied())
-                        .or_else(|| self.near(h, |b| matches!(b, Binding::Rel(_)))),
+                        .or_else(|| self.near(h, |b| matches!(b, Binding::Rel(..)))),
                 ),
             ),
         }

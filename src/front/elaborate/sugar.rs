@@ -6,7 +6,7 @@
 use super::Elab;
 use crate::error::{Error, Pos, Result};
 use crate::front::affine::Affine;
-use crate::front::ast::{build, Expr, Func, Type};
+use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Type};
 use crate::front::reader::Sexp;
 use egg::Symbol;
 use std::collections::HashSet;
@@ -175,5 +175,141 @@ impl Elab {
             out = build::gen(*j, dd.clone(), out);
         }
         (build::let_(t, g, out), Type::tensor(shape, Type::Real))
+    }
+}
+
+impl Elab {
+    /// `(tuple e0 e1 ... en)` is `(pair e0 (pair e1 ... en))`; `(tuple e)` is `e`.
+    pub(super) fn tuple(
+        &mut self,
+        args: &[Sexp],
+        claimed: &mut HashSet<String>,
+    ) -> Result<(Expr, Type)> {
+        let mut parts = vec![];
+        for a in args {
+            parts.push(self.expr(a, claimed)?);
+        }
+        let mut acc = parts.pop().expect("at least one component");
+        while let Some((e, t)) = parts.pop() {
+            acc = (
+                build::pair(e, acc.0),
+                Type::Pair(Box::new(t), Box::new(acc.1)),
+            );
+        }
+        Ok(acc)
+    }
+
+    /// `(proj k e)`: component `k` (from 0) of a tuple, right-nested pairs:
+    /// `k` times `snd`, then `fst` if what is left is a pair (it is the
+    /// last component otherwise).
+    pub(super) fn proj(
+        &mut self,
+        args: &[Sexp],
+        claimed: &mut HashSet<String>,
+    ) -> Result<(Expr, Type)> {
+        let k = match &args[0] {
+            Sexp::Num(n, _) => n.int.filter(|k| *k >= 0),
+            _ => None,
+        };
+        let Some(k) = k else {
+            return Err(Error::syntax(
+                args[0].pos(),
+                "proj: the component must be a natural number literal (proj k e)",
+            ));
+        };
+        let (mut e, mut t) = self.expr(&args[1], claimed)?;
+        for step in 0..k {
+            let Type::Pair(_, rest) = t else {
+                return Err(Error::typ(
+                    args[1].pos(),
+                    format!(
+                        "proj {k}: {} has only {} component{}",
+                        if step == 0 { "this value" } else { "the tuple" },
+                        step + 1,
+                        if step == 0 { "" } else { "s" }
+                    ),
+                ));
+            };
+            e = build::snd(e);
+            t = *rest;
+        }
+        Ok(match t {
+            Type::Pair(first, _) => (build::fst(e), *first),
+            t => (e, t),
+        })
+    }
+
+    /// `(vec e0 ... en-1)`, elements of one type: for reals,
+    /// `(gen k n (+ (iverson (< k n-1) (+ ... (+ (iverson (== k 0) e0) (iverson (== k 1) e1)) ...))
+    ///              (iverson (== k n-1) en-1)))`
+    /// with a fresh `k`: every addition has brackets on both sides that
+    /// never hold together, so the additions cost nothing under the cost
+    /// model. Tensor elements that are not variables are let-bound first,
+    /// and the element read at `k` is `(get tm j1 ...)` under gens over fresh `j`s.
+    pub(super) fn vec(
+        &mut self,
+        args: &[Sexp],
+        claimed: &mut HashSet<String>,
+    ) -> Result<(Expr, Type)> {
+        let mut elems: Vec<(Expr, Type)> = vec![];
+        for a in args {
+            let (e, t) = self.expr(a, claimed)?;
+            if t.real_shape().is_none() {
+                return Err(Error::typ(
+                    a.pos(),
+                    format!("vec: an element must be a real or a tensor of reals, got {t}"),
+                ));
+            }
+            if let Some((_, t0)) = elems.first() {
+                if *t0 != t {
+                    return Err(Error::typ(
+                        a.pos(),
+                        format!(
+                            "vec: every element must have the type of the first, {t0}, got {t}"
+                        ),
+                    )
+                    .with_label(args[0].pos(), format!("this is {t0}")));
+                }
+            }
+            elems.push((e, t));
+        }
+        let elem_type = elems[0].1.clone();
+        let shape = elem_type.real_shape().expect("checked");
+        let mut binds = vec![];
+        let refs: Vec<Expr> = elems
+            .into_iter()
+            .map(|(e, _)| match e {
+                Expr::Var(_) | Expr::Const(_) => e,
+                _ if shape.is_empty() => e,
+                _ => {
+                    let t = self.fresh("t");
+                    binds.push((t, e));
+                    Expr::Var(t)
+                }
+            })
+            .collect();
+        let k = self.fresh("k");
+        let idx: Vec<Symbol> = shape.iter().map(|_| self.fresh("j")).collect();
+        let at = |op: CmpOp, m: usize| Pred::Cmp(op, Affine::var(k), Affine::constant(m as i64));
+        let mut body: Option<Expr> = None;
+        for (m, r) in refs.into_iter().enumerate() {
+            let elem = idx.iter().fold(r, |e, j| build::get(e, Affine::var(*j)));
+            let term = build::iverson(at(CmpOp::Eq, m), elem);
+            body = Some(match body {
+                None => term,
+                Some(acc @ Expr::Iverson(..)) => build::add(acc, term),
+                Some(acc) => build::add(build::iverson(at(CmpOp::Lt, m), acc), term),
+            });
+        }
+        let mut body = body.expect("at least one element");
+        for (j, d) in idx.iter().zip(&shape).rev() {
+            body = build::gen(*j, d.clone(), body);
+        }
+        let n = Affine::constant(args.len() as i64);
+        body = build::gen(k, n.clone(), body);
+        for (t, e) in binds.into_iter().rev() {
+            body = build::let_(t, e, body);
+        }
+        Ok((body, Type::Tensor(n, Box::new(elem_type))))
     }
 }
