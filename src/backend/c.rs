@@ -88,13 +88,17 @@ static inline double atlh_sigmoid(double x) {
 }
 static inline double atlh_relu(double x) { return x > 0.0 ? x : 0.0; }
 static inline double atlh_step(double x) { return x > 0.0 ? 1.0 : 0.0; }
-static inline double atlh_pow(double x, double k) { return pow(x, k); }
+/* pow's exponent goes through a volatile so that the C compiler never sees
+   a constant one: with -fno-math-errno GCC turns pow(x, 0.5) in a
+   vectorized loop into sqrt(x), which differs at -0 and -inf, and it may
+   fold other constant exponents into cheaper code; the evaluator calls pow. */
+static inline double atlh_pow(double x, double k) { volatile double e = k; return pow(x, e); }
 static inline double atlh_dtanh(double x) { double t = tanh(x); return 1.0 - t * t; }
 static inline double atlh_dsigmoid(double x) { double v = atlh_sigmoid(x); return v * (1.0 - v); }
 static inline double atlh_dsqrt(double x) { return 0.5 * atlh_recip(atlh_sqrt(x)); }
 static inline double atlh_drecip(double x) { double r = atlh_recip(x); return -(r * r); }
 static inline double atlh_dcos(double x) { return -atlh_sin(x); }
-static inline double atlh_dpow(double x, double k) { return k * pow(x, k - 1.0); }
+static inline double atlh_dpow(double x, double k) { volatile double e = k - 1.0; return k * pow(x, e); }
 "#;
 
 fn stmts(out: &mut String, ss: &[Stmt], depth: usize) {
