@@ -485,3 +485,127 @@ fn black_boxes_equal_eval_bit_for_bit_on_special_values() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Run `src` at `sizes` (counted) on random inputs and compare with eval.
+fn check_source(src: &str, sizes: &[(&str, i64)]) -> Result<(), String> {
+    let prog = atl_egg::front::parse_program(src.as_bytes()).map_err(|e| format!("{e}"))?;
+    let sizes = sizes
+        .iter()
+        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .collect();
+    let inputs = random_inputs(&prog, &sizes, &mut Rng::new(11)).map_err(|e| format!("{e}"))?;
+    check(&prog, &inputs, src).map(|_| ())
+}
+
+/// Names a user may write that look like the names the lowering and the
+/// emitter make: the rows, accumulators and copy indices of the lowering
+/// (`%row14`, `%acc12`, `k9`), the emitter's locals and helpers, fresh C
+/// names, C keywords and libm functions.
+fn lookalike_names() -> Vec<String> {
+    let mut names = vec![];
+    for k in 0..=60 {
+        names.extend([format!("%row{k}"), format!("%acc{k}"), format!("k{k}")]);
+    }
+    for s in [
+        "int",
+        "for",
+        "while",
+        "return",
+        "double",
+        "const",
+        "static",
+        "void",
+        "if",
+        "else",
+        "main",
+        "exp",
+        "sqrt",
+        "pow",
+        "sin",
+        "log",
+        "nan",
+        "NAN",
+        "INFINITY",
+        "atl_total",
+        "atl_arena",
+        "atlv_total",
+        "atlv_arena",
+        "atlv_n",
+        "atl_f",
+        "atlh_max",
+        "atlpacked_entry",
+        "ATL_ADD",
+        "d0",
+        "d1",
+        "i4_i",
+        "acc7",
+        "t2_x",
+        "b5_row",
+        "sz",
+        "re",
+        "rel",
+        "out",
+    ] {
+        names.push(s.to_string());
+    }
+    names
+}
+
+/// Lets named like the lowering's own variables, in scope while a fused
+/// run of gens (rows, an accumulator) is lowered and read after it: `run`
+/// equals `eval`.
+#[test]
+fn let_names_like_the_lowerings_own_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let names = lookalike_names();
+    for group in names.chunks(64) {
+        let mut src = String::from("(fn f ((x (tensor n R)))\n");
+        for (k, p) in group.iter().enumerate() {
+            src += &format!("(let {p} (get x {})\n", k % 4);
+        }
+        src += "(let u (gen i n (* 2.0 (get x i)))
+                (let w (gen i n (+ (get u i) 1.0))
+                (let s (sum i n (* (get w i) (get u i)))
+                (gen i n (+ (* s (get w i)) ";
+        let reads: Vec<String> = group.iter().map(|p| format!("(+ {p} ")).collect();
+        src += &reads.concat();
+        src += "0.0";
+        // The reads, the `+`, the gen, the three lets, the probes' lets, the fn.
+        src += &")".repeat(group.len() + 1 + 1 + 3 + group.len() + 1);
+        if let Err(e) = check_source(&src, &[("n", 4)]) {
+            panic!("{e}");
+        }
+    }
+}
+
+/// Indices and parameters named like the lowering's own variables (a band
+/// offset `%o6_j`, a copy index `k9`), C keywords, libm functions and the
+/// emitter's names: `run` equals `eval`.
+#[test]
+fn index_and_parameter_names_like_the_lowerings_own_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    for k in 0..=40 {
+        let (o, c) = (format!("%o{k}_j"), format!("k{k}"));
+        // A band (its sum runs re-indexed by an offset) under an index
+        // named like the offset; a lazy view copied (by a copy index)
+        // under an index named like that copy index.
+        let src = format!(
+            "(fn f ((x (tensor n R)))
+               (pair (gen {o} n (sum j n (iverson (and (<= {o} j) (<= j (+ {o} 2))) (get x j))))
+                     (gen {c} n (pair (let v (gen i n (get x i)) (let w v w)) (get x {c})))))"
+        );
+        if let Err(e) = check_source(&src, &[("n", 5)]) {
+            panic!("{e}");
+        }
+    }
+    let src = "(fn main ((exp (tensor int R)) (sqrt R) (for size) (atlv_total (tensor for R)))
+                 (gen while int (sum return for (* (get exp while)
+                   (+ sqrt (* (get atlv_total return) (get exp (+ while 1))))))))";
+    if let Err(e) = check_source(src, &[("int", 4), ("for", 3)]) {
+        panic!("{e}");
+    }
+}

@@ -52,7 +52,7 @@ uint64_t atlpacked_ops[3];
 #define ATL_CALL() (atlpacked_ops[2]++)
 #define ATL_FIRST(h) int h = 0
 #define ATL_SUMADD(h) (atlpacked_ops[0] += (uint64_t)(h), (h) = 1)
-#define ATL_FIRST_AT(h, n) uint8_t *h = (uint8_t *)calloc((size_t)(n) + 1, 1); if (h == NULL) { free(atl_arena); return 2; }
+#define ATL_FIRST_AT(h, n) uint8_t *h = (uint8_t *)calloc((size_t)(n) + 1, 1); if (h == NULL) { free(atlv_arena); return 2; }
 #define ATL_SUMADD_AT(h, i) (atlpacked_ops[0] += (uint64_t)(h)[i], (h)[i] = 1)
 #define ATL_FIRST_AT_END(h) free(h)
 #else
@@ -221,38 +221,38 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         let _ = writeln!(out, "  if ({n} < 0) return {RET_NEGATIVE_DIMENSION};");
     }
     // The arena: one block per call, one slot per intermediate.
-    out += "  int64_t atl_total = 0;\n";
+    out += "  int64_t atlv_total = 0;\n";
     for s in &f.slots {
-        let _ = writeln!(out, "  const int64_t atl_at_{} = atl_total;", s.cname);
-        let _ = writeln!(out, "  {{\n    int64_t n = 1;");
+        let _ = writeln!(out, "  const int64_t atlv_at_{} = atlv_total;", s.cname);
+        let _ = writeln!(out, "  {{\n    int64_t atlv_n = 1;");
         for d in dims_product(f, &s.dims) {
             let _ = writeln!(
                 out,
-                "    if ({d} != 0 && n > INT64_MAX / {d}) return {RET_OVERFLOW};\n    n *= {d};"
+                "    if ({d} != 0 && atlv_n > INT64_MAX / {d}) return {RET_OVERFLOW};\n    atlv_n *= {d};"
             );
         }
         let _ = writeln!(
             out,
-            "    if (atl_total > INT64_MAX - n) return {RET_OVERFLOW};\n    atl_total += n;\n  }}"
+            "    if (atlv_total > INT64_MAX - atlv_n) return {RET_OVERFLOW};\n    atlv_total += atlv_n;\n  }}"
         );
     }
     let _ = writeln!(
         out,
-        "  if ((uint64_t)atl_total > SIZE_MAX / sizeof(double)) return {RET_OVERFLOW};"
+        "  if ((uint64_t)atlv_total > SIZE_MAX / sizeof(double)) return {RET_OVERFLOW};"
     );
     let _ = writeln!(
         out,
-        "  double *atl_arena = atl_total > 0 ? (double *)malloc((size_t)atl_total * sizeof(double)) : NULL;"
+        "  double *atlv_arena = atlv_total > 0 ? (double *)malloc((size_t)atlv_total * sizeof(double)) : NULL;"
     );
     let _ = writeln!(
         out,
-        "  if (atl_total > 0 && atl_arena == NULL) return {RET_ALLOCATION};"
+        "  if (atlv_total > 0 && atlv_arena == NULL) return {RET_ALLOCATION};"
     );
     for s in &f.slots {
-        let _ = writeln!(out, "  double *{0} = atl_arena + atl_at_{0};", s.cname);
+        let _ = writeln!(out, "  double *{0} = atlv_arena + atlv_at_{0};", s.cname);
     }
     stmts(&mut out, &f.body, 1);
-    out += "  free(atl_arena);\n  return 0;\n}\n";
+    out += "  free(atlv_arena);\n  return 0;\n}\n";
     // The packed entry.
     let mut call = vec![];
     let (mut ns, mut nr, mut nrel) = (0, 0, 0);

@@ -11,6 +11,14 @@ use crate::front::affine::Affine;
 use egg::Symbol;
 
 impl Lowerer {
+    /// A fresh C name: `prefix` (lowercase letters naming what it holds),
+    /// a number no other fresh name has, and `_` and the sanitized ATL name
+    /// it stands for, if any (`i4_j`, `acc7`). Unique by the number, so the
+    /// user's names can never make two equal; and never equal to the
+    /// emitter's own names (`atlv_*`, `atlh_*`, `atlpacked_*`, `ATL_*`,
+    /// the dimension locals `d0`, `d1`, ... and the function `atl_NAME`),
+    /// whose letters are never followed by a digit the way a fresh name's
+    /// prefix is (no prefix is `d`).
     pub(super) fn fresh(&mut self, prefix: &str, base: &str) -> String {
         self.next += 1;
         let b = sanitize(base);
@@ -19,6 +27,16 @@ impl Lowerer {
         } else {
             format!("{prefix}{}_{b}", self.next)
         }
+    }
+
+    /// A fresh variable of the lowering's own (a row, an accumulator, a
+    /// band offset, a copy index), bound beside the program's variables.
+    /// Its text contains a space, which no name the reader accepts and no
+    /// name the optimizer makes (`base#id`) contains: it can never capture,
+    /// shadow or unbind a variable of the program.
+    pub(crate) fn internal_symbol(&mut self, kind: &str) -> Symbol {
+        self.next += 1;
+        Symbol::from(format!("lowering {kind} {}", self.next))
     }
 
     pub(crate) fn line(&mut self, s: String) {

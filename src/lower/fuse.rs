@@ -361,7 +361,7 @@ impl Lowerer {
                     }
                     _ => {
                         let t = self.slot("row", std::slice::from_ref(*dim))?;
-                        let sym = Symbol::from(self.fresh("%row", "").as_str());
+                        let sym = self.internal_symbol("row");
                         (t, "0".to_string(), Some(sym))
                     }
                 };
@@ -394,7 +394,7 @@ impl Lowerer {
                             .find(|(y, _, _)| y == x)
                             .expect("a row per member let");
                         lw.store(&body, row)?;
-                        let sym = Symbol::from(lw.fresh("%row", x.as_str()).as_str());
+                        let sym = lw.internal_symbol("row");
                         lw.vals.insert(sym, row.clone());
                         saved.push(sym);
                         lw.tenv.insert(sym, elem.clone());
@@ -481,7 +481,7 @@ impl Lowerer {
                 }
                 Member::LetSum { x, e0, sum, .. } => {
                     let (acc, _) = acc_it.next().expect("an accumulator per sum");
-                    let sym = Symbol::from(self.fresh("%acc", "").as_str());
+                    let sym = self.internal_symbol("acc");
                     self.vals.insert(sym, V::Scalar(acc.clone()));
                     self.tenv.insert(sym, Type::Real);
                     let e1 = super::order::replace(e0, &[(*sum as *const Expr, Expr::Var(sym))]);

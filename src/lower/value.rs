@@ -252,7 +252,7 @@ impl V {
         let dn = lw.dim(d)?;
         let iv = lw.fresh("k", "");
         let (body, ()) = lw.block(|lw| {
-            let idx_sym = Symbol::from(iv.as_str());
+            let idx_sym = lw.internal_symbol("k");
             lw.names.insert(idx_sym, iv.clone());
             lw.full_range.insert(idx_sym, d.clone());
             let inner = self.index(&Affine::var(idx_sym), lw)?;
