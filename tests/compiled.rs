@@ -609,3 +609,207 @@ fn index_and_parameter_names_like_the_lowerings_own_run_as_evaluated() {
         panic!("{e}");
     }
 }
+
+/// `run` as `eval`: both fail with an error of the same kind and message
+/// (up to eval's naming the form), or both give equal values.
+fn run_agrees_with_eval(src: &str, sizes: &[(&str, i64)], xs: &[f64]) -> Result<(), String> {
+    let prog = atl_egg::front::parse_program(src.as_bytes()).map_err(|e| format!("{e}"))?;
+    let mut inputs = Inputs::new(
+        sizes
+            .iter()
+            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .collect(),
+    );
+    inputs.values.insert(
+        egg::Symbol::from("x"),
+        atl_egg::semantics::value::Value::reals(xs),
+    );
+    let want = eval::evaluate(&prog, &inputs);
+    let got = backend::compile(&prog)
+        .map_err(|e| format!("{src}: compile: {e}"))?
+        .call(&inputs);
+    let what = format!("{src} at {sizes:?}");
+    match (want, got) {
+        (Ok(w), Ok(g)) => compare_values(&w, &g, Tolerance { rel: 0.0, abs: 0.0 })
+            .map_err(|e| format!("{what}: run differs from eval: {e}")),
+        (Err(w), Err(g)) => {
+            let overflow = |m: &str| m.contains("overflows 64-bit integers");
+            if w.kind == g.kind && (w.msg == g.msg || overflow(&w.msg) && overflow(&g.msg)) {
+                Ok(())
+            } else {
+                Err(format!("{what}: eval: {w}; run: {g}"))
+            }
+        }
+        (w, g) => Err(format!("{what}: eval {w:?}, run {g:?}")),
+    }
+}
+
+/// Sizes that make index arithmetic overflow: `run` reports it as `eval`
+/// does (it crashed, or read the wrong element), and a size that keeps
+/// the arithmetic in range gives `eval`'s value.
+#[test]
+fn index_overflow_is_reported_as_eval_reports_it() {
+    if !have_cc() {
+        return;
+    }
+    let xs: Vec<f64> = (1..=9).map(f64::from).collect();
+    let cases: [(&str, i64); 5] = [
+        // 5m + i + j overflows for the larger i + j only: a segfault before.
+        (
+            "(fn f ((x (tensor n R)) (m size)) (sum i n (sum j n (* (get x j) (get x (+ (* 5 m) (+ i j)))))))",
+            3074457345618258603,
+        ),
+        // i + m overflows from i = 1 on: run returned x before.
+        ("(fn f ((x (tensor n R)) (m size)) (gen i n (get x (+ i m))))", i64::MAX),
+        ("(fn f ((x (tensor n R)) (m size)) (gen i n (get x (+ i m))))", i64::MAX - 8),
+        // A stride of 2^61 m: out of range (zeros) at m = 1, overflows at 2.
+        (
+            "(fn f ((x (tensor n R)) (m size)) (sum i n (* (get x i) (+ (get x i) (get x (* 2305843009213693952 (+ m i)))))))",
+            1,
+        ),
+        (
+            "(fn f ((x (tensor n R)) (m size)) (sum i n (* (get x i) (+ (get x i) (get x (* 2305843009213693952 (+ m i)))))))",
+            2,
+        ),
+    ];
+    for (src, m) in cases {
+        run_agrees_with_eval(src, &[("n", 9), ("m", m)], &xs).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // A dimension that overflows.
+    run_agrees_with_eval(
+        "(fn f ((x (tensor n R)) (m size)) (sum i (+ m m) (get x i)))",
+        &[("n", 9), ("m", 1 << 62)],
+        &xs,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Index forms `K + a i + b m + c` over a grid of coefficients and sizes
+/// at the edges of `int64_t`: wherever `eval` overflows, `run` reports it,
+/// and elsewhere the two give the same values (a gen evaluates its index at
+/// every `i`, so the entry check over `i`'s range is exact).
+#[test]
+fn index_arithmetic_at_the_edges_of_int64_runs_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let xs = [1.0, 2.0, 3.0, 4.0, 5.0];
+    let big = [0i64, 1, 3, 1 << 61, (1 << 62) - 1, i64::MAX - 4, i64::MAX];
+    for a in [1i64, -3, 1 << 61, i64::MAX] {
+        for b in [1i64, -(1 << 62)] {
+            for k in [0i64, i64::MIN + 5] {
+                let src = format!(
+                    "(fn f ((x (tensor n R)) (m size) (c size)) (gen i n (get x (+ {k} (+ (* {a} i) (+ (* {b} m) c))))))"
+                );
+                for &m in &big {
+                    for &c in &big[..4] {
+                        run_agrees_with_eval(&src, &[("n", 5), ("m", m), ("c", c)], &xs)
+                            .unwrap_or_else(|e| panic!("{e}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A long program mixing the lowering's forms (scalar and tensor lets,
+/// sums at the top level, brackets, column sums run interchanged): its
+/// body is split into part functions; counted, it still equals `eval`
+/// and its operations the cost, and its C compiles without warnings.
+#[test]
+fn long_programs_split_into_parts_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let mut src = String::from("(fn f ((x (tensor n R)) (A (tensor n n R)))\n(let s0 (get x 0)\n");
+    let blocks = 150;
+    for k in 1..=blocks {
+        let p = k - 1;
+        src += &format!(
+            "(let s{k} (+ (* 0.5 s{p}) (sum i n (* (get x i) (sin s{p}))))
+             (let v{k} (gen j n (+ (get x j) s{k}))
+             (let t{k} (+ s{k} (sum i n (iverson (< i 2) (get v{k} i))))
+             (let c{k} (gen j n (sum i n (get A i j)))
+             (let s{k} (+ (* 0.25 t{k}) (get c{k} 1))\n"
+        );
+    }
+    src += &format!("(gen j n (* s{blocks} (get x j)))");
+    src += &")".repeat(5 * blocks + 2);
+    let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+    let generated = backend::generate(&prog).expect("generate");
+    assert!(
+        generated.source.contains("_part1("),
+        "the body was not split"
+    );
+    let sizes = [(egg::Symbol::from("n"), 3)].into_iter().collect();
+    let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
+    check(&prog, &inputs, "a long program").unwrap_or_else(|e| panic!("{e}"));
+    let dir = std::env::temp_dir().join(format!("atl-egg-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let c = dir.join("long.c");
+    std::fs::write(&c, &generated.source).expect("write");
+    let out = Command::new(build::compiler())
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"])
+        .arg(&c)
+        .output()
+        .expect("cc");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// 100,000 nested `(+ 1 ...)` and 100,000 nested `sin`: `run` builds and
+/// runs them (the C compiler takes time superlinear in a function's
+/// length; the body is split into part functions) and prints what `eval`
+/// prints, within a generous time.
+#[test]
+fn deep_expressions_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("atl-egg-deep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let bin = env!("CARGO_BIN_EXE_atl-egg");
+    std::fs::write(dir.join("in.json"), r#"{"x": [0.5, 1.0]}"#).expect("write");
+    for (what, wrap) in [("(+ 1 ", ")"), ("(sin ", ")")] {
+        let depth = 100_000;
+        let src = format!(
+            "(fn f ((x (tensor 2 R))) {}(get x 0){})",
+            what.repeat(depth),
+            wrap.repeat(depth)
+        );
+        let file = dir.join("deep.atl");
+        std::fs::write(&file, src).expect("write");
+        let run = |cmd: &str| {
+            let t = std::time::Instant::now();
+            let out = Command::new(bin)
+                .arg(cmd)
+                .arg(&file)
+                .arg("--inputs")
+                .arg(dir.join("in.json"))
+                .env("ATL_EGG_CACHE", dir.join("cache"))
+                .output()
+                .expect("atl-egg");
+            assert!(
+                out.status.success(),
+                "{cmd} of {depth} nested {what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                t.elapsed(),
+            )
+        };
+        let (want, _) = run("eval");
+        let (got, took) = run("run");
+        assert_eq!(got, want, "{depth} nested {what}");
+        assert!(
+            took.as_secs() < 90,
+            "run of {depth} nested {what} took {took:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -337,8 +337,8 @@ impl Lowerer {
             if let Member::Sum(..) | Member::LetSum { .. } = m {
                 let acc = self.fresh("acc", "row");
                 let first = self.fresh("h", "");
-                self.line(format!("double ATL_MAYBE_UNUSED {acc} = 0.0;"));
-                self.line(format!("ATL_FIRST({first});"));
+                self.decl("double", &acc, "0.0".into());
+                self.decl("int", &first, "0".into());
                 accs.push((acc, first));
             }
         }
@@ -387,6 +387,7 @@ impl Lowerer {
                 }
                 let old_name = lw.names.insert(v, c.clone());
                 let old_range = lw.full_range.insert(v, n.clone());
+                let old_c_range = lw.ranges.insert(v, dn.clone());
                 match m {
                     Member::Let(x, _, _) => {
                         let (_, row, elem) = rows
@@ -431,6 +432,10 @@ impl Lowerer {
                 match old_range {
                     Some(o) => lw.full_range.insert(v, o),
                     None => lw.full_range.remove(&v),
+                };
+                match old_c_range {
+                    Some(o) => lw.ranges.insert(v, o),
+                    None => lw.ranges.remove(&v),
                 };
             }
             for sym in saved {
