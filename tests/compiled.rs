@@ -401,3 +401,415 @@ fn loops_are_interchanged_and_fused() {
         f.slots
     );
 }
+
+/// Special values for the black boxes: signed zeros, infinities, NaN, ±1,
+/// the tiniest and hugest doubles, negatives, and arguments where `exp`
+/// and `pow` overflow or underflow.
+const SPECIAL_VALUES: [f64; 20] = [
+    0.0,
+    -0.0,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    f64::NAN,
+    1.0,
+    -1.0,
+    5e-324,
+    -5e-324,
+    f64::MIN_POSITIVE,
+    f64::MAX,
+    f64::MIN,
+    1e-300,
+    -1e300,
+    0.5,
+    -0.5,
+    -2.0,
+    -3.0,
+    710.0,
+    -746.0,
+];
+
+/// Every black box, every derivative black box, and `pow`/`dpow` at
+/// exponents a C compiler might rewrite (0.5, 2, -1, 0, 1/3, ...), in a
+/// `gen` loop long enough to be vectorized, over [`SPECIAL_VALUES`]: the
+/// compiled values equal `eval`'s bit for bit (any NaN equals any NaN).
+#[test]
+fn black_boxes_equal_eval_bit_for_bit_on_special_values() {
+    if !have_cc() {
+        return;
+    }
+    let mut calls: Vec<String> = atl_egg::front::ast::Func::NAMES
+        .iter()
+        .filter(|f| !matches!(**f, "pow" | "dpow"))
+        .map(|f| format!("({f} (get x i))"))
+        .collect();
+    for k in [
+        "0.5",
+        "2.0",
+        "-1.0",
+        "0.0",
+        "1.0",
+        "0.3333333333333333",
+        "3.0",
+        "-0.5",
+        "-2.0",
+        "2.5",
+    ] {
+        calls.push(format!("(pow (get x i) {k})"));
+        calls.push(format!("(dpow (get x i) {k})"));
+    }
+    // Three copies of the values: the vectorized body and its remainder.
+    let xs: Vec<f64> = SPECIAL_VALUES.iter().cycle().take(60).copied().collect();
+    let n = xs.len() as i64;
+    let mut failures = vec![];
+    for call in &calls {
+        let src = format!("(fn f ((x (tensor n R))) (gen i n {call}))");
+        let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        let mut inputs = Inputs::new([(egg::Symbol::from("n"), n)].into_iter().collect());
+        inputs.values.insert(
+            egg::Symbol::from("x"),
+            atl_egg::semantics::value::Value::reals(&xs),
+        );
+        let want = eval::evaluate(&prog, &inputs).expect("eval");
+        let got = backend::compile(&prog)
+            .and_then(|c| c.call(&inputs))
+            .unwrap_or_else(|e| panic!("{call}: {e}"));
+        for (k, &x) in xs.iter().enumerate() {
+            let (w, g) = (
+                want.get(k as i64).and_then(|v| v.real()).expect("real"),
+                got.get(k as i64).and_then(|v| v.real()).expect("real"),
+            );
+            if !(w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan())) {
+                failures.push(format!("{call} at x = {x:e}: eval {w:e}, run {g:e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Run `src` at `sizes` (counted) on random inputs and compare with eval.
+fn check_source(src: &str, sizes: &[(&str, i64)]) -> Result<(), String> {
+    let prog = atl_egg::front::parse_program(src.as_bytes()).map_err(|e| format!("{e}"))?;
+    let sizes = sizes
+        .iter()
+        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .collect();
+    let inputs = random_inputs(&prog, &sizes, &mut Rng::new(11)).map_err(|e| format!("{e}"))?;
+    check(&prog, &inputs, src).map(|_| ())
+}
+
+/// Names a user may write that look like the names the lowering and the
+/// emitter make: the rows, accumulators and copy indices of the lowering
+/// (`%row14`, `%acc12`, `k9`), the emitter's locals and helpers, fresh C
+/// names, C keywords and libm functions.
+fn lookalike_names() -> Vec<String> {
+    let mut names = vec![];
+    for k in 0..=60 {
+        names.extend([format!("%row{k}"), format!("%acc{k}"), format!("k{k}")]);
+    }
+    for s in [
+        "int",
+        "for",
+        "while",
+        "return",
+        "double",
+        "const",
+        "static",
+        "void",
+        "if",
+        "else",
+        "main",
+        "exp",
+        "sqrt",
+        "pow",
+        "sin",
+        "log",
+        "nan",
+        "NAN",
+        "INFINITY",
+        "atl_total",
+        "atl_arena",
+        "atlv_total",
+        "atlv_arena",
+        "atlv_n",
+        "atl_f",
+        "atlh_max",
+        "atlpacked_entry",
+        "ATL_ADD",
+        "d0",
+        "d1",
+        "i4_i",
+        "acc7",
+        "t2_x",
+        "b5_row",
+        "sz",
+        "re",
+        "rel",
+        "out",
+    ] {
+        names.push(s.to_string());
+    }
+    names
+}
+
+/// Lets named like the lowering's own variables, in scope while a fused
+/// run of gens (rows, an accumulator) is lowered and read after it: `run`
+/// equals `eval`.
+#[test]
+fn let_names_like_the_lowerings_own_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let names = lookalike_names();
+    for group in names.chunks(64) {
+        let mut src = String::from("(fn f ((x (tensor n R)))\n");
+        for (k, p) in group.iter().enumerate() {
+            src += &format!("(let {p} (get x {})\n", k % 4);
+        }
+        src += "(let u (gen i n (* 2.0 (get x i)))
+                (let w (gen i n (+ (get u i) 1.0))
+                (let s (sum i n (* (get w i) (get u i)))
+                (gen i n (+ (* s (get w i)) ";
+        let reads: Vec<String> = group.iter().map(|p| format!("(+ {p} ")).collect();
+        src += &reads.concat();
+        src += "0.0";
+        // The reads, the `+`, the gen, the three lets, the probes' lets, the fn.
+        src += &")".repeat(group.len() + 1 + 1 + 3 + group.len() + 1);
+        if let Err(e) = check_source(&src, &[("n", 4)]) {
+            panic!("{e}");
+        }
+    }
+}
+
+/// Indices and parameters named like the lowering's own variables (a band
+/// offset `%o6_j`, a copy index `k9`), C keywords, libm functions and the
+/// emitter's names: `run` equals `eval`.
+#[test]
+fn index_and_parameter_names_like_the_lowerings_own_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    for k in 0..=40 {
+        let (o, c) = (format!("%o{k}_j"), format!("k{k}"));
+        // A band (its sum runs re-indexed by an offset) under an index
+        // named like the offset; a lazy view copied (by a copy index)
+        // under an index named like that copy index.
+        let src = format!(
+            "(fn f ((x (tensor n R)))
+               (pair (gen {o} n (sum j n (iverson (and (<= {o} j) (<= j (+ {o} 2))) (get x j))))
+                     (gen {c} n (pair (let v (gen i n (get x i)) (let w v w)) (get x {c})))))"
+        );
+        if let Err(e) = check_source(&src, &[("n", 5)]) {
+            panic!("{e}");
+        }
+    }
+    let src = "(fn main ((exp (tensor int R)) (sqrt R) (for size) (atlv_total (tensor for R)))
+                 (gen while int (sum return for (* (get exp while)
+                   (+ sqrt (* (get atlv_total return) (get exp (+ while 1))))))))";
+    if let Err(e) = check_source(src, &[("int", 4), ("for", 3)]) {
+        panic!("{e}");
+    }
+}
+
+/// `run` as `eval`: both fail with an error of the same kind and message
+/// (up to eval's naming the form), or both give equal values.
+fn run_agrees_with_eval(src: &str, sizes: &[(&str, i64)], xs: &[f64]) -> Result<(), String> {
+    let prog = atl_egg::front::parse_program(src.as_bytes()).map_err(|e| format!("{e}"))?;
+    let mut inputs = Inputs::new(
+        sizes
+            .iter()
+            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .collect(),
+    );
+    inputs.values.insert(
+        egg::Symbol::from("x"),
+        atl_egg::semantics::value::Value::reals(xs),
+    );
+    let want = eval::evaluate(&prog, &inputs);
+    let got = backend::compile(&prog)
+        .map_err(|e| format!("{src}: compile: {e}"))?
+        .call(&inputs);
+    let what = format!("{src} at {sizes:?}");
+    match (want, got) {
+        (Ok(w), Ok(g)) => compare_values(&w, &g, Tolerance { rel: 0.0, abs: 0.0 })
+            .map_err(|e| format!("{what}: run differs from eval: {e}")),
+        (Err(w), Err(g)) => {
+            let overflow = |m: &str| m.contains("overflows 64-bit integers");
+            if w.kind == g.kind && (w.msg == g.msg || overflow(&w.msg) && overflow(&g.msg)) {
+                Ok(())
+            } else {
+                Err(format!("{what}: eval: {w}; run: {g}"))
+            }
+        }
+        (w, g) => Err(format!("{what}: eval {w:?}, run {g:?}")),
+    }
+}
+
+/// Sizes that make index arithmetic overflow: `run` reports it as `eval`
+/// does (it crashed, or read the wrong element), and a size that keeps
+/// the arithmetic in range gives `eval`'s value.
+#[test]
+fn index_overflow_is_reported_as_eval_reports_it() {
+    if !have_cc() {
+        return;
+    }
+    let xs: Vec<f64> = (1..=9).map(f64::from).collect();
+    let cases: [(&str, i64); 5] = [
+        // 5m + i + j overflows for the larger i + j only: a segfault before.
+        (
+            "(fn f ((x (tensor n R)) (m size)) (sum i n (sum j n (* (get x j) (get x (+ (* 5 m) (+ i j)))))))",
+            3074457345618258603,
+        ),
+        // i + m overflows from i = 1 on: run returned x before.
+        ("(fn f ((x (tensor n R)) (m size)) (gen i n (get x (+ i m))))", i64::MAX),
+        ("(fn f ((x (tensor n R)) (m size)) (gen i n (get x (+ i m))))", i64::MAX - 8),
+        // A stride of 2^61 m: out of range (zeros) at m = 1, overflows at 2.
+        (
+            "(fn f ((x (tensor n R)) (m size)) (sum i n (* (get x i) (+ (get x i) (get x (* 2305843009213693952 (+ m i)))))))",
+            1,
+        ),
+        (
+            "(fn f ((x (tensor n R)) (m size)) (sum i n (* (get x i) (+ (get x i) (get x (* 2305843009213693952 (+ m i)))))))",
+            2,
+        ),
+    ];
+    for (src, m) in cases {
+        run_agrees_with_eval(src, &[("n", 9), ("m", m)], &xs).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // A dimension that overflows.
+    run_agrees_with_eval(
+        "(fn f ((x (tensor n R)) (m size)) (sum i (+ m m) (get x i)))",
+        &[("n", 9), ("m", 1 << 62)],
+        &xs,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Index forms `K + a i + b m + c` over a grid of coefficients and sizes
+/// at the edges of `int64_t`: wherever `eval` overflows, `run` reports it,
+/// and elsewhere the two give the same values (a gen evaluates its index at
+/// every `i`, so the entry check over `i`'s range is exact).
+#[test]
+fn index_arithmetic_at_the_edges_of_int64_runs_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let xs = [1.0, 2.0, 3.0, 4.0, 5.0];
+    let big = [0i64, 1, 3, 1 << 61, (1 << 62) - 1, i64::MAX - 4, i64::MAX];
+    for a in [1i64, -3, 1 << 61, i64::MAX] {
+        for b in [1i64, -(1 << 62)] {
+            for k in [0i64, i64::MIN + 5] {
+                let src = format!(
+                    "(fn f ((x (tensor n R)) (m size) (c size)) (gen i n (get x (+ {k} (+ (* {a} i) (+ (* {b} m) c))))))"
+                );
+                for &m in &big {
+                    for &c in &big[..4] {
+                        run_agrees_with_eval(&src, &[("n", 5), ("m", m), ("c", c)], &xs)
+                            .unwrap_or_else(|e| panic!("{e}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A long program mixing the lowering's forms (scalar and tensor lets,
+/// sums at the top level, brackets, column sums run interchanged): its
+/// body is split into part functions; counted, it still equals `eval`
+/// and its operations the cost, and its C compiles without warnings.
+#[test]
+fn long_programs_split_into_parts_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let mut src = String::from("(fn f ((x (tensor n R)) (A (tensor n n R)))\n(let s0 (get x 0)\n");
+    let blocks = 150;
+    for k in 1..=blocks {
+        let p = k - 1;
+        src += &format!(
+            "(let s{k} (+ (* 0.5 s{p}) (sum i n (* (get x i) (sin s{p}))))
+             (let v{k} (gen j n (+ (get x j) s{k}))
+             (let t{k} (+ s{k} (sum i n (iverson (< i 2) (get v{k} i))))
+             (let c{k} (gen j n (sum i n (get A i j)))
+             (let s{k} (+ (* 0.25 t{k}) (get c{k} 1))\n"
+        );
+    }
+    src += &format!("(gen j n (* s{blocks} (get x j)))");
+    src += &")".repeat(5 * blocks + 2);
+    let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+    let generated = backend::generate(&prog).expect("generate");
+    assert!(
+        generated.source.contains("_part1("),
+        "the body was not split"
+    );
+    let sizes = [(egg::Symbol::from("n"), 3)].into_iter().collect();
+    let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
+    check(&prog, &inputs, "a long program").unwrap_or_else(|e| panic!("{e}"));
+    let dir = std::env::temp_dir().join(format!("atl-egg-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let c = dir.join("long.c");
+    std::fs::write(&c, &generated.source).expect("write");
+    let out = Command::new(build::compiler())
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"])
+        .arg(&c)
+        .output()
+        .expect("cc");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// 100,000 nested `(+ 1 ...)` and 100,000 nested `sin`: `run` builds and
+/// runs them (the C compiler takes time superlinear in a function's
+/// length; the body is split into part functions) and prints what `eval`
+/// prints, within a generous time.
+#[test]
+fn deep_expressions_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("atl-egg-deep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let bin = env!("CARGO_BIN_EXE_atl-egg");
+    std::fs::write(dir.join("in.json"), r#"{"x": [0.5, 1.0]}"#).expect("write");
+    for (what, wrap) in [("(+ 1 ", ")"), ("(sin ", ")")] {
+        let depth = 100_000;
+        let src = format!(
+            "(fn f ((x (tensor 2 R))) {}(get x 0){})",
+            what.repeat(depth),
+            wrap.repeat(depth)
+        );
+        let file = dir.join("deep.atl");
+        std::fs::write(&file, src).expect("write");
+        let run = |cmd: &str| {
+            let t = std::time::Instant::now();
+            let out = Command::new(bin)
+                .arg(cmd)
+                .arg(&file)
+                .arg("--inputs")
+                .arg(dir.join("in.json"))
+                .env("ATL_EGG_CACHE", dir.join("cache"))
+                .output()
+                .expect("atl-egg");
+            assert!(
+                out.status.success(),
+                "{cmd} of {depth} nested {what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                t.elapsed(),
+            )
+        };
+        let (want, _) = run("eval");
+        let (got, took) = run("run");
+        assert_eq!(got, want, "{depth} nested {what}");
+        assert!(
+            took.as_secs() < 90,
+            "run of {depth} nested {what} took {took:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,14 +8,16 @@
 //! then one `double *` per leaf of the result (pairs flattened left to
 //! right, a tensor of pairs as one array per leaf). It returns
 //! [`RET_OK`], or [`RET_NEGATIVE_DIMENSION`], [`RET_ALLOCATION`],
-//! [`RET_OVERFLOW`]. Compiled with `-DATL_COUNT_OPS` it also counts the
+//! [`RET_OVERFLOW`], [`RET_INDEX_OVERFLOW`]. Compiled with `-DATL_COUNT_OPS` it also counts the
 //! additions, multiplications and black-box calls it executes into the
 //! exported `uint64_t atlpacked_ops[3]` (reset on every call).
 //! `atlpacked_entry` is the same function with its arguments in arrays,
 //! for callers that do not know the signature at compile time.
 
+use super::split;
 use crate::front::affine::Affine;
-use crate::lower::ir::{Function, ParamC, Stmt};
+use crate::lower::int_literal;
+use crate::lower::ir::{Function, IndexCheck, ParamC, Stmt};
 use std::fmt::Write as _;
 
 pub const RET_OK: i32 = 0;
@@ -25,6 +27,12 @@ pub const RET_NEGATIVE_DIMENSION: i32 = 1;
 pub const RET_ALLOCATION: i32 = 2;
 /// The intermediates' total size overflows 64 bits.
 pub const RET_OVERFLOW: i32 = 3;
+/// Index or dimension arithmetic would overflow 64 bits at these sizes
+/// (checked on entry, before any work).
+pub const RET_INDEX_OVERFLOW: i32 = 4;
+/// The message for [`RET_INDEX_OVERFLOW`].
+pub const INDEX_OVERFLOW_MESSAGE: &str =
+    "index arithmetic overflows 64-bit integers at these sizes";
 
 const PRELUDE: &str = r#"#include <stdint.h>
 #include <stdlib.h>
@@ -32,8 +40,10 @@ const PRELUDE: &str = r#"#include <stdint.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define ATL_MAYBE_UNUSED __attribute__((unused))
+#define ATL_NOINLINE __attribute__((noinline))
 #else
 #define ATL_MAYBE_UNUSED
+#define ATL_NOINLINE
 #endif
 
 /* ATL_SIMD (set by the default build flags with -fopenmp-simd): an
@@ -50,16 +60,14 @@ uint64_t atlpacked_ops[3];
 #define ATL_ADD(c) (atlpacked_ops[0] += (uint64_t)((c) != 0))
 #define ATL_MUL() (atlpacked_ops[1]++)
 #define ATL_CALL() (atlpacked_ops[2]++)
-#define ATL_FIRST(h) int h = 0
 #define ATL_SUMADD(h) (atlpacked_ops[0] += (uint64_t)(h), (h) = 1)
-#define ATL_FIRST_AT(h, n) uint8_t *h = (uint8_t *)calloc((size_t)(n) + 1, 1); if (h == NULL) { free(atl_arena); return 2; }
+#define ATL_FIRST_AT(h, n) uint8_t *h = (uint8_t *)calloc((size_t)(n) + 1, 1); if (h == NULL) { free(atlv_arena); return 2; }
 #define ATL_SUMADD_AT(h, i) (atlpacked_ops[0] += (uint64_t)(h)[i], (h)[i] = 1)
 #define ATL_FIRST_AT_END(h) free(h)
 #else
 #define ATL_ADD(c) ((void)0)
 #define ATL_MUL() ((void)0)
 #define ATL_CALL() ((void)0)
-#define ATL_FIRST(h) ((void)0)
 #define ATL_SUMADD(h) ((void)0)
 #define ATL_FIRST_AT(h, n) ((void)0)
 #define ATL_SUMADD_AT(h, i) ((void)0)
@@ -73,28 +81,59 @@ static inline int64_t atlh_floordiv(int64_t a, int64_t b) { int64_t q = a / b; r
 static inline int64_t atlh_ceildiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && a > 0) ? q + 1 : q; }
 static inline int64_t atlh_mod(int64_t a, int64_t b) { int64_t r = a % b; return r < 0 ? r + b : r; }
 
-/* Black boxes, exactly as atl-egg's evaluator. */
-static inline double atlh_exp(double x) { return exp(x); }
-static inline double atlh_log(double x) { return x > 0.0 ? log(x) : (x == 0.0 ? -INFINITY : NAN); }
-static inline double atlh_sin(double x) { return isfinite(x) ? sin(x) : NAN; }
-static inline double atlh_cos(double x) { return isfinite(x) ? cos(x) : NAN; }
-static inline double atlh_tanh(double x) { return tanh(x); }
-static inline double atlh_sqrt(double x) { return x >= 0.0 ? sqrt(x) : NAN; }
-static inline double atlh_recip(double x) { return x == 0.0 ? copysign(INFINITY, x) : 1.0 / x; }
-static inline double atlh_sigmoid(double x) {
+/* Overflow checks: does c + k0*x0 + k1*x1 + ..., evaluated left to right
+   (a term with k < 0 subtracted as |k|*x), stay in int64_t at every step
+   for every x_j in [lo_j, hi_j]? t holds n triples k, lo, hi. Affine, so the
+   extremes are at the ends of the ranges; an empty range means the form is
+   never evaluated. */
+__extension__ typedef __int128 atlh_i128;
+static inline int atlh_fits(int64_t c, int n, const int64_t *t) {
+  for (int j = 0; j < n; j++) if (t[3 * j + 2] < t[3 * j + 1]) return 1;
+  atlh_i128 lo = c, hi = c;
+  for (int j = 0; j < n; j++) {
+    const int64_t k = t[3 * j];
+    const atlh_i128 m = k < 0 ? -(atlh_i128)k : (atlh_i128)k;
+    const atlh_i128 a = m * t[3 * j + 1], b = m * t[3 * j + 2];
+    if (a < INT64_MIN || b > INT64_MAX) return 0;
+    if (k < 0) { lo -= b; hi -= a; } else { lo += a; hi += b; }
+    if (lo < INT64_MIN || hi > INT64_MAX) return 0;
+  }
+  return 1;
+}
+
+/* Black boxes, exactly as atl-egg's evaluator; not inlined in a split
+   body (ATL_SPLIT, see split.rs), where inlining thousands of them makes
+   the C compiler slow. */
+#ifdef ATL_SPLIT
+#define ATL_BB static ATL_NOINLINE ATL_MAYBE_UNUSED
+#else
+#define ATL_BB static inline
+#endif
+ATL_BB double atlh_exp(double x) { return exp(x); }
+ATL_BB double atlh_log(double x) { return x > 0.0 ? log(x) : (x == 0.0 ? -INFINITY : NAN); }
+ATL_BB double atlh_sin(double x) { return isfinite(x) ? sin(x) : NAN; }
+ATL_BB double atlh_cos(double x) { return isfinite(x) ? cos(x) : NAN; }
+ATL_BB double atlh_tanh(double x) { return tanh(x); }
+ATL_BB double atlh_sqrt(double x) { return x >= 0.0 ? sqrt(x) : NAN; }
+ATL_BB double atlh_recip(double x) { return x == 0.0 ? copysign(INFINITY, x) : 1.0 / x; }
+ATL_BB double atlh_sigmoid(double x) {
   if (x >= 0.0) return 1.0 / (1.0 + exp(-x));
   double e = exp(x);
   return e / (1.0 + e);
 }
-static inline double atlh_relu(double x) { return x > 0.0 ? x : 0.0; }
-static inline double atlh_step(double x) { return x > 0.0 ? 1.0 : 0.0; }
-static inline double atlh_pow(double x, double k) { return pow(x, k); }
-static inline double atlh_dtanh(double x) { double t = tanh(x); return 1.0 - t * t; }
-static inline double atlh_dsigmoid(double x) { double v = atlh_sigmoid(x); return v * (1.0 - v); }
-static inline double atlh_dsqrt(double x) { return 0.5 * atlh_recip(atlh_sqrt(x)); }
-static inline double atlh_drecip(double x) { double r = atlh_recip(x); return -(r * r); }
-static inline double atlh_dcos(double x) { return -atlh_sin(x); }
-static inline double atlh_dpow(double x, double k) { return k * pow(x, k - 1.0); }
+ATL_BB double atlh_relu(double x) { return x > 0.0 ? x : 0.0; }
+ATL_BB double atlh_step(double x) { return x > 0.0 ? 1.0 : 0.0; }
+/* pow's exponent goes through a volatile so that the C compiler never sees
+   a constant one: with -fno-math-errno GCC turns pow(x, 0.5) in a
+   vectorized loop into sqrt(x), which differs at -0 and -inf, and it may
+   fold other constant exponents into cheaper code; the evaluator calls pow. */
+ATL_BB double atlh_pow(double x, double k) { volatile double e = k; return pow(x, e); }
+ATL_BB double atlh_dtanh(double x) { double t = tanh(x); return 1.0 - t * t; }
+ATL_BB double atlh_dsigmoid(double x) { double v = atlh_sigmoid(x); return v * (1.0 - v); }
+ATL_BB double atlh_dsqrt(double x) { return 0.5 * atlh_recip(atlh_sqrt(x)); }
+ATL_BB double atlh_drecip(double x) { double r = atlh_recip(x); return -(r * r); }
+ATL_BB double atlh_dcos(double x) { return -atlh_sin(x); }
+ATL_BB double atlh_dpow(double x, double k) { volatile double e = k - 1.0; return k * pow(x, e); }
 "#;
 
 fn stmts(out: &mut String, ss: &[Stmt], depth: usize) {
@@ -103,6 +142,9 @@ fn stmts(out: &mut String, ss: &[Stmt], depth: usize) {
         match s {
             Stmt::Line(l) => {
                 let _ = writeln!(out, "{pad}{l}");
+            }
+            Stmt::Decl { ty, name, init } => {
+                let _ = writeln!(out, "{pad}{ty} ATL_MAYBE_UNUSED {name} = {init};");
             }
             Stmt::For { var, lo, hi, body } => {
                 let _ = writeln!(
@@ -140,6 +182,154 @@ fn dims_product(f: &Function, dims: &[Affine]) -> Vec<String> {
         .collect()
 }
 
+/// The part functions of a split body ([`split`]), after the macros that
+/// make its top-level locals array elements.
+fn parts(out: &mut String, f: &Function, sp: &split::Split, args: &[String]) {
+    let (mut reals, mut ints) = (0, 0);
+    for (n, real) in &sp.spilled {
+        let (arr, k) = if *real {
+            reals += 1;
+            ("atlv_sd", reals - 1)
+        } else {
+            ints += 1;
+            ("atlv_si", ints - 1)
+        };
+        let _ = writeln!(out, "#define {n} ({arr}[{k}])");
+    }
+    let names = arg_names(f);
+    for (k, body) in sp.parts.iter().enumerate() {
+        let mut all = args.to_vec();
+        all.extend(PART_ARGS.iter().map(|a| a.to_string()));
+        let _ = writeln!(
+            out,
+            "\nstatic ATL_NOINLINE int {}_part{k}({}) {{",
+            f.name,
+            all.join(", ")
+        );
+        for n in names.iter().chain(
+            PART_NAMES
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .iter(),
+        ) {
+            let _ = writeln!(out, "  (void){n};");
+        }
+        for (j, (n, _)) in f.dims.iter().enumerate() {
+            let _ = writeln!(out, "  const int64_t {n} = atlv_dims[{j}];\n  (void){n};");
+        }
+        for (j, s) in f.slots.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  double *{0} = atlv_slots[{j}];\n  (void){0};",
+                s.cname
+            );
+        }
+        stmts(out, body, 1);
+        out.push_str("  return 0;\n}\n");
+    }
+}
+
+/// The extra parameters of a part function, and their names.
+const PART_ARGS: [&str; 5] = [
+    "double *atlv_arena",
+    "const int64_t *atlv_dims",
+    "double *const *atlv_slots",
+    "double *atlv_sd",
+    "int64_t *atlv_si",
+];
+const PART_NAMES: [&str; 5] = [
+    "atlv_arena",
+    "atlv_dims",
+    "atlv_slots",
+    "atlv_sd",
+    "atlv_si",
+];
+
+/// The C names of the function's parameters and outputs, in order.
+fn arg_names(f: &Function) -> Vec<String> {
+    f.params
+        .iter()
+        .map(|p| p.cname.clone())
+        .chain(f.outputs.iter().map(|(c, _, _)| c.clone()))
+        .collect()
+}
+
+/// The main function's body for a split body: the arrays of the top-level
+/// locals, the dimensions and slots for the parts, the calls in order.
+fn part_calls(out: &mut String, f: &Function, sp: &split::Split) {
+    let reals = sp.spilled.iter().filter(|(_, r)| *r).count();
+    let ints = sp.spilled.len() - reals;
+    let _ = writeln!(
+        out,
+        "  double *atlv_sd = (double *)calloc({}, sizeof(double));\n  int64_t *atlv_si = (int64_t *)calloc({}, sizeof(int64_t));",
+        reals + 1,
+        ints + 1
+    );
+    let _ = writeln!(
+        out,
+        "  if (atlv_sd == NULL || atlv_si == NULL) {{ free(atlv_sd); free(atlv_si); free(atlv_arena); return {RET_ALLOCATION}; }}"
+    );
+    let dims: Vec<&str> = f.dims.iter().map(|(n, _)| n.as_str()).collect();
+    let slots: Vec<&str> = f.slots.iter().map(|s| s.cname.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "  const int64_t atlv_dims[] = {{{}0}};\n  double *const atlv_slots[] = {{{}NULL}};\n  int atlv_rc = 0;",
+        dims.iter().map(|d| format!("{d}, ")).collect::<String>(),
+        slots.iter().map(|d| format!("{d}, ")).collect::<String>(),
+    );
+    let mut call = arg_names(f);
+    call.extend(PART_NAMES.iter().map(|s| s.to_string()));
+    for k in 0..sp.parts.len() {
+        let _ = writeln!(
+            out,
+            "  if (atlv_rc == 0) atlv_rc = {}_part{k}({});",
+            f.name,
+            call.join(", ")
+        );
+    }
+    out.push_str("  free(atlv_sd);\n  free(atlv_si);\n  free(atlv_arena);\n  return atlv_rc;\n}\n");
+}
+
+/// A dimension (affine in sizes) as a C expression over the size
+/// parameters, and its entry check.
+fn dim_form(a: &Affine, f: &Function) -> (String, IndexCheck) {
+    let mut s = int_literal(a.constant);
+    let mut check = IndexCheck {
+        constant: a.constant,
+        terms: vec![],
+    };
+    for (n, k) in &a.terms {
+        let c = f
+            .params
+            .iter()
+            .find(|p| p.kind == ParamC::Size && p.source == n.as_str())
+            .map(|p| p.cname.clone())
+            .unwrap_or_else(|| "0".into());
+        let _ = write!(s, " + ({})*{c}", int_literal(*k));
+        check.terms.push((*k, c.clone(), c));
+    }
+    (s, check)
+}
+
+/// The C call checking a form (see `atlh_fits`).
+fn check_call(c: &IndexCheck) -> String {
+    let terms: Vec<String> = c
+        .terms
+        .iter()
+        .map(|(k, lo, hi)| format!("{}, {lo}, {hi}", int_literal(*k)))
+        .collect();
+    if terms.is_empty() {
+        return "1".into();
+    }
+    format!(
+        "atlh_fits({}, {}, (const int64_t[]){{{}}})",
+        int_literal(c.constant),
+        c.terms.len(),
+        terms.join(", ")
+    )
+}
+
 fn c_type(k: &ParamC) -> &'static str {
     match k {
         ParamC::Size => "int64_t",
@@ -157,6 +347,10 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         "/* Generated by atl-egg from the ATL program `{}`. */",
         source_name.replace("*/", "* /")
     );
+    let split = split::split(&f.body);
+    if split.is_some() {
+        out += "#define ATL_SPLIT 1\n";
+    }
     out += PRELUDE;
     let mut args: Vec<String> = f
         .params
@@ -175,6 +369,9 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         })
         .collect();
     args.extend(f.outputs.iter().map(|(c, _, _)| format!("double *{c}")));
+    if let Some(sp) = &split {
+        parts(&mut out, f, sp, &args);
+    }
     let _ = writeln!(
         out,
         "\nint {}({}) {{",
@@ -198,57 +395,66 @@ pub fn emit(f: &Function, source_name: &str) -> String {
             );
         }
     }
-    let ix = |a: &Affine, f: &Function| -> String {
-        // Dimensions mention sizes only; sizes are parameters.
-        let mut s = a.constant.to_string();
-        for (n, k) in &a.terms {
-            let c = f
-                .params
-                .iter()
-                .find(|p| p.kind == ParamC::Size && p.source == n.as_str())
-                .map(|p| p.cname.clone())
-                .unwrap_or_else(|| "0".into());
-            let _ = write!(s, " + ({k})*{c}");
-        }
-        s
-    };
     for (n, a) in &f.dims {
-        let _ = writeln!(out, "  const int64_t {n} = {};", ix(a, f));
+        let (value, check) = dim_form(a, f);
+        let _ = writeln!(
+            out,
+            "  if (!{}) return {RET_INDEX_OVERFLOW};",
+            check_call(&check)
+        );
+        let _ = writeln!(out, "  const int64_t {n} = {value};");
         let _ = writeln!(out, "  if ({n} < 0) return {RET_NEGATIVE_DIMENSION};");
     }
+    for c in &f.checks {
+        let _ = writeln!(
+            out,
+            "  if (!{}) return {RET_INDEX_OVERFLOW};",
+            check_call(c)
+        );
+    }
     // The arena: one block per call, one slot per intermediate.
-    out += "  int64_t atl_total = 0;\n";
+    out += "  int64_t atlv_total = 0;\n";
     for s in &f.slots {
-        let _ = writeln!(out, "  const int64_t atl_at_{} = atl_total;", s.cname);
-        let _ = writeln!(out, "  {{\n    int64_t n = 1;");
+        let _ = writeln!(out, "  const int64_t atlv_at_{} = atlv_total;", s.cname);
+        let _ = writeln!(out, "  {{\n    int64_t atlv_n = 1;");
         for d in dims_product(f, &s.dims) {
             let _ = writeln!(
                 out,
-                "    if ({d} != 0 && n > INT64_MAX / {d}) return {RET_OVERFLOW};\n    n *= {d};"
+                "    if ({d} != 0 && atlv_n > INT64_MAX / {d}) return {RET_OVERFLOW};\n    atlv_n *= {d};"
             );
         }
         let _ = writeln!(
             out,
-            "    if (atl_total > INT64_MAX - n) return {RET_OVERFLOW};\n    atl_total += n;\n  }}"
+            "    if (atlv_total > INT64_MAX - atlv_n) return {RET_OVERFLOW};\n    atlv_total += atlv_n;\n  }}"
         );
     }
     let _ = writeln!(
         out,
-        "  if ((uint64_t)atl_total > SIZE_MAX / sizeof(double)) return {RET_OVERFLOW};"
+        "  if ((uint64_t)atlv_total > SIZE_MAX / sizeof(double)) return {RET_OVERFLOW};"
     );
     let _ = writeln!(
         out,
-        "  double *atl_arena = atl_total > 0 ? (double *)malloc((size_t)atl_total * sizeof(double)) : NULL;"
+        "  double *atlv_arena = atlv_total > 0 ? (double *)malloc((size_t)atlv_total * sizeof(double)) : NULL;"
     );
     let _ = writeln!(
         out,
-        "  if (atl_total > 0 && atl_arena == NULL) return {RET_ALLOCATION};"
+        "  if (atlv_total > 0 && atlv_arena == NULL) return {RET_ALLOCATION};"
     );
     for s in &f.slots {
-        let _ = writeln!(out, "  double *{0} = atl_arena + atl_at_{0};", s.cname);
+        let _ = writeln!(out, "  double *{0} = atlv_arena + atlv_at_{0};", s.cname);
     }
-    stmts(&mut out, &f.body, 1);
-    out += "  free(atl_arena);\n  return 0;\n}\n";
+    match &split {
+        None => {
+            stmts(&mut out, &f.body, 1);
+            out += "  free(atlv_arena);\n  return 0;\n}\n";
+        }
+        Some(sp) => {
+            part_calls(&mut out, f, sp);
+            for (n, _) in &sp.spilled {
+                let _ = writeln!(out, "#undef {n}");
+            }
+        }
+    }
     // The packed entry.
     let mut call = vec![];
     let (mut ns, mut nr, mut nrel) = (0, 0, 0);
@@ -326,6 +532,7 @@ pub fn manifest(f: &Function) -> serde_json::Value {
             "1": "a size or dimension is negative",
             "2": "allocation failure",
             "3": "the intermediates' size overflows 64 bits",
+            "4": INDEX_OVERFLOW_MESSAGE,
         },
         "count_ops": "compile with -DATL_COUNT_OPS: uint64_t atlpacked_ops[3] = additions, multiplications, black-box calls of the last call",
     })

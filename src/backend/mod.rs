@@ -15,6 +15,7 @@ pub mod json;
 pub mod marshal;
 pub mod pretty;
 pub mod sexp;
+pub mod split;
 
 use crate::error::{Error, Result};
 use crate::front::ast::{ParamKind, Program};
@@ -152,6 +153,9 @@ impl Compiled {
     ) -> Result<(Value, Option<[u64; 3]>, Vec<f64>)> {
         let prog = &self.program;
         checked_inputs::<Value>(prog, inputs)?;
+        // A negative or overflowing dimension, reported as eval reports it
+        // (the compiled code's own entry checks only return a code).
+        crate::semantics::eval::check_dimensions(&prog.body, &inputs.sizes)?;
         if type_size(&prog.ret, &inputs.sizes)? > MAX_OUTPUT_REALS {
             return Err(Error::eval(format!(
                 "the result would have more than {MAX_OUTPUT_REALS} reals at these sizes"
@@ -231,6 +235,7 @@ impl Compiled {
                     "compiled code: the intermediates' size overflows 64 bits",
                 ))
             }
+            c::RET_INDEX_OVERFLOW => return Err(Error::eval(c::INDEX_OVERFLOW_MESSAGE)),
             k => {
                 return Err(Error::eval(format!(
                     "compiled code returned the unknown code {k}"

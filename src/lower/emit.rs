@@ -3,14 +3,23 @@
 //! expressions, literals. Every other part of the lowering emits through
 //! these.
 
-use super::ir::Stmt;
+use super::ir::{IndexCheck, Stmt};
 use super::Lowerer;
 use crate::constraints::{self, Constraint, LinForm};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
+use crate::front::ast::Pred;
 use egg::Symbol;
 
 impl Lowerer {
+    /// A fresh C name: `prefix` (lowercase letters naming what it holds),
+    /// a number no other fresh name has, and `_` and the sanitized ATL name
+    /// it stands for, if any (`i4_j`, `acc7`). Unique by the number, so the
+    /// user's names can never make two equal; and never equal to the
+    /// emitter's own names (`atlv_*`, `atlh_*`, `atlpacked_*`, `ATL_*`,
+    /// the dimension locals `d0`, `d1`, ... and the function `atl_NAME`),
+    /// whose letters are never followed by a digit the way a fresh name's
+    /// prefix is (no prefix is `d`).
     pub(super) fn fresh(&mut self, prefix: &str, base: &str) -> String {
         self.next += 1;
         let b = sanitize(base);
@@ -21,8 +30,27 @@ impl Lowerer {
         }
     }
 
+    /// A fresh variable of the lowering's own (a row, an accumulator, a
+    /// band offset, a copy index), bound beside the program's variables.
+    /// Its text contains a space, which no name the reader accepts and no
+    /// name the optimizer makes (`base#id`) contains: it can never capture,
+    /// shadow or unbind a variable of the program.
+    pub(crate) fn internal_symbol(&mut self, kind: &str) -> Symbol {
+        self.next += 1;
+        Symbol::from(format!("lowering {kind} {}", self.next))
+    }
+
     pub(crate) fn line(&mut self, s: String) {
         self.out.push(Stmt::Line(s));
+    }
+
+    /// Declare the C local `name` of type `ty`, initialized to `init`.
+    pub(crate) fn decl(&mut self, ty: &'static str, name: &str, init: String) {
+        self.out.push(Stmt::Decl {
+            ty,
+            name: name.to_string(),
+            init,
+        });
     }
 
     /// Run `f` collecting the statements it emits into a block of their own.
@@ -36,23 +64,38 @@ impl Lowerer {
         Ok((inner, r?))
     }
 
-    /// An affine form as a C `int64_t` expression.
+    /// An affine form as a C `int64_t` expression, evaluated left to right
+    /// from its constant, terms by name (the evaluator's order), with the indices of lazy
+    /// views replaced by the forms they stand for. The form is recorded
+    /// for the entry checks (see [`super::ir::IndexCheck`]).
     pub(crate) fn ix(&self, f: &LinForm) -> Result<String> {
-        let lit = |k: i128| -> Result<String> {
-            let k = i64::try_from(k)
-                .map_err(|_| Error::eval(format!("index coefficient {k} does not fit 64 bits")))?;
-            Ok(if k.unsigned_abs() > i32::MAX as u64 {
-                format!("INT64_C({k})")
-            } else {
-                format!("{k}")
-            })
+        let f = self.expand(f)?;
+        let coeff = |k: i128| -> Result<i64> {
+            i64::try_from(k)
+                .map_err(|_| Error::eval(format!("index coefficient {k} does not fit 64 bits")))
         };
         let mut s = String::new();
-        for &(v, k) in f.terms() {
+        let mut check = IndexCheck {
+            constant: coeff(f.constant)?,
+            terms: vec![],
+        };
+        if f.constant != 0 || f.terms().is_empty() {
+            s += &int_literal(check.constant);
+        }
+        // The evaluator's order: by name (an `Affine`'s order).
+        let mut terms = f.terms().to_vec();
+        terms.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        for (v, k) in terms {
             let name = self
                 .names
                 .get(&v)
                 .ok_or_else(|| Error::eval(format!("unbound index or size name {v}")))?;
+            let k = coeff(k)?;
+            let (lo, hi) = match self.ranges.get(&v) {
+                Some(d) => ("0".to_string(), format!("{d} - 1")),
+                None => (name.clone(), name.clone()),
+            };
+            check.terms.push((k, lo, hi));
             let sign = if k < 0 {
                 "-"
             } else if s.is_empty() {
@@ -60,34 +103,110 @@ impl Lowerer {
             } else {
                 "+"
             };
-            let mag = k.abs();
+            let mag = k.unsigned_abs();
             if mag == 1 {
                 s += &format!("{sign}{name}");
             } else {
-                s += &format!("{sign}{}*{name}", lit(mag)?);
+                let mag = i64::try_from(mag).map_err(|_| {
+                    Error::eval(format!("index coefficient {k} does not fit 64 bits"))
+                })?;
+                s += &format!("{sign}{}*{name}", int_literal(mag));
             }
         }
-        if s.is_empty() {
-            return lit(f.constant);
+        self.record(check);
+        Ok(if f.terms().is_empty() {
+            s
+        } else {
+            format!("({s})")
+        })
+    }
+
+    /// `f` with the indices of lazy views replaced by their forms.
+    pub(crate) fn expand(&self, f: &LinForm) -> Result<LinForm> {
+        let mut f = f.clone();
+        let lazy: Vec<Symbol> = f
+            .names()
+            .filter(|v| self.lazy_args.contains_key(v))
+            .collect();
+        for v in lazy {
+            f = f
+                .substitute(v, &self.lazy_args[&v])
+                .ok_or_else(|| Error::eval("index arithmetic overflows 128-bit integers"))?;
         }
-        if f.constant != 0 {
-            s += &format!(
-                "{}{}",
-                if f.constant < 0 { "-" } else { "+" },
-                lit(f.constant.abs())?
-            );
+        Ok(f)
+    }
+
+    /// Record a form for the entry checks, unless it cannot overflow (a
+    /// constant, or a lone variable).
+    fn record(&self, check: IndexCheck) {
+        let trivial = match check.terms.as_slice() {
+            [] => true,
+            [(k, _, _)] => check.constant == 0 && k.unsigned_abs() == 1,
+            _ => false,
+        };
+        let mut checks = self.checks.borrow_mut();
+        if !trivial && !checks.contains(&check) {
+            checks.push(check);
         }
-        Ok(format!("({s})"))
+    }
+
+    /// The forms the evaluator computes for an affine predicate (both
+    /// sides of each comparison, the arguments of relation tests), recorded
+    /// for the entry checks where the C code computes other forms instead
+    /// (loop bounds, closed forms of `exists`).
+    pub(crate) fn record_pred_forms(&mut self, p: &Pred) -> Result<()> {
+        match p {
+            Pred::True | Pred::False => Ok(()),
+            Pred::Cmp(_, a, b) => {
+                self.aff(a)?;
+                self.aff(b)?;
+                Ok(())
+            }
+            Pred::Rel(_, args) => args.iter().try_for_each(|a| self.aff(a).map(|_| ())),
+            Pred::And(ps) | Pred::Or(ps) => ps.iter().try_for_each(|q| self.record_pred_forms(q)),
+            Pred::Exists(i, d, q) => {
+                let old = self.bind_range(*i, d)?;
+                let r = self.record_pred_forms(q);
+                self.unbind_range(*i, old);
+                r
+            }
+        }
     }
 
     pub(crate) fn aff(&self, a: &Affine) -> Result<String> {
         self.ix(&LinForm::from_affine(a))
     }
 
-    pub(crate) fn bind_index(&mut self, i: Symbol) -> String {
+    /// Bind the index variable `i`, ranging over `[0, d)`, to a fresh C name.
+    pub(crate) fn bind_index(&mut self, i: Symbol, d: &Affine) -> Result<String> {
         let c = self.fresh("i", i.as_str());
         self.names.insert(i, c.clone());
-        c
+        let dn = self.dim(d)?;
+        self.ranges.insert(i, dn);
+        Ok(c)
+    }
+
+    /// Give `i` the range `[0, d)` (and a C name if it has none, for
+    /// recording forms only); returns what to restore.
+    pub(crate) fn bind_range(
+        &mut self,
+        i: Symbol,
+        d: &Affine,
+    ) -> Result<(Option<String>, Option<String>)> {
+        let dn = self.dim(d)?;
+        let old_name = self.names.insert(i, sanitize(i.as_str()));
+        Ok((old_name, self.ranges.insert(i, dn)))
+    }
+
+    pub(crate) fn unbind_range(&mut self, i: Symbol, old: (Option<String>, Option<String>)) {
+        match old.0 {
+            Some(n) => self.names.insert(i, n),
+            None => self.names.remove(&i),
+        };
+        match old.1 {
+            Some(r) => self.ranges.insert(i, r),
+            None => self.ranges.remove(&i),
+        };
     }
 
     pub(super) fn bound_expr(
@@ -133,6 +252,17 @@ pub fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect()
+}
+
+/// A C literal for an `int64_t`.
+pub fn int_literal(k: i64) -> String {
+    if k == i64::MIN {
+        "INT64_MIN".into()
+    } else if k.unsigned_abs() > i32::MAX as u64 {
+        format!("INT64_C({k})")
+    } else {
+        format!("{k}")
+    }
 }
 
 /// A C literal for a real.

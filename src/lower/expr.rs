@@ -33,7 +33,7 @@ impl Lowerer {
         let v = match v {
             V::Scalar(s) if !is_simple(&s) => {
                 let c = self.fresh("s", x.as_str());
-                self.line(format!("const double ATL_MAYBE_UNUSED {c} = {s};"));
+                self.decl("const double", &c, s);
                 V::Scalar(c)
             }
             v => v,
@@ -101,7 +101,7 @@ impl Lowerer {
     /// `(gen i d body)` stored into `dest`, one element per iteration.
     pub(crate) fn gen_loop(&mut self, i: Symbol, d: &Affine, body: &Expr, dest: &V) -> Result<()> {
         let dn = self.dim(d)?;
-        let iv = self.bind_index(i);
+        let iv = self.bind_index(i, d)?;
         self.full_range.insert(i, d.clone());
         let (stmts, ()) = self.block(|lw| {
             let inner = dest.index_unchecked(&iv, lw)?;
@@ -129,7 +129,7 @@ impl Lowerer {
                 let (x, ca) = self.bracketed(a)?;
                 let (y, cb) = self.bracketed(b)?;
                 let t = self.fresh("a", base);
-                self.line(format!("const double ATL_MAYBE_UNUSED {t} = {x} + {y};"));
+                self.decl("const double", &t, format!("{x} + {y}"));
                 let cond = match (ca, cb) {
                     (None, None) => "1".to_string(),
                     (Some(c), None) | (None, Some(c)) => c,
@@ -142,7 +142,7 @@ impl Lowerer {
                 let x = self.scalar(a, base)?;
                 let y = self.scalar(b, base)?;
                 let t = self.fresh("m", base);
-                self.line(format!("const double ATL_MAYBE_UNUSED {t} = {x} * {y};"));
+                self.decl("const double", &t, format!("{x} * {y}"));
                 self.line("ATL_MUL();".into());
                 V::Scalar(t)
             }
@@ -153,7 +153,7 @@ impl Lowerer {
                     Some(k) => format!("atlh_{}({x}, {})", f.name(), real_literal(k.0)),
                     None => format!("atlh_{}({x})", f.name()),
                 };
-                self.line(format!("const double ATL_MAYBE_UNUSED {t} = {call};"));
+                self.decl("const double", &t, call);
                 self.line("ATL_CALL();".into());
                 V::Scalar(t)
             }
@@ -175,7 +175,7 @@ impl Lowerer {
                     // condition of the view, nothing is copied.
                     let c = self.pred(p)?;
                     let cv = self.fresh("c", "");
-                    self.line(format!("const int ATL_MAYBE_UNUSED {cv} = {c};"));
+                    self.decl("const int", &cv, c);
                     self.val(body, base)?.guarded(&[cv], self)?
                 } else {
                     let place = self.place(base, &t)?;
@@ -206,9 +206,9 @@ impl Lowerer {
         };
         let c = self.pred(p)?;
         let cv = self.fresh("c", "");
-        self.line(format!("const int {cv} = {c};"));
+        self.decl("const int", &cv, c);
         let t = self.fresh("g", "");
-        self.line(format!("double ATL_MAYBE_UNUSED {t} = 0.0;"));
+        self.decl("double", &t, "0.0".into());
         let (then, ()) = self.block(|lw| {
             let x = lw.scalar(body, "v")?;
             lw.line(format!("{t} = {x};"));

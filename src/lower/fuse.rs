@@ -337,8 +337,8 @@ impl Lowerer {
             if let Member::Sum(..) | Member::LetSum { .. } = m {
                 let acc = self.fresh("acc", "row");
                 let first = self.fresh("h", "");
-                self.line(format!("double ATL_MAYBE_UNUSED {acc} = 0.0;"));
-                self.line(format!("ATL_FIRST({first});"));
+                self.decl("double", &acc, "0.0".into());
+                self.decl("int", &first, "0".into());
                 accs.push((acc, first));
             }
         }
@@ -361,7 +361,7 @@ impl Lowerer {
                     }
                     _ => {
                         let t = self.slot("row", std::slice::from_ref(*dim))?;
-                        let sym = Symbol::from(self.fresh("%row", "").as_str());
+                        let sym = self.internal_symbol("row");
                         (t, "0".to_string(), Some(sym))
                     }
                 };
@@ -387,6 +387,7 @@ impl Lowerer {
                 }
                 let old_name = lw.names.insert(v, c.clone());
                 let old_range = lw.full_range.insert(v, n.clone());
+                let old_c_range = lw.ranges.insert(v, dn.clone());
                 match m {
                     Member::Let(x, _, _) => {
                         let (_, row, elem) = rows
@@ -394,7 +395,7 @@ impl Lowerer {
                             .find(|(y, _, _)| y == x)
                             .expect("a row per member let");
                         lw.store(&body, row)?;
-                        let sym = Symbol::from(lw.fresh("%row", x.as_str()).as_str());
+                        let sym = lw.internal_symbol("row");
                         lw.vals.insert(sym, row.clone());
                         saved.push(sym);
                         lw.tenv.insert(sym, elem.clone());
@@ -431,6 +432,10 @@ impl Lowerer {
                 match old_range {
                     Some(o) => lw.full_range.insert(v, o),
                     None => lw.full_range.remove(&v),
+                };
+                match old_c_range {
+                    Some(o) => lw.ranges.insert(v, o),
+                    None => lw.ranges.remove(&v),
                 };
             }
             for sym in saved {
@@ -481,7 +486,7 @@ impl Lowerer {
                 }
                 Member::LetSum { x, e0, sum, .. } => {
                     let (acc, _) = acc_it.next().expect("an accumulator per sum");
-                    let sym = Symbol::from(self.fresh("%acc", "").as_str());
+                    let sym = self.internal_symbol("acc");
                     self.vals.insert(sym, V::Scalar(acc.clone()));
                     self.tenv.insert(sym, Type::Real);
                     let e1 = super::order::replace(e0, &[(*sum as *const Expr, Expr::Var(sym))]);

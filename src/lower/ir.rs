@@ -9,8 +9,14 @@ use crate::front::affine::Affine;
 /// A statement of the loop IR.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
-    /// One C statement (declaration, assignment, counter update).
+    /// One C statement (assignment, counter update).
     Line(String),
+    /// A local: `ty name = init;` (marked maybe-unused).
+    Decl {
+        ty: &'static str,
+        name: String,
+        init: String,
+    },
     /// `for (int64_t var = lo; var < hi; var++) body`
     For {
         var: String,
@@ -55,6 +61,17 @@ pub struct Slot {
     pub dims: Vec<Affine>,
 }
 
+/// An index form the C code evaluates, `constant + Σ k·x` left to right,
+/// each `x` a size or an index variable over `[lo, hi]` (C expressions:
+/// a size's C name twice; `0` and its dimension minus one). On entry the
+/// function checks that every step stays in `int64_t` for every value of
+/// the variables ([`crate::backend::c::RET_INDEX_OVERFLOW`] otherwise).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct IndexCheck {
+    pub constant: i64,
+    pub terms: Vec<(i64, String, String)>,
+}
+
 /// A lowered program.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Function {
@@ -69,5 +86,7 @@ pub struct Function {
     /// checked non-negative on entry.
     pub dims: Vec<(String, Affine)>,
     pub slots: Vec<Slot>,
+    /// The index forms checked on entry.
+    pub checks: Vec<IndexCheck>,
     pub body: Vec<Stmt>,
 }

@@ -40,13 +40,15 @@ mod pred;
 mod sum;
 mod value;
 
+use crate::constraints::LinForm;
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::Program;
 use crate::front::types::TypeEnv;
 use egg::Symbol;
-pub use emit::{real_literal, sanitize};
+pub use emit::{int_literal, real_literal, sanitize};
 use ir::{Function, Slot, Stmt};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use value::V;
 
@@ -60,6 +62,16 @@ pub fn lower(prog: &Program) -> Result<Function> {
 pub(crate) struct Lowerer {
     /// C names of sizes and index variables.
     names: HashMap<Symbol, String>,
+    /// Index variables: the C local of the dimension `D` such that the
+    /// variable is in `[0, D)` wherever code that reads it runs. A name in
+    /// `names` but not here is a size.
+    ranges: HashMap<Symbol, String>,
+    /// The indices of a lazy view being read: the index form (over index
+    /// variables and sizes) each stands for.
+    lazy_args: HashMap<Symbol, LinForm>,
+    /// The index forms the C code evaluates, checked on entry (see
+    /// [`ir::IndexCheck`]); a set, in first-use order.
+    checks: RefCell<Vec<ir::IndexCheck>>,
     /// Index variables whose range is exactly `[0, D)`: `D`.
     full_range: HashMap<Symbol, Affine>,
     /// Values of variables in scope.

@@ -221,7 +221,7 @@ impl Lowerer {
         let (lo, hi) = (lo?, hi?);
         let width = i64::try_from(hi - lo + 1).ok().filter(|w| *w >= 1)?;
         let lo = i64::try_from(lo).ok()?;
-        let o = Symbol::from(self.fresh("%o", j.as_str()).as_str());
+        let o = self.internal_symbol("o");
         // j = i + lo + o
         let by = Affine::var(i)
             .add_constant(lo)
@@ -396,7 +396,7 @@ impl Lowerer {
         for s in inter {
             let t = self.slot("row", std::slice::from_ref(d))?;
             self.accumulate_row(i, d, s, &t, "0")?;
-            let sym = Symbol::from(self.fresh("%row", "").as_str());
+            let sym = self.internal_symbol("row");
             self.vals.insert(sym, V::leaf(t, vec![d.clone()]));
             self.tenv
                 .insert(sym, Type::Tensor(d.clone(), Box::new(Type::Real)));

@@ -76,8 +76,8 @@ impl Lowerer {
                 }
                 let dn = self.dim(d)?;
                 let e = self.fresh("e", "");
-                self.line(format!("int {e} = 0;"));
-                let iv = self.bind_index(*i);
+                self.decl("int", &e, "0".into());
+                let iv = self.bind_index(*i, d)?;
                 let (body, ()) = self.block(|lw| {
                     let c = lw.pred(q)?;
                     lw.line(format!("if ({c}) {{ {e} = 1; break; }}"));
@@ -106,6 +106,11 @@ impl Lowerer {
         let Some(mut system) = affine(q) else {
             return Ok(None);
         };
+        // The forms the evaluator computes for each `i`, checked on entry.
+        let old = self.bind_range(i, d)?;
+        let r = self.record_pred_forms(q);
+        self.unbind_range(i, old);
+        r?;
         system.push(Constraint::Ge(LinForm::var(i)));
         let Some(hi) = LinForm::from_affine(d).add_constant(-1) else {
             return Ok(None);

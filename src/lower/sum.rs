@@ -19,8 +19,8 @@ impl Lowerer {
     pub(super) fn sum_chain(&mut self, e: &Expr, base: &str) -> Result<String> {
         let acc = self.fresh("acc", base);
         let first = self.fresh("h", "");
-        self.line(format!("double ATL_MAYBE_UNUSED {acc} = 0.0;"));
-        self.line(format!("ATL_FIRST({first});"));
+        self.decl("double", &acc, "0.0".into());
+        self.decl("int", &first, "0".into());
         self.sum_nest(
             e,
             &Acc::Scalar {
@@ -68,6 +68,19 @@ impl Lowerer {
                     _ => others.push(atom.clone()),
                 }
             }
+        }
+        // The bracket's own forms, which the evaluator computes and the
+        // loops below replace by bounds, are checked on entry too.
+        if let Some(p) = p {
+            let mut olds = vec![];
+            for (i, d) in &chain {
+                olds.push((*i, self.bind_range(*i, d)?));
+            }
+            let r = self.record_pred_forms(p);
+            for (i, old) in olds.into_iter().rev() {
+                self.unbind_range(i, old);
+            }
+            r?;
         }
         let parts: Vec<(Vec<Constraint>, Vec<Pred>)> = match &split {
             None => vec![(vec![], vec![])],
@@ -143,14 +156,14 @@ impl Lowerer {
         let inner = |lw: &mut Lowerer| -> Result<()> {
             if k == plan.levels.len() {
                 for d in &plan.defs {
-                    let c = lw.bind_index(d.var);
+                    let c = lw.bind_index(d.var, chain_dim(chain, d.var)?)?;
                     let num = lw.ix(&d.num)?;
                     let def = if d.den == 1 {
                         num
                     } else {
                         format!("{num} / {}", d.den)
                     };
-                    lw.line(format!("const int64_t {c} = {def};"));
+                    lw.decl("const int64_t", &c, def);
                     if let Some((_, dim)) = chain.iter().find(|(i, _)| *i == d.var) {
                         lw.full_range.insert(d.var, (*dim).clone());
                     }
@@ -205,7 +218,7 @@ impl Lowerer {
             let v = level.var.expect("a loop level has a variable");
             let lo = lw.bound_expr(&level.lower, "atlh_max", "atlh_ceildiv")?;
             let hi = lw.bound_expr(&level.upper, "atlh_min", "atlh_floordiv")?;
-            let c = lw.bind_index(v);
+            let c = lw.bind_index(v, chain_dim(chain, v)?)?;
             if let Some((_, dim)) = chain.iter().find(|(i, _)| *i == v) {
                 lw.full_range.insert(v, (*dim).clone());
             }
@@ -268,10 +281,23 @@ pub(crate) enum Acc {
     },
 }
 
+/// The dimension of a variable of a sum chain.
+fn chain_dim<'a>(chain: &[(Symbol, &'a Affine)], v: Symbol) -> Result<&'a Affine> {
+    chain
+        .iter()
+        .find(|(i, _)| *i == v)
+        .map(|(_, d)| *d)
+        .ok_or_else(|| {
+            Error::eval(format!(
+                "a loop over {v} outside its sum chain (internal error)"
+            ))
+        })
+}
+
 /// Does a block contain a loop?
 fn has_loop(ss: &[Stmt]) -> bool {
     ss.iter().any(|s| match s {
-        Stmt::Line(_) => false,
+        Stmt::Line(_) | Stmt::Decl { .. } => false,
         Stmt::For { .. } => true,
         Stmt::If { then, els, .. } => has_loop(then) || has_loop(els),
     })

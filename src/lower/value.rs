@@ -3,6 +3,7 @@
 //! conditions under which the view is not zero), or pairs of those.
 
 use super::Lowerer;
+use crate::constraints::LinForm;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Type};
@@ -29,11 +30,12 @@ pub(crate) enum V {
     },
     /// A `gen` chain whose body does no arithmetic (a copy, a shift, a
     /// bracketed read): not materialized, each read evaluates the body at
-    /// its indices. `args` are the C indices applied so far, `conds` their
-    /// range conditions, `ty` the type of the unapplied rest.
+    /// its indices. `args` are the index forms applied so far (over index
+    /// variables and sizes), `conds` their range conditions, `ty` the type
+    /// of the unapplied rest.
     Lazy {
         params: Vec<(Symbol, Affine)>,
-        args: Vec<String>,
+        args: Vec<LinForm>,
         conds: Vec<String>,
         body: Box<Expr>,
         ty: Type,
@@ -112,7 +114,8 @@ impl V {
                 ty,
             } => {
                 let k = args.len();
-                let idx = lw.aff(i)?;
+                let form = LinForm::from_affine(i);
+                let idx = lw.ix(&form)?;
                 let mut conds = conds.clone();
                 let in_range = i.constant == 0
                     && i.terms.len() == 1
@@ -123,7 +126,7 @@ impl V {
                     conds.push(format!("0 <= {idx} && {idx} < {d}"));
                 }
                 let mut args = args.clone();
-                args.push(idx);
+                args.push(lw.expand(&form)?);
                 let ty = match ty {
                     Type::Tensor(_, t) => (**t).clone(),
                     _ => return Err(mismatch("get")),
@@ -183,16 +186,22 @@ impl V {
         else {
             return Ok(self.clone());
         };
-        let saved: Vec<(Symbol, Option<String>, Option<Affine>)> = params
+        let saved: Vec<(Symbol, Option<LinForm>, Option<Affine>)> = params
             .iter()
             .zip(args)
-            .map(|((i, _), a)| (*i, lw.names.insert(*i, a.clone()), lw.full_range.remove(i)))
+            .map(|((i, _), a)| {
+                (
+                    *i,
+                    lw.lazy_args.insert(*i, a.clone()),
+                    lw.full_range.remove(i),
+                )
+            })
             .collect();
         let v = lw.val(body, "z");
         for (i, n, r) in saved.into_iter().rev() {
             match n {
-                Some(n) => lw.names.insert(i, n),
-                None => lw.names.remove(&i),
+                Some(n) => lw.lazy_args.insert(i, n),
+                None => lw.lazy_args.remove(&i),
             };
             if let Some(r) = r {
                 lw.full_range.insert(i, r);
@@ -252,13 +261,15 @@ impl V {
         let dn = lw.dim(d)?;
         let iv = lw.fresh("k", "");
         let (body, ()) = lw.block(|lw| {
-            let idx_sym = Symbol::from(iv.as_str());
+            let idx_sym = lw.internal_symbol("k");
             lw.names.insert(idx_sym, iv.clone());
+            lw.ranges.insert(idx_sym, dn.clone());
             lw.full_range.insert(idx_sym, d.clone());
             let inner = self.index(&Affine::var(idx_sym), lw)?;
             let place = dest.index_unchecked(&iv, lw)?;
             let r = inner.copy_into(&place, lw);
             lw.names.remove(&idx_sym);
+            lw.ranges.remove(&idx_sym);
             lw.full_range.remove(&idx_sym);
             r
         })?;
