@@ -70,6 +70,30 @@ pub fn vjp_body(
     seed_type: &Type,
     time_limit: Duration,
 ) -> Result<(Expr, PhaseStats)> {
+    vjp_body_by(prog, wrt, seed, seed_type, time_limit, false)
+}
+
+/// The body of the vector-Jacobian product built by the rules applied
+/// directly, binding by binding, without e-graphs ([`super::direct`]): the
+/// derivative whose cost the paper bounds, which the optimized one must
+/// never exceed.
+pub fn direct_vjp_body(
+    prog: &Program,
+    wrt: &[Symbol],
+    seed: Expr,
+    seed_type: &Type,
+) -> Result<Expr> {
+    vjp_body_by(prog, wrt, seed, seed_type, Duration::ZERO, true).map(|r| r.0)
+}
+
+fn vjp_body_by(
+    prog: &Program,
+    wrt: &[Symbol],
+    seed: Expr,
+    seed_type: &Type,
+    time_limit: Duration,
+    direct_only: bool,
+) -> Result<(Expr, PhaseStats)> {
     let started = Instant::now();
     let deadline = started + time_limit;
     let mut fresh = Fresh::above(&prog.body);
@@ -78,7 +102,7 @@ pub fn vjp_body(
     let small = binds.len() <= WHOLE_PROGRAM_BINDINGS
         && crate::egraph::bindings::term_size(&unflatten((binds.clone(), result.clone())))
             <= WHOLE_PROGRAM_NODES;
-    if small {
+    if small && !direct_only {
         // a small program: one e-graph over every binding first, which
         // gathers and cancels terms across bindings; binding by binding
         // when it stops at a limit
@@ -132,6 +156,7 @@ pub fn vjp_body(
         rules: &rules,
         samples: &samples,
         deadline,
+        direct_only,
     };
     let mut cotangents: Vec<(Symbol, Expr)> = vec![];
     for (x, e) in binds.iter().rev() {
@@ -209,6 +234,8 @@ struct Ctx<'a> {
     rules: &'a [Rewrite<Atl, AtlAnalysis>],
     samples: &'a [Sample],
     deadline: Instant,
+    /// Every coefficient built directly (no e-graph).
+    direct_only: bool,
 }
 
 /// At most this many inner products share one e-graph (the coefficient is
@@ -241,6 +268,9 @@ impl Ctx<'_> {
                 .into_iter()
                 .reduce(|a, b| add_values(a, b, &self.types[&x], fresh))
                 .expect("a group"));
+        }
+        if self.direct_only {
+            return Ok(self.direct(x, forms, fresh));
         }
         if Instant::now() >= self.deadline {
             stats.stop_reason = "time limit; the remaining adjoints were built directly".into();

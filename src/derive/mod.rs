@@ -86,12 +86,31 @@ fn simplify(
     })
 }
 
+/// The bound by construction: `out` when it costs no more than
+/// `reference` (the derivative as the rules produce it) at every size of
+/// the spread the optimizer extracts by (about 5 to 10^6), else
+/// `reference`.
+/// The paper bounds the reference's cost, so the bound holds for what a
+/// user gets whatever the optimizer extracted.
+fn within_reference(mut out: Derived, reference: Program, opts: &Options) -> Derived {
+    if !crate::egraph::runner::never_costlier(&out.program, &reference, opts.sizes.as_ref()) {
+        out.program = crate::front::names::readable(&reference, &std::collections::HashMap::new());
+        out.stats.kept_input = true;
+    }
+    out
+}
+
 /// Jacobian-vector product: the original parameters, then one tangent per
 /// `wrt` input (all real inputs when empty); returns the output tangent.
 pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
     let d = forward::jvp_program(prog, wrt, differentiation_time(opts))?;
-    simplify(d, opts, started)
+    let reference = d.0.clone();
+    Ok(within_reference(
+        simplify(d, opts, started)?,
+        reference,
+        opts,
+    ))
 }
 
 /// The unsimplified vector-Jacobian product program.
@@ -100,10 +119,32 @@ pub fn vjp_program(
     wrt: &[Symbol],
     time_limit: Duration,
 ) -> Result<(Program, PhaseStats)> {
+    vjp_program_by(prog, wrt, Some(time_limit))
+}
+
+/// The vector-Jacobian product as the rules produce it directly (see
+/// [`adjoint::direct_vjp_body`]).
+pub fn direct_vjp_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
+    vjp_program_by(prog, wrt, None).map(|r| r.0)
+}
+
+/// The unsimplified vector-Jacobian product: by e-graphs within
+/// `time_limit`, or directly without one.
+fn vjp_program_by(
+    prog: &Program,
+    wrt: &[Symbol],
+    time_limit: Option<Duration>,
+) -> Result<(Program, PhaseStats)> {
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let mut taken = forward::names_in(prog);
     let w = forward::unused_name("ct", &mut taken);
-    let (body, stats) = adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, time_limit)?;
+    let (body, stats) = match time_limit {
+        Some(t) => adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, t)?,
+        None => (
+            adjoint::direct_vjp_body(prog, &wrt, Expr::Var(w), &prog.ret)?,
+            PhaseStats::direct(),
+        ),
+    };
     let mut params = prog.params.clone();
     params.push(Param {
         name: w,
@@ -123,11 +164,12 @@ pub fn vjp_program(
 /// the output's type; returns what `grad` returns.
 pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
-    simplify(
+    let out = simplify(
         vjp_program(prog, wrt, differentiation_time(opts))?,
         opts,
         started,
-    )
+    )?;
+    Ok(within_reference(out, direct_vjp_program(prog, wrt)?, opts))
 }
 
 /// The unsimplified gradient program.
@@ -136,6 +178,23 @@ pub fn grad_program(
     wrt: &[Symbol],
     time_limit: Duration,
 ) -> Result<(Program, PhaseStats)> {
+    grad_program_by(prog, wrt, Some(time_limit))
+}
+
+/// The gradient as the rules produce it directly, without e-graphs or
+/// simplification: the derivative the paper's cost bound is about, and
+/// the one [`grad`] falls back to (see [`adjoint::direct_vjp_body`]).
+pub fn direct_grad_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
+    grad_program_by(prog, wrt, None).map(|r| r.0)
+}
+
+/// The unsimplified gradient: by e-graphs within `time_limit`, or
+/// directly without one.
+fn grad_program_by(
+    prog: &Program,
+    wrt: &[Symbol],
+    time_limit: Option<Duration>,
+) -> Result<(Program, PhaseStats)> {
     if prog.ret != Type::Real {
         return Err(Error::input(format!(
             "grad needs a function returning R; this one returns {} (use vjp)",
@@ -143,13 +202,14 @@ pub fn grad_program(
         )));
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;
-    let (body, stats) = adjoint::vjp_body(
-        prog,
-        &wrt,
-        crate::front::ast::build::num(1.0),
-        &Type::Real,
-        time_limit,
-    )?;
+    let one = crate::front::ast::build::num(1.0);
+    let (body, stats) = match time_limit {
+        Some(t) => adjoint::vjp_body(prog, &wrt, one, &Type::Real, t)?,
+        None => (
+            adjoint::direct_vjp_body(prog, &wrt, one, &Type::Real)?,
+            PhaseStats::direct(),
+        ),
+    };
     let p = Program {
         name: prog.name,
         params: prog.params.clone(),
@@ -163,11 +223,12 @@ pub fn grad_program(
 /// The gradient of a function returning `R` with respect to `wrt`.
 pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
-    simplify(
+    let out = simplify(
         grad_program(prog, wrt, differentiation_time(opts))?,
         opts,
         started,
-    )
+    )?;
+    Ok(within_reference(out, direct_grad_program(prog, wrt)?, opts))
 }
 
 /// The call the design names: the optimized gradient program.
@@ -189,5 +250,10 @@ pub fn hvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     };
     let g = grad(prog, &wrt, &half)?.program;
     let d = forward::jvp_program(&g, &wrt, differentiation_time(&half))?;
-    simplify(d, opts, started)
+    let reference = d.0.clone();
+    Ok(within_reference(
+        simplify(d, opts, started)?,
+        reference,
+        opts,
+    ))
 }

@@ -12,9 +12,15 @@
 //! the `gen` or `sum` that binds it would do).
 //!
 //! Costs do not rely on one concrete size: a cost is a vector of exact costs
-//! at several size assignments ([`Sample`]s), compared lexicographically,
-//! largest sizes first (growth), then the user's sizes when given, then
-//! small sizes; term size breaks ties. Relation tests count as true in
+//! at several size assignments ([`Sample`]s), spread over orders of
+//! magnitude (sizes near 10^6, each size a different value so that sizes
+//! vary independently, and the same divided by 1000), compared by
+//! [`cost_key`]: first the growth (how the cost scales from each sample to
+//! the one 1000 times larger, rounded to a power of the sizes), then the
+//! costs in sample order (the user's sizes when given, then the largest);
+//! term size breaks ties. So a program asymptotically costlier never wins
+//! because it is cheaper at small sizes, and among programs of the same
+//! growth the user's sizes decide. Relation tests count as true in
 //! extraction (the dense upper bound); the optimizer's final guard also
 //! checks other relation values.
 
@@ -35,6 +41,47 @@ use std::rc::Rc;
 pub struct Sample {
     pub sizes: Sizes,
     pub relations: HashMap<Symbol, Relation>,
+    /// The sample (an index into the same list) whose sizes are these
+    /// divided by a constant (usually [`GROWTH_SCALE`]): [`cost_key`]
+    /// compares how costs grow from there to here.
+    pub scales: Option<usize>,
+}
+
+/// How much larger a large sample's sizes are than those of the sample it
+/// scales (less for programs with relations, stored densely).
+pub const GROWTH_SCALE: f64 = 1000.0;
+
+/// The growth class of a cost going from `base` to `large` when the sizes
+/// grow by `scale`: the exponent `e` of `large / base = scale^e`, rounded
+/// (0 constant, 1 linear, 2 quadratic...).
+pub fn growth_class(base: u128, large: u128, scale: f64) -> u128 {
+    if base >= UNUSABLE || large >= UNUSABLE {
+        return UNUSABLE;
+    }
+    if scale <= 1.0 {
+        return 0;
+    }
+    let ratio = (large as f64 + 1.0) / (base as f64 + 1.0);
+    let e = ratio.ln() / scale.ln();
+    (e + 0.5).floor().max(0.0) as u128
+}
+
+/// How much larger the sizes of `large` are than those of `base` (their
+/// largest values' ratio).
+fn scale_between(base: &Sample, large: &Sample) -> f64 {
+    let top = |s: &Sample| s.sizes.values().copied().max().unwrap_or(0).max(1) as f64;
+    top(large) / top(base)
+}
+
+/// The key costs are compared by: the growth class of each sample that
+/// scales another, then every cost in sample order.
+pub fn cost_key(costs: &[u128], samples: &[Sample]) -> Vec<u128> {
+    let growth = samples.iter().zip(costs).filter_map(|(s, &large)| {
+        let b = s.scales?;
+        let scale = scale_between(samples.get(b)?, s);
+        Some(growth_class(*costs.get(b)?, large, scale))
+    });
+    growth.chain(costs.iter().copied()).collect()
 }
 
 /// The term a class stands for, by sort.
@@ -175,6 +222,11 @@ impl<'a> WorkCost<'a> {
             exact_until: None,
             max_term_size: MAX_TERM_SIZE,
         }
+    }
+
+    /// The length of a key ([`cost_key`]).
+    fn key_len(&self) -> usize {
+        self.samples.len() + self.samples.iter().filter(|s| s.scales.is_some()).count()
     }
 
     pub fn with_max_term_size(mut self, n: usize) -> WorkCost<'a> {
@@ -344,8 +396,9 @@ impl CostFunction<Atl> for WorkCost<'_> {
             enode,
             kids.iter().map(|k| k.tree.clone()).collect(),
         ));
+        let key_len = self.key_len();
         let unusable = |tree| CostVal {
-            key: vec![UNUSABLE; self.samples.len()],
+            key: vec![UNUSABLE; key_len],
             size,
             tree,
         };
@@ -375,12 +428,14 @@ impl CostFunction<Atl> for WorkCost<'_> {
                         let exact = self
                             .exact_until
                             .is_none_or(|t| std::time::Instant::now() < t);
-                        self.samples
+                        let costs: Vec<u128> = self
+                            .samples
                             .iter()
                             .map(|s| estimate_at(&e, &self.egraph.analysis.extents, s, exact))
-                            .collect()
+                            .collect();
+                        cost_key(&costs, self.samples)
                     }
-                    _ => vec![UNUSABLE; self.samples.len()],
+                    _ => vec![UNUSABLE; key_len],
                 };
                 self.memo.insert(tree.hash, k.clone());
                 k

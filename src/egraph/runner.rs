@@ -17,7 +17,7 @@
 
 use super::analysis::{new_graph, term_classes, term_nodes, AtlAnalysis};
 use super::bounded::Bounded;
-use super::extract::{cost_at, extract_best, Sample, WorkCost, UNUSABLE};
+use super::extract::{cost_at, cost_key, extract_best, Sample, WorkCost, UNUSABLE};
 use super::language::to_rec;
 use super::rules::rule_set;
 use crate::error::Result;
@@ -67,6 +67,19 @@ pub struct PhaseStats {
 }
 
 impl PhaseStats {
+    /// The statistics of differentiation without an e-graph.
+    pub fn direct() -> PhaseStats {
+        PhaseStats {
+            phase: "differentiate (direct)".to_string(),
+            iterations: 0,
+            nodes: 0,
+            classes: 0,
+            stop_reason: "one pass".to_string(),
+            seconds: 0.0,
+            extract_seconds: 0.0,
+        }
+    }
+
     /// The statistics of a phase that ran `runner`, started at `started`
     /// and began extracting at `extract_started`.
     pub fn of(
@@ -171,33 +184,105 @@ fn spread_sizes(prog: &Program, values: &[i64]) -> Sizes {
         .collect()
 }
 
-/// The samples extraction compares at: large sizes, the user's, small ones.
-pub fn extraction_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
-    let mut sizes = vec![spread_sizes(prog, &[24, 13, 31, 17, 28, 11, 20, 15])];
-    if let Some(u) = user {
-        if prog.sizes.iter().all(|s| u.contains_key(s)) {
-            sizes.push(u.clone());
-        }
-    }
-    sizes.push(spread_sizes(prog, &[5, 3, 7, 4, 6, 2, 8, 9]));
-    sizes
-        .into_iter()
-        .map(|s| Sample {
-            relations: all_true_relations(prog, &s, |_| true),
-            sizes: s,
-        })
-        .collect()
+/// Relative magnitudes of the sizes at the largest samples (the largest is
+/// 10^6): each size its own magnitude, so that sizes vary independently
+/// (`n·m` and `n²` differ), and a second assignment with the magnitudes
+/// swapped pairwise.
+const LARGE_SPREADS: [[i64; 8]; 2] = [
+    [
+        1_000_000, 200_000, 600_000, 90_000, 400_000, 50_000, 800_000, 300_000,
+    ],
+    [
+        200_000, 1_000_000, 90_000, 600_000, 50_000, 400_000, 300_000, 800_000,
+    ],
+];
+
+/// The largest size value of the large samples and how much smaller the
+/// samples they scale are: 10^6 and 1000; none for programs with
+/// relations, whose values are data as large as the relation (a dense
+/// `n × n` relation at 10^6 would be 10^12 bits) and whose costs at large
+/// sizes could only be bounded densely, not counted.
+fn large_magnitude(prog: &Program) -> Option<(f64, f64)> {
+    let relations = prog
+        .params
+        .iter()
+        .any(|p| matches!(p.kind, ParamKind::Relation(_)));
+    (!relations).then_some((1e6, super::extract::GROWTH_SCALE))
 }
 
-/// The samples the guard checks: the extraction samples, every uniform size
-/// from 0 to 8, a few mixed assignments, and, for programs with relations,
-/// sparse and empty relations too. (A sample, not a proof: see the notes on
-/// `optimize`.)
+fn sample(prog: &Program, sizes: Sizes, scales: Option<usize>) -> Sample {
+    Sample {
+        relations: all_true_relations(prog, &sizes, |_| true),
+        sizes,
+        scales,
+    }
+}
+
+/// The guard's sparse relations: a fixed pseudo-random pattern of density
+/// about 0.3.
+fn sparse_pattern(k: usize) -> bool {
+    (k * 2654435761) % 10 < 3
+}
+
+/// The samples extraction compares at (see [`super::extract::cost_key`]):
+/// the user's sizes when given; sizes up to 10^6 spread over magnitudes
+/// (two assignments), each scaling one 1000 times smaller; then those
+/// smaller ones (none for programs with relations: see
+/// `large_magnitude`), and sizes near 20 and near 5, relations holding
+/// everywhere (the dense upper bound).
+pub fn extraction_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
+    let mut out = vec![];
+    if let Some(u) = user {
+        if prog.sizes.iter().all(|s| u.contains_key(s)) {
+            out.push(sample(prog, u.clone(), None));
+        }
+    }
+    let (top, scale) = large_magnitude(prog).unwrap_or((0.0, 1.0));
+    let mut large: Vec<Vec<i64>> = vec![];
+    for spread in LARGE_SPREADS.iter().filter(|_| top > 0.0) {
+        let v: Vec<i64> = spread
+            .iter()
+            .map(|&x| ((x as f64 * top / 1e6) as i64).max(1))
+            .collect();
+        if !large
+            .iter()
+            .any(|l| spread_sizes(prog, l) == spread_sizes(prog, &v))
+        {
+            large.push(v);
+        }
+    }
+    let first_base = out.len() + large.len();
+    for (k, v) in large.iter().enumerate() {
+        out.push(sample(prog, spread_sizes(prog, v), Some(first_base + k)));
+    }
+    for v in &large {
+        let base: Vec<i64> = v
+            .iter()
+            .map(|&x| ((x as f64 / scale).round() as i64).max(1))
+            .collect();
+        out.push(sample(prog, spread_sizes(prog, &base), None));
+    }
+    out.push(sample(
+        prog,
+        spread_sizes(prog, &[24, 13, 31, 17, 28, 11, 20, 15]),
+        None,
+    ));
+    out.push(sample(
+        prog,
+        spread_sizes(prog, &[5, 3, 7, 4, 6, 2, 8, 9]),
+        None,
+    ));
+    out
+}
+
+/// The samples the guard checks: the extraction samples (large ones
+/// included: a result must not grow faster than its input), every uniform
+/// size from 0 to 8, a few mixed assignments, and, for programs with
+/// relations, sparse and empty relations too. (A sample, not a proof: see
+/// the notes on `optimize`.)
 fn guard_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
-    let mut sizes: Vec<Sizes> = extraction_samples(prog, user)
-        .into_iter()
-        .map(|s| s.sizes)
-        .collect();
+    let mut out = extraction_samples(prog, user);
+    let mut sizes: Vec<Sizes> = out.iter().map(|s| s.sizes.clone()).collect();
     sizes.extend((0..=8).map(|v| uniform_sizes(prog, v)));
     // every assignment of small values when there are few sizes (empty and
     // one-element ranges are where factoring and hoisting stop paying)
@@ -230,21 +315,21 @@ fn guard_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
         .params
         .iter()
         .any(|p| matches!(p.kind, ParamKind::Relation(_)));
-    let mut out = vec![];
-    for s in sizes {
-        out.push(Sample {
-            relations: all_true_relations(prog, &s, |_| true),
-            sizes: s.clone(),
-        });
+    for (k, s) in sizes.into_iter().enumerate() {
+        if k >= out.len() {
+            out.push(sample(prog, s.clone(), None));
+        }
         if has_relations {
             // a fixed pseudo-random pattern of density about 0.3, and none
             out.push(Sample {
-                relations: all_true_relations(prog, &s, |k| (k * 2654435761) % 10 < 3),
+                relations: all_true_relations(prog, &s, sparse_pattern),
                 sizes: s.clone(),
+                scales: None,
             });
             out.push(Sample {
                 relations: all_true_relations(prog, &s, |_| false),
                 sizes: s,
+                scales: None,
             });
         }
     }
@@ -534,15 +619,13 @@ pub fn canonical_binders_with_hints(e: &Expr) -> (Expr, HashMap<Symbol, Symbol>)
 /// then the usual ones from small to large.
 fn small_first_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
     let mut out: Vec<Sample> = (0..=2)
-        .map(|v| {
-            let s = uniform_sizes(prog, v);
-            Sample {
-                relations: all_true_relations(prog, &s, |_| true),
-                sizes: s,
-            }
-        })
+        .map(|v| sample(prog, uniform_sizes(prog, v), None))
         .collect();
     let mut rest = extraction_samples(prog, user);
+    for s in &mut rest {
+        // costs only, smallest first: no growth classes
+        s.scales = None;
+    }
     rest.reverse();
     out.extend(rest);
     out
@@ -602,11 +685,11 @@ pub fn guard(
             .map(|s| (label(s), cost_at(&candidate.body, &ext2, s)))
             .collect();
         let size = super::bindings::term_size(&candidate.body);
+        // growth first, then the costs in sample order (`cost_key`)
+        let key = |c: &Costs| cost_key(&c.iter().map(|a| a.1).collect::<Vec<_>>(), &samples);
         let cheaper_than = |(other, other_size): &(Costs, usize)| {
-            after
-                .iter()
-                .map(|a| a.1)
-                .cmp(other.iter().map(|b| b.1))
+            key(&after)
+                .cmp(&key(other))
                 .then(size.cmp(other_size))
                 .is_lt()
         };
@@ -634,6 +717,21 @@ pub fn guard(
         seconds: started.elapsed().as_secs_f64(),
     };
     Ok((program, stats))
+}
+
+/// Whether `candidate` costs no more than `reference` (a program of the
+/// same parameters) at every extraction sample: sizes spread from about 5
+/// to 10^6, the user's when given. (Not at the guard's tiny sizes: a
+/// derivative that is linear where the reference is quadratic may still
+/// cost more at n = 1.)
+pub fn never_costlier(candidate: &Program, reference: &Program, user: Option<&Sizes>) -> bool {
+    let samples = extraction_samples(reference, user);
+    let (mut ours, mut theirs) = (HashMap::new(), HashMap::new());
+    collect_extents(&candidate.body, &mut ours);
+    collect_extents(&reference.body, &mut theirs);
+    samples
+        .iter()
+        .all(|s| cost_at(&candidate.body, &ours, s) <= cost_at(&reference.body, &theirs, s))
 }
 
 /// Rule names of every phase (for reports and tests).

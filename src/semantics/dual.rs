@@ -82,7 +82,7 @@ pub fn dual_expr(e: &Expr, env: &mut DualEnv, budget: &mut Budget) -> Result<Dua
             let (chain, pred, body) = sum_chain(e);
             let chain = env.loops(&chain)?;
             let (mut av, mut ad) = (0.0, 0.0);
-            env.for_each_tuple(&chain, budget, |env, budget| {
+            env.for_each_tuple_where(&chain, pred, budget, |env, budget| {
                 if pred.map_or(Ok(true), |p| eval_pred(p, env, budget))? {
                     let (v, d) = reals(dual_expr(body, env, budget)?)?;
                     av += v;

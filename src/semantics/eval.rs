@@ -18,12 +18,18 @@
 //! * A [`Budget`] bounds the loop iterations (`gen`, `sum` and `exists`
 //!   element visits), charged *before* a loop runs or a tensor is allocated,
 //!   so `n = 10^12` fails at once instead of hanging or exhausting memory.
+//! * A `sum` chain or `exists` under a predicate runs each variable over
+//!   the interval the predicate's top-level comparisons allow (as the
+//!   lowering and the cost model do), so a bracketed loop costs, and is
+//!   charged, the iterations where its bracket can hold.
 //!
 //! [`Env`] is generic in what variables are bound to, so the dual-number
 //! evaluator ([`super::dual`]) shares it, the loop driver and the predicates.
 
 use super::blackbox;
 use super::value::{check_value, dim_at, Inputs, Relation, Sizes, Value};
+use crate::constraints::linear::LinForm;
+use crate::constraints::system::{narrow, Constraint};
 use crate::error::{Error, ErrorKind, Result};
 use crate::front::affine::{Affine, EvalAffineError};
 use crate::front::ast::{Expr, ParamKind, Pred, Program};
@@ -261,6 +267,108 @@ impl<V: Clone> Env<V> {
     }
 }
 
+impl<V: Clone> Env<V> {
+    /// [`Env::for_each_tuple`] over only the tuples the comparisons among
+    /// the top-level conjuncts of `pred` allow: each loop variable runs over
+    /// the interval those comparisons give it once the outer variables are
+    /// bound (as the lowering and the cost model narrow a bracketed loop),
+    /// still in lexicographic order, so the tuples `body` sees where `pred`
+    /// holds, and the order of additions, are those of the full loop. The
+    /// budget is charged the iterations actually run.
+    pub fn for_each_tuple_where(
+        &mut self,
+        chain: &[(Symbol, u64)],
+        pred: Option<&Pred>,
+        budget: &mut Budget,
+        mut body: impl FnMut(&mut Env<V>, &mut Budget) -> Result<bool>,
+    ) -> Result<bool> {
+        let mut cons = vec![];
+        if let Some(p) = pred {
+            conjunct_comparisons(p, &mut cons);
+        }
+        let distinct = chain
+            .iter()
+            .enumerate()
+            .all(|(k, a)| chain[..k].iter().all(|b| b.0 != a.0));
+        if cons.is_empty() || !distinct {
+            return self.for_each_tuple(chain, budget, body);
+        }
+        let saved: Vec<Option<i64>> = chain
+            .iter()
+            .map(|&(v, _)| self.indices.remove(&v))
+            .collect();
+        let result = self.narrowed_level(chain, &cons, 0, budget, &mut body);
+        for (&(v, _), old) in chain.iter().zip(saved).rev() {
+            self.pop_index(v, old);
+        }
+        result
+    }
+
+    /// The loops of `chain` from level `k` in (see
+    /// [`Env::for_each_tuple_where`]); the variables of levels `k..` are
+    /// unbound on entry.
+    fn narrowed_level(
+        &mut self,
+        chain: &[(Symbol, u64)],
+        cons: &[Constraint],
+        k: usize,
+        budget: &mut Budget,
+        body: &mut impl FnMut(&mut Env<V>, &mut Budget) -> Result<bool>,
+    ) -> Result<bool> {
+        let Some(&(v, n)) = chain.get(k) else {
+            return body(self, budget);
+        };
+        let (mut lo, mut hi) = (0i128, n as i128 - 1);
+        for c in cons {
+            // a comparison of bound names and `v` (not of inner variables)
+            if c.mentions(v) {
+                let value = |w: Symbol| -> Option<i128> {
+                    self.indices
+                        .get(&w)
+                        .or_else(|| self.sizes.get(&w))
+                        .map(|&x| x as i128)
+                };
+                // unbound names or overflow: not a bound here
+                let _ = narrow(c, v, &value, &mut lo, &mut hi);
+            }
+        }
+        if lo > hi {
+            return Ok(false);
+        }
+        budget.take((hi - lo + 1) as u128)?;
+        let mut result = Ok(false);
+        for x in lo..=hi {
+            // 0 <= x < n <= i64::MAX
+            self.indices.insert(v, x as i64);
+            match self.narrowed_level(chain, cons, k + 1, budget, body) {
+                Ok(false) => {}
+                done => {
+                    result = done;
+                    break;
+                }
+            }
+        }
+        self.indices.remove(&v);
+        result
+    }
+}
+
+/// The affine comparisons among the top-level conjuncts of `p` (`false` as
+/// an impossible one).
+fn conjunct_comparisons(p: &Pred, out: &mut Vec<Constraint>) {
+    match p {
+        Pred::Cmp(op, a, b) => {
+            let (a, b) = (LinForm::from_affine(a), LinForm::from_affine(b));
+            if let Some(c) = Constraint::compare(*op, &a, &b) {
+                out.push(c);
+            }
+        }
+        Pred::And(ps) => ps.iter().for_each(|q| conjunct_comparisons(q, out)),
+        Pred::False => out.push(Constraint::never()),
+        _ => {}
+    }
+}
+
 /// A maximal chain of directly nested `sum`s: the loop variables with their
 /// dimensions, the predicate of an `iverson` body (if any) and the summand.
 pub(crate) fn sum_chain(e: &Expr) -> (Vec<(Symbol, &Affine)>, Option<&Pred>, &Expr) {
@@ -304,7 +412,9 @@ pub fn eval_pred<V: Clone>(p: &Pred, env: &mut Env<V>, budget: &mut Budget) -> R
         }
         Pred::Exists(i, d, q) => {
             let n = env.dim(d)?;
-            env.for_each_tuple(&[(*i, n)], budget, |env, budget| eval_pred(q, env, budget))?
+            env.for_each_tuple_where(&[(*i, n)], Some(q), budget, |env, budget| {
+                eval_pred(q, env, budget)
+            })?
         }
         Pred::Rel(r, args) => {
             let idx = args
@@ -388,7 +498,7 @@ pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> 
             let (chain, pred, body) = sum_chain(e);
             let chain = env.loops(&chain)?;
             let mut acc = 0.0;
-            env.for_each_tuple(&chain, budget, |env, budget| {
+            env.for_each_tuple_where(&chain, pred, budget, |env, budget| {
                 if pred.map_or(Ok(true), |p| eval_pred(p, env, budget))? {
                     acc += eval_expr(body, env, budget)?.real()?;
                 }

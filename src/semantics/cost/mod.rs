@@ -105,6 +105,7 @@
 //! that make a count exact (solve and eliminate only with coefficient ±1)
 //! and fast (plans, the budget).
 
+mod closed;
 mod compiler;
 mod direct;
 mod plan;
@@ -116,6 +117,7 @@ mod symbolic;
 #[cfg(test)]
 mod tests;
 
+use closed::*;
 use compiler::*;
 use direct::*;
 use plan::*;

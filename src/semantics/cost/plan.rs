@@ -34,6 +34,33 @@ pub(super) struct Plan {
     /// The variable counted by intervals, with its comparisons (the
     /// stage has nothing else).
     pub(super) counted: Option<Level>,
+    /// An existential over one more variable (slot, range, comparisons)
+    /// that the counted variable must also satisfy: then the counted
+    /// variable's values are the shadow of a polygon.
+    pub(super) counted_exists: Option<(u32, i64, Vec<Con>)>,
+}
+
+/// The existential `id` when it is over one variable with comparisons only
+/// (and mentions no slot of `solved`): its variable, range and comparisons.
+fn simple_exists(preds: &[PNode], id: u32, solved: &[u32]) -> Option<(u32, i64, Vec<Con>)> {
+    let PKind::Exists(p) = &preds[id as usize].kind else {
+        return None;
+    };
+    let c = p.counted.as_ref()?;
+    let plain = !p.empty
+        && p.factor.is_some_and(|f| f > 0)
+        && p.levels.is_empty()
+        && p.counted_exists.is_none()
+        && p.pre.opaque.is_empty()
+        && p.pre.solved.is_empty()
+        && c.stage.opaque.is_empty()
+        && !preds[id as usize].slots.iter().any(|s| solved.contains(s));
+    if !plain {
+        return None;
+    }
+    let mut cons = c.stage.cmps.clone();
+    cons.extend(p.pre.cmps.iter().cloned());
+    Some((c.slot, c.n, cons))
 }
 
 impl Plan {
@@ -170,9 +197,22 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
             factor = factor.and_then(|f| f.checked_mul(n as u128));
         }
     }
+    let solved_slots: Vec<u32> = solved.iter().map(|x| x.0.var).collect();
+    // an opaque predicate on `s` blocks counting it, except one existential
+    // that only `s` of the loops enters (counted as a shadow)
+    let shadow_of = |c: &Item, s: u32| match c.kind {
+        ItemKind::Opaque(id) if c.deps == [s] => simple_exists(preds, id, &solved_slots),
+        _ => None,
+    };
     let blocked = |s: u32| {
-        cons.iter()
-            .any(|c| matches!(c.kind, ItemKind::Opaque(_)) && c.deps.binary_search(&s).is_ok())
+        let mut opaque = cons
+            .iter()
+            .filter(|c| matches!(c.kind, ItemKind::Opaque(_)) && c.deps.binary_search(&s).is_ok());
+        match (opaque.next(), opaque.next()) {
+            (None, _) => false,
+            (Some(c), None) => shadow_of(c, s).is_none(),
+            _ => true,
+        }
     };
     let counted = remaining
         .iter()
@@ -196,11 +236,16 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
     };
     let mut pre = Stage::default();
     let mut counted_cmps = Vec::new();
+    let mut counted_exists = None;
     for c in cons {
         let in_counted = counted.is_some_and(|(s, _)| c.deps.binary_search(&s).is_ok());
         if in_counted {
+            let shadow = counted.and_then(|(s, _)| shadow_of(&c, s));
             match c.kind {
                 ItemKind::Cmp(c) => counted_cmps.push(c),
+                ItemKind::Opaque(_) if shadow.is_some() && counted_exists.is_none() => {
+                    counted_exists = shadow;
+                }
                 ItemKind::Opaque(_) => {
                     return Err(internal("opaque constraint on a counted variable"))
                 }
@@ -238,6 +283,7 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
                 ..Stage::default()
             },
         }),
+        counted_exists,
     })
 }
 
@@ -294,11 +340,33 @@ pub(super) fn count_level(
             Some(c) => {
                 m.take()?;
                 let (lo, hi) = interval(c.slot, c.n, &c.stage.cmps, &m.env)?;
+                if let Some((y, ny, cons)) = &plan.counted_exists {
+                    let cell = (c.slot, lo, hi);
+                    return count_polygon(m, cell, (*y, *ny), cons, Count::Shadow)?
+                        .map(|n| if exists { n.min(1) } else { n })
+                        .ok_or_else(|| internal("a divisibility in an existential"));
+                }
                 Ok(if hi >= lo { (hi - lo + 1) as u128 } else { 0 })
             }
         };
     };
     let (lo, hi) = interval(lv.slot, lv.n, &lv.stage.cmps, &m.env)?;
+    // the innermost two variables with comparisons only: a polygon, counted
+    // in closed form
+    if let (true, true, Some(c)) = (
+        k + 1 == plan.levels.len(),
+        lv.stage.opaque.is_empty(),
+        &plan.counted,
+    ) {
+        let cell = (lv.slot, lo, hi);
+        let points = (plan.counted_exists.is_none())
+            .then(|| count_polygon(m, cell, (c.slot, c.n), &c.stage.cmps, Count::Points))
+            .transpose()?
+            .flatten();
+        if let Some(n) = points {
+            return Ok(if exists { n.min(1) } else { n });
+        }
+    }
     if !exists && hi >= lo && (hi - lo) as u128 >= m.budget as u128 {
         // every value of the range would be visited: fail now, not later
         return Err(budget_exceeded());

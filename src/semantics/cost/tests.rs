@@ -1114,3 +1114,112 @@ fn corpus_matches_reference() {
     assert!(cases.len() > 20);
     compare_with_reference(&cases);
 }
+
+#[test]
+fn floor_sums_agree_with_summing() {
+    let mut rng = Rng::new(77);
+    for _ in 0..3000 {
+        let n = rng.below(30) as i128;
+        let m = 1 + rng.below(12) as i128;
+        let a = rng.range(-40, 40) as i128;
+        let b = rng.range(-90, 90) as i128;
+        let want: i128 = (0..n).map(|i| (a * i + b).div_euclid(m)).sum();
+        assert_eq!(floor_sum(n, m, a, b), Some(want), "n={n} m={m} a={a} b={b}");
+    }
+}
+
+#[test]
+fn polygons_count_as_enumerated() {
+    // the closed form of the innermost two variables against enumeration:
+    // slot 0 an outer variable, 1 the enumerated x, 2 the counted y
+    let mut rng = Rng::new(4242);
+    for case in 0..4000 {
+        let cons: Vec<Con> = (0..1 + rng.below(4))
+            .map(|_| {
+                let mut f = Lin::constant(rng.range(-20, 20) as i128);
+                let ky = [-8, -4, -2, -1, 1, 2, 4, 8][rng.below(8)];
+                f = f.plus_term(2, ky).unwrap();
+                f = f.plus_term(1, rng.range(-9, 9) as i128).unwrap();
+                f = f.plus_term(0, rng.range(-2, 2) as i128).unwrap();
+                if rng.chance(0.2) {
+                    Con::Eq(f)
+                } else {
+                    Con::Ge(f)
+                }
+            })
+            .collect();
+        let (nx, ny) = (rng.below(25) as i64, rng.below(25) as i64);
+        let (lo, hi) = (rng.range(-2, 5) as i128, rng.range(-1, 24) as i128);
+        let outer = rng.range(-3, 6);
+        let mut m = Machine {
+            env: vec![outer, 0, 0],
+            budget: 1000,
+        };
+        let cell = (1, lo, hi.min(nx as i128 - 1));
+        let got = count_polygon(&mut m, cell, (2, ny), &cons, Count::Points)
+            .unwrap()
+            .unwrap();
+        let shadow = count_polygon(&mut m, cell, (2, ny), &cons, Count::Shadow)
+            .unwrap()
+            .unwrap();
+        let (mut want, mut want_shadow) = (0u128, 0u128);
+        for xv in lo..=hi.min(nx as i128 - 1) {
+            let mut here = 0;
+            for yv in 0..ny {
+                let env = [outer, xv as i64, yv];
+                here += u128::from(cons.iter().all(|c| holds(c, &env).unwrap()));
+            }
+            want += here;
+            want_shadow += u128::from(here > 0);
+        }
+        assert_eq!(got, want, "case {case}: {cons:?} x in [{lo}, {hi}] ny={ny}");
+        assert_eq!(
+            shadow, want_shadow,
+            "case {case}: {cons:?} x in [{lo}, {hi}] ny={ny}"
+        );
+    }
+}
+
+#[test]
+fn strided_and_triangular_nests_count_in_closed_form_at_ten_million() {
+    // a triangle and a stride-4 bracket, each costed at 10^7 well within a
+    // budget far smaller than the enumeration would need
+    let n: u128 = 10_000_000;
+    let sz = sizes(&[("n", n as i64)]);
+    let tri = gen(
+        s("i"),
+        v("n"),
+        sum(
+            s("j"),
+            v("n"),
+            iverson(cmp(CmpOp::Le, v("j"), v("i")), mul(xi("j"), num(2.0))),
+        ),
+    );
+    let rels = no_rels();
+    let ctx = CostCtx::new(&sz, &rels);
+    assert_eq!(cost_expr_budget(&tri, &ctx, 1000).unwrap(), n * n);
+    // Σ_g Σ_c [4c + 2 < n ∧ g <= 2c] (x[g] · x[c])
+    let four_c = v("c").scale(4).unwrap().add_constant(2).unwrap();
+    let strided = gen(
+        s("g"),
+        v("n"),
+        sum(
+            s("c"),
+            v("n"),
+            iverson(
+                Pred::And(vec![
+                    cmp(CmpOp::Lt, four_c, v("n")),
+                    cmp(CmpOp::Le, v("g"), v("c").scale(2).unwrap()),
+                ]),
+                mul(xi("g"), xi("c")),
+            ),
+        ),
+    );
+    // live c: 4c + 2 < n; for each, the 2c + 1 values g <= 2c; a g with
+    // some c costs 2 per c less one
+    let live = (n - 3) / 4 + 1;
+    let tuples: u128 = live * live;
+    let gs = 2 * (live - 1) + 1;
+    let want = 2 * tuples - gs;
+    assert_eq!(cost_expr_budget(&strided, &ctx, 1000).unwrap(), want);
+}
