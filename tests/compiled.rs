@@ -761,10 +761,11 @@ fn long_programs_split_into_parts_run_as_evaluated() {
     );
 }
 
-/// 100,000 nested `(+ 1 ...)` and 100,000 nested `sin`: `run` builds and
-/// runs them (the C compiler takes time superlinear in a function's
-/// length; the body is split into part functions) and prints what `eval`
-/// prints, within a generous time.
+/// 100,000 nested `(+ 1 ...)`, 100,000 nested `sin` and a condition of
+/// 20,000 nested `and`/`or`: `run` builds and runs them (the C compiler
+/// takes time superlinear in a function's length, so the body is split into
+/// part functions; a long condition is a local of its own) and prints what
+/// `eval` prints, within a generous time.
 #[test]
 fn deep_expressions_run_as_evaluated() {
     if !have_cc() {
@@ -774,13 +775,27 @@ fn deep_expressions_run_as_evaluated() {
     std::fs::create_dir_all(&dir).expect("temporary directory");
     let bin = env!("CARGO_BIN_EXE_atl-egg");
     std::fs::write(dir.join("in.json"), r#"{"x": [0.5, 1.0]}"#).expect("write");
-    for (what, wrap) in [("(+ 1 ", ")"), ("(sin ", ")")] {
+    // A bracket whose condition nests `and` and `or` 20,000 deep.
+    let mut cond = String::from("(< i 1)");
+    for k in 0..20_000 {
+        cond = if k % 2 == 0 {
+            format!("(and (< i 7) (or (> i 100) {cond}))")
+        } else {
+            format!("(or (> i 100) (and (< i 8) {cond}))")
+        };
+    }
+    let bracket = format!("(fn f ((x (tensor 2 R))) (gen i 2 (iverson {cond} (get x i))))");
+    for (what, wrap) in [("(+ 1 ", ")"), ("(sin ", ")"), ("", "")] {
         let depth = 100_000;
-        let src = format!(
-            "(fn f ((x (tensor 2 R))) {}(get x 0){})",
-            what.repeat(depth),
-            wrap.repeat(depth)
-        );
+        let src = if what.is_empty() {
+            bracket.clone()
+        } else {
+            format!(
+                "(fn f ((x (tensor 2 R))) {}(get x 0){})",
+                what.repeat(depth),
+                wrap.repeat(depth)
+            )
+        };
         let file = dir.join("deep.atl");
         std::fs::write(&file, src).expect("write");
         let run = |cmd: &str| {

@@ -9,6 +9,10 @@ use crate::constraints::{self, Constraint, LinForm};
 use crate::error::{Error, Result};
 use crate::front::ast::{CmpOp, Pred};
 
+/// The longest condition written inside another (in characters, so also
+/// its nesting depth); a longer one is a local of its own.
+const MAX_INLINE_CONDITION: usize = 400;
+
 /// The constraints an affine atom stands for (`None`: not affine).
 pub(crate) fn affine(p: &Pred) -> Option<Vec<Constraint>> {
     Some(match p {
@@ -56,10 +60,21 @@ impl Lowerer {
                 } else {
                     " || "
                 };
-                let parts = ps
-                    .iter()
-                    .map(|q| self.pred(q))
-                    .collect::<Result<Vec<_>>>()?;
+                let mut parts = vec![];
+                for q in ps {
+                    let c = self.pred(q)?;
+                    // A long condition goes to a local, so that nested
+                    // `and`/`or` of any depth stay shallow C expressions
+                    // (evaluating it before its turn is safe: conditions
+                    // have no effects, and loops for `exists` run before).
+                    parts.push(if c.len() > MAX_INLINE_CONDITION {
+                        let t = self.fresh("c", "");
+                        self.decl("const int", &t, c);
+                        t
+                    } else {
+                        c
+                    });
+                }
                 format!("({})", parts.join(sep))
             }
             Pred::Rel(r, args) => {

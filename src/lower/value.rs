@@ -232,7 +232,18 @@ impl V {
                     conds: c,
                 }
             }
-            V::Scalar(x) => V::Scalar(format!("(({}) ? {x} : 0.0)", conds.join(" && "))),
+            V::Scalar(x) => {
+                // A statement, not a `?:` around `x`: views of views nest
+                // this to any depth, the C expression must not.
+                let t = lw.fresh("g", "");
+                lw.decl("double", &t, "0.0".into());
+                lw.out.push(Stmt::If {
+                    cond: conds.join(" && "),
+                    then: vec![Stmt::Line(format!("{t} = {x};"))],
+                    els: vec![],
+                });
+                V::Scalar(t)
+            }
             v @ V::Lazy { .. } => {
                 let m = v.materialize(lw)?;
                 m.guarded(conds, lw)?
