@@ -229,9 +229,10 @@ pub struct OptArgs {
     /// Most iterations per phase.
     #[arg(long, default_value_t = 30)]
     pub iter_limit: usize,
-    /// Seconds for the whole command (a derivative: at most half to
-    /// differentiate, the rest to optimize).
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds the whole command may take (differentiation included); past
+    /// them it fails with an error. The result never depends on it: the
+    /// node and iteration limits decide where each phase stops.
+    #[arg(long, default_value_t = egraph::runner::DEFAULT_TIME_LIMIT as f64)]
     pub time_limit: f64,
     #[command(flatten)]
     pub output: OutputArg,
@@ -254,6 +255,7 @@ impl OptArgs {
                 .as_deref()
                 .map(str::parse::<sizes::Sizes>)
                 .transpose()?,
+            deadline: None,
         })
     }
 }

@@ -24,6 +24,7 @@ pub mod appliers;
 pub mod context;
 pub mod direct;
 pub mod forward;
+pub mod forward_direct;
 pub mod normalize;
 pub mod phase;
 
@@ -32,7 +33,7 @@ use crate::egraph::{optimize, Options, Stats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Param, ParamKind, Program, Type};
 use egg::Symbol;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A derivative program and the optimizer's statistics on it.
 #[derive(Clone, Debug)]
@@ -60,26 +61,17 @@ pub fn nested_type(prog: &Program, wrt: &[Symbol]) -> Type {
     t
 }
 
-/// The time limit covers a whole derivative command: differentiation gets
-/// at most half of it, simplification what is left (`started`: when the
-/// command began).
-fn differentiation_time(opts: &Options) -> Duration {
-    opts.time_limit / 2
-}
-
 /// The simplify phase, on an unsimplified derivative and the statistics of
-/// its differentiation phase, in the time left of the command's limit.
+/// its differentiation phases; `started`: when the command began (the total
+/// time in the statistics counts from there).
 fn simplify(
-    (p, differentiation): (Program, PhaseStats),
+    (p, differentiation): (Program, Vec<PhaseStats>),
     opts: &Options,
     started: Instant,
 ) -> Result<Derived> {
-    let opts = Options {
-        time_limit: opts.time_limit.saturating_sub(started.elapsed()),
-        ..opts.clone()
-    };
-    let mut out = optimize(&p, &opts)?;
-    out.stats.phases.insert(0, differentiation);
+    let mut out = optimize(&p, opts)?;
+    out.stats.phases.splice(0..0, differentiation);
+    out.stats.seconds = started.elapsed().as_secs_f64();
     Ok(Derived {
         program: out.program,
         stats: out.stats,
@@ -90,20 +82,21 @@ fn simplify(
 /// `wrt` input (all real inputs when empty); returns the output tangent.
 pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
-    let d = forward::jvp_program(prog, wrt, differentiation_time(opts))?;
-    simplify(d, opts, started)
+    let opts = &opts.started();
+    let (p, st) = forward::jvp_program(prog, wrt, opts)?;
+    simplify((p, vec![st]), opts, started)
 }
 
 /// The unsimplified vector-Jacobian product program.
 pub fn vjp_program(
     prog: &Program,
     wrt: &[Symbol],
-    time_limit: Duration,
+    opts: &Options,
 ) -> Result<(Program, PhaseStats)> {
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let mut taken = forward::names_in(prog);
     let w = forward::unused_name("ct", &mut taken);
-    let (body, stats) = adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, time_limit)?;
+    let (body, stats) = adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, opts)?;
     let mut params = prog.params.clone();
     params.push(Param {
         name: w,
@@ -123,18 +116,16 @@ pub fn vjp_program(
 /// the output's type; returns what `grad` returns.
 pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
-    simplify(
-        vjp_program(prog, wrt, differentiation_time(opts))?,
-        opts,
-        started,
-    )
+    let opts = &opts.started();
+    let (p, st) = vjp_program(prog, wrt, opts)?;
+    simplify((p, vec![st]), opts, started)
 }
 
 /// The unsimplified gradient program.
 pub fn grad_program(
     prog: &Program,
     wrt: &[Symbol],
-    time_limit: Duration,
+    opts: &Options,
 ) -> Result<(Program, PhaseStats)> {
     if prog.ret != Type::Real {
         return Err(Error::input(format!(
@@ -148,7 +139,7 @@ pub fn grad_program(
         &wrt,
         crate::front::ast::build::num(1.0),
         &Type::Real,
-        time_limit,
+        opts,
     )?;
     let p = Program {
         name: prog.name,
@@ -163,11 +154,9 @@ pub fn grad_program(
 /// The gradient of a function returning `R` with respect to `wrt`.
 pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
-    simplify(
-        grad_program(prog, wrt, differentiation_time(opts))?,
-        opts,
-        started,
-    )
+    let opts = &opts.started();
+    let (p, st) = grad_program(prog, wrt, opts)?;
+    simplify((p, vec![st]), opts, started)
 }
 
 /// The call the design names: the optimized gradient program.
@@ -178,16 +167,24 @@ pub fn optimize_gradient(prog: &Program, wrt: &[&str], opts: &Options) -> Result
 
 /// Hessian-vector product (forward over reverse): the original parameters,
 /// then one direction per `wrt` input; returns the derivative of the
-/// gradient along the directions.
+/// gradient along the directions. The statistics list the gradient's
+/// phases (marked "gradient: ..."), then the forward phase and the final
+/// simplification.
 pub fn hvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
-    // half the limit for the gradient, half for its derivative
     let started = Instant::now();
+    let opts = &opts.started();
     let wrt = forward::resolve_wrt(prog, wrt)?;
-    let half = Options {
-        time_limit: opts.time_limit / 2,
-        ..opts.clone()
-    };
-    let g = grad(prog, &wrt, &half)?.program;
-    let d = forward::jvp_program(&g, &wrt, differentiation_time(&half))?;
-    simplify(d, opts, started)
+    let g = grad(prog, &wrt, opts)?;
+    let mut phases: Vec<PhaseStats> = g
+        .stats
+        .phases
+        .into_iter()
+        .map(|p| PhaseStats {
+            phase: format!("gradient: {}", p.phase),
+            ..p
+        })
+        .collect();
+    let (d, st) = forward::jvp_program(&g.program, &wrt, opts)?;
+    phases.push(st);
+    simplify((d, phases), opts, started)
 }
