@@ -3,8 +3,9 @@
 //! Exit status: 0 on success, 1 for any error about the program or its
 //! inputs (with a report on stderr: file, line:column, the source line, a
 //! hint), 2 for a bad command line.
-//! Every command runs on a large stack ([`atl_egg::with_big_stack`]) because
-//! all passes recurse over the program and programs may nest 100,000 deep.
+//! Every command runs on a stack sized by its program's depth
+//! ([`atl_egg::with_stack_for`]) because all passes recurse over the program
+//! and programs may nest 100,000 deep.
 
 use crate::cli_stats;
 use atl_egg::error::{Error, ErrorKind, Result};
@@ -267,6 +268,49 @@ pub struct Session {
     pub source: Option<(String, String)>,
     /// Standard input was already read (for the program or the inputs).
     stdin_used: bool,
+    /// The program text, read from standard input before the run (to size
+    /// the run's stack by its depth).
+    program_stdin: Option<Vec<u8>>,
+}
+
+impl Session {
+    /// A session for `cmd`, and how deep its program nests
+    /// ([`atl_egg::nesting_depth`]; 0 for a command without a program or
+    /// a file that cannot be read, which the run then reports).
+    pub fn for_command(cmd: &Command) -> (Session, usize) {
+        let mut session = Session::default();
+        let depth = match cmd.program_path() {
+            Some("-") => match read_stdin(&mut session, "program") {
+                Ok(text) => {
+                    let depth = atl_egg::nesting_depth(&text);
+                    session.program_stdin = Some(text);
+                    depth
+                }
+                Err(_) => 0,
+            },
+            Some(path) => std::fs::read(path).map_or(0, |t| atl_egg::nesting_depth(&t)),
+            None => 0,
+        };
+        (session, depth)
+    }
+}
+
+impl Command {
+    /// The program file the command reads, if any.
+    fn program_path(&self) -> Option<&str> {
+        match self {
+            Command::Check { file, .. }
+            | Command::Eval { file, .. }
+            | Command::Cost { file, .. }
+            | Command::Optimize { file, .. }
+            | Command::Compile { file, .. }
+            | Command::Run { file, .. } => Some(&file.file),
+            Command::Grad(a) | Command::Jvp(a) | Command::Vjp(a) | Command::Hvp(a) => {
+                Some(&a.file.file)
+            }
+            Command::Completions { .. } => None,
+        }
+    }
 }
 
 /// An optimized program in the chosen format; the statistics on stderr.
@@ -309,7 +353,10 @@ fn read_stdin(session: &mut Session, what: &str) -> Result<Vec<u8>> {
 
 pub fn load_program(path: &str, session: &mut Session) -> Result<Program> {
     let text = if path == "-" {
-        read_stdin(session, "program")?
+        match session.program_stdin.take() {
+            Some(text) => text,
+            None => read_stdin(session, "program")?,
+        }
     } else {
         std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))?
     };
