@@ -17,6 +17,7 @@ use crate::egraph::rules::rule_set;
 use crate::egraph::runner::{collect_extents, Options, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Param, ParamKind, Program};
+use crate::front::subst::free_names;
 use crate::front::types::{param_env, type_of};
 use egg::Symbol;
 use std::collections::HashMap;
@@ -157,23 +158,30 @@ fn forward_egraph(
     fresh: &Fresh,
 ) -> (crate::egraph::analysis::AtlGraph, Vec<egg::Id>) {
     let mut extents = HashMap::new();
+    let mut used = std::collections::BTreeSet::new();
     for k in group {
         collect_extents(defs[*k], &mut extents);
+        used.extend(free_names(defs[*k]));
     }
     let mut analysis = AtlAnalysis {
         extents,
         fresh: fresh.counter(),
         ..Default::default()
     };
+    // only the names the group mentions: every name the analysis knows
+    // widens every e-class's set of free names, and a long program has
+    // thousands of tangents
     for p in &prog.params {
         if let ParamKind::Real(t) = &p.kind {
-            if !sigma.contains_key(&p.name) {
+            if !sigma.contains_key(&p.name) && used.contains(&p.name) {
                 analysis.diff.constants.insert(p.name, t.clone());
             }
         }
     }
-    for (x, dx) in sigma {
-        analysis.add_tangent(*x, *dx);
+    for x in &used {
+        if let Some(dx) = sigma.get(x) {
+            analysis.add_tangent(*x, *dx);
+        }
     }
     let mut egraph = new_graph(analysis);
     let roots = group

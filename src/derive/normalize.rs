@@ -89,9 +89,18 @@ pub fn anf(e: &Expr, fresh: &mut Fresh) -> Expr {
 /// Let-free bindings, in order, and a let-free result.
 pub type Flat = (Vec<(Symbol, Expr)>, Expr);
 
+/// `e` with the replacements `reps` applied in order; those of variables
+/// not free in `e` are skipped (a loop of many bindings would otherwise
+/// copy every binding once per binding before it: quadratic).
 fn subst_all(e: &Expr, reps: &[Replace], fresh: &mut Fresh) -> Expr {
+    let free = free_names(e);
     let mut out = e.clone();
     for r in reps {
+        if let Replace::Var(x, _) = r {
+            if !free.contains(x) {
+                continue;
+            }
+        }
         let mut f = |b: Symbol| fresh.name(b.as_str());
         out = Substituter::new(&mut f)
             .expr(&out, r)
