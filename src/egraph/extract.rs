@@ -432,7 +432,8 @@ pub fn extract_all(egraph: &AtlGraph, mut cost: WorkCost) -> HashMap<Id, CostVal
     let mut steps = 0usize;
     while let Some(c) = queue.pop_front() {
         steps += 1;
-        if steps % 64 == 0 && cost.deadline.is_some_and(|t| std::time::Instant::now() > t) {
+        if steps.is_multiple_of(64) && cost.deadline.is_some_and(|t| std::time::Instant::now() > t)
+        {
             break;
         }
         queued.remove(&c);
