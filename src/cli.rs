@@ -3,8 +3,9 @@
 //! Exit status: 0 on success, 1 for any error about the program or its
 //! inputs (with a report on stderr: file, line:column, the source line, a
 //! hint), 2 for a bad command line.
-//! Every command runs on a large stack ([`atl_egg::with_big_stack`]) because
-//! all passes recurse over the program and programs may nest 100,000 deep.
+//! Every command runs on a stack sized by its program's depth
+//! ([`atl_egg::with_stack_for`]) because all passes recurse over the program
+//! and programs may nest 100,000 deep.
 
 use crate::cli_stats;
 use atl_egg::error::{Error, ErrorKind, Result};
@@ -232,9 +233,10 @@ pub struct OptArgs {
     /// Most iterations per phase.
     #[arg(long, default_value_t = 30)]
     pub iter_limit: usize,
-    /// Seconds for the whole command (a derivative: at most half to
-    /// differentiate, the rest to optimize).
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds the whole command may take (differentiation included); past
+    /// them it fails with an error. The result never depends on it: the
+    /// node and iteration limits decide where each phase stops.
+    #[arg(long, default_value_t = egraph::runner::DEFAULT_TIME_LIMIT as f64)]
     pub time_limit: f64,
     #[command(flatten)]
     pub output: OutputArg,
@@ -257,6 +259,7 @@ impl OptArgs {
                 .as_deref()
                 .map(str::parse::<sizes::Sizes>)
                 .transpose()?,
+            deadline: None,
         })
     }
 }
@@ -268,6 +271,49 @@ pub struct Session {
     pub source: Option<(String, String)>,
     /// Standard input was already read (for the program or the inputs).
     stdin_used: bool,
+    /// The program text, read from standard input before the run (to size
+    /// the run's stack by its depth).
+    program_stdin: Option<Vec<u8>>,
+}
+
+impl Session {
+    /// A session for `cmd`, and how deep its program nests
+    /// ([`atl_egg::nesting_depth`]; 0 for a command without a program or
+    /// a file that cannot be read, which the run then reports).
+    pub fn for_command(cmd: &Command) -> (Session, usize) {
+        let mut session = Session::default();
+        let depth = match cmd.program_path() {
+            Some("-") => match read_stdin(&mut session, "program") {
+                Ok(text) => {
+                    let depth = atl_egg::nesting_depth(&text);
+                    session.program_stdin = Some(text);
+                    depth
+                }
+                Err(_) => 0,
+            },
+            Some(path) => std::fs::read(path).map_or(0, |t| atl_egg::nesting_depth(&t)),
+            None => 0,
+        };
+        (session, depth)
+    }
+}
+
+impl Command {
+    /// The program file the command reads, if any.
+    fn program_path(&self) -> Option<&str> {
+        match self {
+            Command::Check { file, .. }
+            | Command::Eval { file, .. }
+            | Command::Cost { file, .. }
+            | Command::Optimize { file, .. }
+            | Command::Compile { file, .. }
+            | Command::Run { file, .. } => Some(&file.file),
+            Command::Grad(a) | Command::Jvp(a) | Command::Vjp(a) | Command::Hvp(a) => {
+                Some(&a.file.file)
+            }
+            Command::Completions { .. } => None,
+        }
+    }
 }
 
 /// An optimized program in the chosen format; the statistics on stderr.
@@ -311,7 +357,10 @@ fn read_stdin(session: &mut Session, what: &str) -> Result<Vec<u8>> {
 pub fn load_program(file: &FileArg, session: &mut Session) -> Result<Program> {
     let path = file.file.as_str();
     let text = if path == "-" {
-        read_stdin(session, "program")?
+        match session.program_stdin.take() {
+            Some(text) => text,
+            None => read_stdin(session, "program")?,
+        }
     } else {
         std::fs::read(path).map_err(|e| Error::input(format!("cannot read {path}: {e}")))?
     };

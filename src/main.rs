@@ -1,4 +1,5 @@
-//! The `atl-egg` binary: parses the command line and runs it on a large stack.
+//! The `atl-egg` binary: parses the command line and runs it on a stack
+//! sized by the program's depth.
 
 mod cli;
 mod cli_stats;
@@ -9,10 +10,18 @@ use std::io::Write;
 
 fn main() {
     let cli = Cli::parse(); // exits with status 2 on a bad command line
-    let (outcome, source) = atl_egg::with_big_stack(move || {
-        let mut session = Session::default();
+    let (mut session, depth) = Session::for_command(&cli.command);
+    let worker = atl_egg::with_stack_for(depth, move || {
         let outcome = run(cli.command, &mut session);
         (outcome, session.source)
+    });
+    let (outcome, source) = worker.unwrap_or_else(|e| {
+        let e = atl_egg::Error::input(format!(
+            "the program nests {depth} deep: no stack of {} MiB for its passes ({e})",
+            atl_egg::stack_for_depth(depth) >> 20
+        ))
+        .with_hint("raise the memory limit (ulimit -v) or nest the program less deeply");
+        (Err(e), None)
     });
     match outcome {
         Ok(text) => {

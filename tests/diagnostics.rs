@@ -382,24 +382,29 @@ fn run_case(dir: &std::path::Path, case: &Case) -> String {
     )
 }
 
-/// A limit may cost quality, never the result: a time limit too
-/// small to differentiate in still gives a gradient, with a warning naming
-/// the flag to raise.
+/// The time limit guards the whole command and never shapes its result:
+/// a command that does not finish within it fails (exit 1) with an error
+/// naming the flag to raise, rather than print whatever it reached.
 #[test]
-fn a_tiny_time_limit_still_gives_a_gradient_and_a_warning() {
+fn a_tiny_time_limit_fails_with_an_error_naming_the_flag() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("diagnostics-limit");
     std::fs::create_dir_all(&dir).unwrap();
-    let case = cmd(
-        "differentiation-time-limit",
+    let commands: [&'static [&'static str]; 4] = [
         &["grad", "prog.atl", "--time-limit", "0.000001"],
-        Some(VEC),
-    );
-    let text = run_case(&dir, &case);
-    assert!(text.contains("exit status: 0\n"), "{text}");
-    assert!(
-        text.contains("warning") && text.contains("--time-limit"),
-        "{text}"
-    );
+        &["jvp", "prog.atl", "--time-limit", "0.000001"],
+        &["hvp", "prog.atl", "--time-limit", "0.000001"],
+        &["optimize", "prog.atl", "--time-limit", "0.000001"],
+    ];
+    for args in commands {
+        let case = cmd("time-limit", args, Some(VEC));
+        let text = run_case(&dir, &case);
+        assert!(text.contains("exit status: 1\n"), "{text}");
+        assert!(
+            text.contains("time limit") && text.contains("--time-limit"),
+            "{text}"
+        );
+        assert!(!text.contains("panicked"), "{text}");
+    }
 }
 
 #[test]

@@ -117,7 +117,7 @@ fn corpus_program(name: &str) -> Program {
 fn reduction_tree_gradient_grows_like_its_function() {
     let f = corpus_program("logsumexp_tree");
     let g = derive::grad(&f, &[], &opts()).unwrap().program;
-    let direct = derive::direct_grad_program(&f, &[]).unwrap();
+    let direct = derive::direct_grad_program(&f, &[], &opts()).unwrap();
     let none = HashMap::new();
     let mut rs = vec![];
     // (21 levels reduce up to 2^21 entries: the sizes stay below)

@@ -110,8 +110,9 @@ fn check_optimize(g: &Generated) -> Result<(), TestCaseError> {
     let opts = Options {
         node_limit: 5_000,
         iter_limit: 30,
-        time_limit: Duration::from_secs(2),
+        time_limit: Duration::from_secs(60),
         sizes: None,
+        deadline: None,
     };
     let out = optimize(&prog, &opts)
         .map_err(|e| TestCaseError::fail(format!("optimize failed: {e}\n{g:?}")))?;
@@ -211,8 +212,9 @@ fn optimize_never_raises_cost_at_any_small_size() {
         let opts = Options {
             node_limit: 5_000,
             iter_limit: 30,
-            time_limit: Duration::from_secs(2),
+            time_limit: Duration::from_secs(60),
             sizes: None,
+            deadline: None,
         };
         let opt = optimize(&prog, &opts).unwrap().program;
         for n in 0..=6 {

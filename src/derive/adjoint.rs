@@ -26,12 +26,12 @@
 
 use super::appliers::coefficients;
 use super::normalize::{anf, dead_code, lift, unflatten, Fresh};
-use super::phase::{run_and_extract, run_small};
+use super::phase::{run_and_extract, run_with, SMALL, WHOLE};
 use crate::egraph::analysis::{new_graph, AtlAnalysis, AtlGraph};
 use crate::egraph::extract::Sample;
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rule_set;
-use crate::egraph::runner::{collect_extents, extraction_samples, PhaseStats};
+use crate::egraph::runner::{collect_extents, extraction_samples, Options, PhaseStats};
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, ParamKind, Program, Type};
@@ -39,7 +39,7 @@ use crate::front::subst::free_names;
 use crate::front::types::{param_env, type_of};
 use egg::{Id, Rewrite, Symbol};
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The rules of the adjoint phase: the adjoint rules, the forward rules
 /// that push `D` to the variables (not d-let: adj-unpack-let takes the
@@ -68,9 +68,9 @@ pub fn vjp_body(
     wrt: &[Symbol],
     seed: Expr,
     seed_type: &Type,
-    time_limit: Duration,
+    opts: &Options,
 ) -> Result<(Expr, PhaseStats)> {
-    vjp_body_by(prog, wrt, seed, seed_type, time_limit, false)
+    vjp_body_by(prog, wrt, seed, seed_type, opts, false)
 }
 
 /// The body of the vector-Jacobian product built by the rules applied
@@ -82,8 +82,9 @@ pub fn direct_vjp_body(
     wrt: &[Symbol],
     seed: Expr,
     seed_type: &Type,
+    opts: &Options,
 ) -> Result<Expr> {
-    vjp_body_by(prog, wrt, seed, seed_type, Duration::ZERO, true).map(|r| r.0)
+    vjp_body_by(prog, wrt, seed, seed_type, opts, true).map(|r| r.0)
 }
 
 fn vjp_body_by(
@@ -91,11 +92,10 @@ fn vjp_body_by(
     wrt: &[Symbol],
     seed: Expr,
     seed_type: &Type,
-    time_limit: Duration,
+    opts: &Options,
     direct_only: bool,
 ) -> Result<(Expr, PhaseStats)> {
     let started = Instant::now();
-    let deadline = started + time_limit;
     let mut fresh = Fresh::above(&prog.body);
     let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let (binds, result) = dead_code(flat);
@@ -107,16 +107,17 @@ fn vjp_body_by(
         // gathers and cancels terms across bindings; binding by binding
         // when it stops at a limit
         if let Ok((egraph, root)) = adjoint_egraph(prog, wrt, seed.clone(), true) {
-            let whole = run_and_extract(
+            let (mut out, stats, _) = run_and_extract(
                 prog,
                 egraph,
                 &[root],
                 &adjoint_rules(),
-                time_limit / 10,
+                WHOLE,
+                opts,
                 "differentiate (adjoint)",
-            );
-            if let Ok((mut out, stats)) = whole {
-                return Ok((out.pop().expect("one root"), stats));
+            )?;
+            if let Some(Some(e)) = out.pop() {
+                return Ok((e, stats));
             }
         }
     }
@@ -155,7 +156,7 @@ fn vjp_body_by(
         types: &types,
         rules: &rules,
         samples: &samples,
-        deadline,
+        opts,
         direct_only,
     };
     let mut cotangents: Vec<(Symbol, Expr)> = vec![];
@@ -187,6 +188,12 @@ fn vjp_body_by(
     stats.seconds = started.elapsed().as_secs_f64();
     Ok((unflatten((all, out)), stats))
 }
+
+/// The stop reason of a differentiation phase in which some binding's
+/// e-graph stopped at a limit and its derivative was built directly (one
+/// wording, whatever the binding or the command).
+pub const DIRECT_NOTE: &str =
+    "a binding's e-graph stopped at a limit; its derivative was built directly";
 
 /// Programs of at most this many bindings (and nodes) are first
 /// differentiated in one e-graph over all of them.
@@ -233,7 +240,7 @@ struct Ctx<'a> {
     types: &'a HashMap<Symbol, Type>,
     rules: &'a [Rewrite<Atl, AtlAnalysis>],
     samples: &'a [Sample],
-    deadline: Instant,
+    opts: &'a Options,
     /// Every coefficient built directly (no e-graph).
     direct_only: bool,
 }
@@ -269,11 +276,8 @@ impl Ctx<'_> {
                 .reduce(|a, b| add_values(a, b, &self.types[&x], fresh))
                 .expect("a group"));
         }
+        self.opts.check_time()?;
         if self.direct_only {
-            return Ok(self.direct(x, forms, fresh));
-        }
-        if Instant::now() >= self.deadline {
-            stats.stop_reason = "time limit; the remaining adjoints were built directly".into();
             return Ok(self.direct(x, forms, fresh));
         }
         // only what the forms mention: copying the whole program's types
@@ -321,23 +325,26 @@ impl Ctx<'_> {
         let name = egraph.add(Atl::Sym(dx));
         let root = egraph.add(Atl::Var(name));
         let root = coefficients(&mut egraph, &t, &format!("out {x}"), root, form);
-        let (mut out, st, counter) =
-            match run_small(egraph, &[root], self.rules, self.samples, self.deadline) {
-                Ok(r) => r,
-                Err(_) => {
-                    // a limit stopped the rules: the adjoint built directly
-                    stats.stop_reason = "a binding's e-graph stopped at a limit; \
-                                         its adjoint was built directly"
-                        .to_string();
-                    return Ok(self.direct(x, forms, fresh));
-                }
-            };
+        let (mut out, st, counter) = run_with(
+            egraph,
+            &[root],
+            self.rules,
+            self.samples,
+            SMALL,
+            self.opts,
+            "differentiate (binding)",
+        )?;
+        let Some(Some(out)) = out.pop() else {
+            // a limit stopped the rules: the adjoint built directly
+            stats.stop_reason = DIRECT_NOTE.to_string();
+            return Ok(self.direct(x, forms, fresh));
+        };
         stats.iterations += st.iterations;
         stats.nodes = stats.nodes.max(st.nodes);
         stats.classes = stats.classes.max(st.classes);
         stats.extract_seconds += st.extract_seconds;
         fresh.raise_to(counter);
-        Ok(out.pop().expect("one root"))
+        Ok(out)
     }
 }
 /// The differentiation phase's starting e-graph and its root: the

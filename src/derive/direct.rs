@@ -62,7 +62,7 @@ fn wrap_iverson(p: Pred, e: Expr) -> Expr {
 /// The derivative of a black box at `a`: the entry of `f` in the table of
 /// `rules/derivatives.rules` (the one the rewrite rules are made from),
 /// instantiated with `?x := a` and `?k :=` the exponent.
-fn derivative(f: &Func, a: Expr) -> Expr {
+pub fn derivative(f: &Func, a: Expr) -> Expr {
     let entry = super::appliers::derivative_table()
         .get(&Fun::of(*f))
         .unwrap_or_else(|| panic!("derivatives.rules has no entry for {}", f.name()));

@@ -8,17 +8,19 @@
 //! being differentiated map to their tangent parameters; every `let` met by
 //! `d-let` adds `x -> dx`; other real inputs differentiate to zeros.
 
+use super::forward_direct::ForwardDirect;
 use super::normalize::{anf, lift, Fresh};
-use super::phase::run_and_extract;
+use super::phase::{run_and_extract, WHOLE};
 use crate::egraph::analysis::{new_graph, AtlAnalysis};
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rule_set;
-use crate::egraph::runner::{collect_extents, PhaseStats};
+use crate::egraph::runner::{collect_extents, Options, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Param, ParamKind, Program};
+use crate::front::subst::free_names;
+use crate::front::types::{param_env, type_of};
 use egg::Symbol;
 use std::collections::HashMap;
-use std::time::Duration;
 
 /// The rules of the differentiation phase: the forward rules, the black-box
 /// derivatives, and the zero/one identities that clean up zero tangents.
@@ -30,24 +32,24 @@ fn differentiation_rules() -> Vec<egg::Rewrite<Atl, AtlAnalysis>> {
 /// `D`-free core expression.
 ///
 /// The body is first flattened (A-normal form, let-lifting); each binding's
-/// definition and the result then go into one e-graph as separate roots
-/// `(D def)`, so the rules push `D` through one definition at a time and the
-/// number of iterations is the depth of a definition, not of the program.
-/// The `let` rule of the figure is applied here, in the assembly: every
-/// binding `x = e` becomes `x = e; dx = D[e]`.
+/// definition and the result then go into an e-graph as separate roots
+/// `(D def)` (a group of [`GROUP`] roots per e-graph), so the rules push `D`
+/// through one definition at a time and the number of iterations is the
+/// depth of a definition, not of the program. A definition the e-graph
+/// does not finish within its limits, or one too large or deep for
+/// rewriting ([`DIRECT_NODES`], [`DIRECT_DEPTH`]), is differentiated by the
+/// direct pass ([`super::forward_direct`]): every program gets its
+/// derivative. The `let` rule of the figure is applied here, in the
+/// assembly: every binding `x = e` becomes `x = e; dx = D[e]`.
 pub fn differentiate(
     prog: &Program,
     body: &Expr,
     tangents: &[(Symbol, Symbol)],
-    time_limit: Duration,
+    opts: &Options,
 ) -> Result<(Expr, PhaseStats)> {
+    let started = std::time::Instant::now();
     let mut fresh = Fresh::above(body);
     let (binds, result) = lift(&anf(body, &mut fresh), &mut fresh);
-    let mut extents = HashMap::new();
-    for (_, e) in &binds {
-        collect_extents(e, &mut extents);
-    }
-    collect_extents(&result, &mut extents);
     let mut sigma: HashMap<Symbol, Symbol> = tangents.iter().copied().collect();
     let dnames: Vec<Symbol> = binds
         .iter()
@@ -57,41 +59,139 @@ pub fn differentiate(
             dx
         })
         .collect();
-    let mut analysis = AtlAnalysis {
-        extents,
-        fresh: fresh.counter(),
-        ..Default::default()
+    let defs: Vec<&Expr> = binds
+        .iter()
+        .map(|(_, e)| e)
+        .chain(std::iter::once(&result))
+        .collect();
+    let mut derived: Vec<Option<Expr>> = vec![None; defs.len()];
+    let by_rules: Vec<usize> = (0..defs.len())
+        .filter(|k| {
+            crate::egraph::bindings::term_size(defs[*k]) <= DIRECT_NODES
+                && depth(defs[*k]) <= DIRECT_DEPTH
+        })
+        .collect();
+    let mut stats = PhaseStats {
+        phase: "differentiate (forward)".to_string(),
+        iterations: 0,
+        nodes: 0,
+        classes: 0,
+        stop_reason: "saturated".to_string(),
+        seconds: 0.0,
+        extract_seconds: 0.0,
     };
-    for p in &prog.params {
-        if let ParamKind::Real(t) = &p.kind {
-            if !sigma.contains_key(&p.name) {
-                analysis.diff.constants.insert(p.name, t.clone());
-            }
+    for group in by_rules.chunks(GROUP) {
+        let (egraph, roots) = forward_egraph(prog, &defs, group, &sigma, &fresh);
+        let (out, st, counter) = run_and_extract(
+            prog,
+            egraph,
+            &roots,
+            &differentiation_rules(),
+            WHOLE,
+            opts,
+            "differentiate (forward)",
+        )?;
+        fresh.raise_to(counter);
+        for (k, e) in group.iter().zip(out) {
+            derived[*k] = e;
+        }
+        stats.iterations += st.iterations;
+        stats.nodes = stats.nodes.max(st.nodes);
+        stats.classes = stats.classes.max(st.classes);
+        stats.extract_seconds += st.extract_seconds;
+        if stats.stop_reason == "saturated" {
+            stats.stop_reason = st.stop_reason;
         }
     }
-    for (x, dx) in sigma {
-        analysis.add_tangent(x, dx);
+    if derived.iter().any(Option::is_none) {
+        // what the e-graphs did not finish: the direct pass
+        let mut types = param_env(prog);
+        for (x, e) in &binds {
+            let t = type_of(e, &mut types)?;
+            types.insert(*x, t);
+        }
+        let mut direct = ForwardDirect {
+            tangents: sigma.clone(),
+            types,
+            fresh: &mut fresh,
+        };
+        for (k, d) in derived.iter_mut().enumerate() {
+            if d.is_none() {
+                opts.check_time()?;
+                *d = Some(direct.derivative(defs[k])?);
+            }
+        }
+        stats.stop_reason = super::adjoint::DIRECT_NOTE.to_string();
     }
-    let mut egraph = new_graph(analysis);
-    let mut roots = vec![];
-    for e in binds.iter().map(|(_, e)| e).chain(std::iter::once(&result)) {
-        let id = egraph.add_expr(&to_rec(e));
-        roots.push(egraph.add(Atl::D(id)));
-    }
-    let (mut derived, stats) = run_and_extract(
-        prog,
-        egraph,
-        &roots,
-        &differentiation_rules(),
-        time_limit,
-        "differentiate (forward)",
-    )?;
+    let mut derived: Vec<Expr> = derived.into_iter().flatten().collect();
     let dresult = derived.pop().expect("the result's derivative");
     let mut out = dresult;
     for (((x, e), dx), de) in binds.into_iter().zip(dnames).zip(derived).rev() {
         out = build::let_(x, e, build::let_(dx, de, out));
     }
+    stats.seconds = started.elapsed().as_secs_f64();
     Ok((out, stats))
+}
+
+/// At most this many definitions share one forward e-graph.
+const GROUP: usize = 64;
+
+/// Definitions larger than this (in nodes), or nested deeper than
+/// [`DIRECT_DEPTH`], are differentiated directly: rewriting pushes `D` one
+/// level per round over the whole e-graph, quadratic in the depth.
+const DIRECT_NODES: usize = 2_000;
+const DIRECT_DEPTH: usize = 100;
+
+/// The nesting depth of an expression.
+fn depth(e: &Expr) -> usize {
+    1 + e.children().map(depth).max().unwrap_or(0)
+}
+
+/// The e-graph of the definitions `defs[k]` for `k` in `group`, each as a
+/// root `(D def)`, with sigma, the constants and the extents in the
+/// analysis.
+fn forward_egraph(
+    prog: &Program,
+    defs: &[&Expr],
+    group: &[usize],
+    sigma: &HashMap<Symbol, Symbol>,
+    fresh: &Fresh,
+) -> (crate::egraph::analysis::AtlGraph, Vec<egg::Id>) {
+    let mut extents = HashMap::new();
+    let mut used = std::collections::BTreeSet::new();
+    for k in group {
+        collect_extents(defs[*k], &mut extents);
+        used.extend(free_names(defs[*k]));
+    }
+    let mut analysis = AtlAnalysis {
+        extents,
+        fresh: fresh.counter(),
+        ..Default::default()
+    };
+    // only the names the group mentions: every name the analysis knows
+    // widens every e-class's set of free names, and a long program has
+    // thousands of tangents
+    for p in &prog.params {
+        if let ParamKind::Real(t) = &p.kind {
+            if !sigma.contains_key(&p.name) && used.contains(&p.name) {
+                analysis.diff.constants.insert(p.name, t.clone());
+            }
+        }
+    }
+    for x in &used {
+        if let Some(dx) = sigma.get(x) {
+            analysis.add_tangent(*x, *dx);
+        }
+    }
+    let mut egraph = new_graph(analysis);
+    let roots = group
+        .iter()
+        .map(|k| {
+            let id = egraph.add_expr(&to_rec(defs[*k]));
+            egraph.add(Atl::D(id))
+        })
+        .collect();
+    (egraph, roots)
 }
 
 /// Every name a program uses (parameters, sizes, binders, variables).
@@ -162,7 +262,7 @@ pub fn resolve_wrt(prog: &Program, wrt: &[Symbol]) -> Result<Vec<Symbol>> {
 pub fn jvp_program(
     prog: &Program,
     wrt: &[Symbol],
-    time_limit: Duration,
+    opts: &Options,
 ) -> Result<(Program, PhaseStats)> {
     let wrt = resolve_wrt(prog, wrt)?;
     let mut taken = names_in(prog);
@@ -180,7 +280,7 @@ pub fn jvp_program(
         });
         tangents.push((*w, t));
     }
-    let (body, stats) = differentiate(prog, &prog.body, &tangents, time_limit)?;
+    let (body, stats) = differentiate(prog, &prog.body, &tangents, opts)?;
     let p = Program {
         name: prog.name,
         params,

@@ -24,6 +24,7 @@ pub mod appliers;
 pub mod context;
 pub mod direct;
 pub mod forward;
+pub mod forward_direct;
 pub mod normalize;
 pub mod phase;
 
@@ -32,7 +33,7 @@ use crate::egraph::{optimize, Options, Stats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Param, ParamKind, Program, Type};
 use egg::Symbol;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A derivative program and the optimizer's statistics on it.
 #[derive(Clone, Debug)]
@@ -60,26 +61,17 @@ pub fn nested_type(prog: &Program, wrt: &[Symbol]) -> Type {
     t
 }
 
-/// The time limit covers a whole derivative command: differentiation gets
-/// at most half of it, simplification what is left (`started`: when the
-/// command began).
-fn differentiation_time(opts: &Options) -> Duration {
-    opts.time_limit / 2
-}
-
 /// The simplify phase, on an unsimplified derivative and the statistics of
-/// its differentiation phase, in the time left of the command's limit.
+/// its differentiation phases; `started`: when the command began (the total
+/// time in the statistics counts from there).
 fn simplify(
-    (p, differentiation): (Program, PhaseStats),
+    (p, differentiation): (Program, Vec<PhaseStats>),
     opts: &Options,
     started: Instant,
 ) -> Result<Derived> {
-    let opts = Options {
-        time_limit: opts.time_limit.saturating_sub(started.elapsed()),
-        ..opts.clone()
-    };
-    let mut out = optimize(&p, &opts)?;
-    out.stats.phases.insert(0, differentiation);
+    let mut out = optimize(&p, opts)?;
+    out.stats.phases.splice(0..0, differentiation);
+    out.stats.seconds = started.elapsed().as_secs_f64();
     Ok(Derived {
         program: out.program,
         stats: out.stats,
@@ -104,10 +96,11 @@ fn within_reference(mut out: Derived, reference: Program, opts: &Options) -> Der
 /// `wrt` input (all real inputs when empty); returns the output tangent.
 pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
-    let d = forward::jvp_program(prog, wrt, differentiation_time(opts))?;
-    let reference = d.0.clone();
+    let opts = &opts.started();
+    let (p, st) = forward::jvp_program(prog, wrt, opts)?;
+    let reference = p.clone();
     Ok(within_reference(
-        simplify(d, opts, started)?,
+        simplify((p, vec![st]), opts, started)?,
         reference,
         opts,
     ))
@@ -117,33 +110,35 @@ pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
 pub fn vjp_program(
     prog: &Program,
     wrt: &[Symbol],
-    time_limit: Duration,
+    opts: &Options,
 ) -> Result<(Program, PhaseStats)> {
-    vjp_program_by(prog, wrt, Some(time_limit))
+    vjp_program_by(prog, wrt, opts, false)
 }
 
 /// The vector-Jacobian product as the rules produce it directly (see
 /// [`adjoint::direct_vjp_body`]).
-pub fn direct_vjp_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
-    vjp_program_by(prog, wrt, None).map(|r| r.0)
+pub fn direct_vjp_program(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Program> {
+    vjp_program_by(prog, wrt, opts, true).map(|r| r.0)
 }
 
-/// The unsimplified vector-Jacobian product: by e-graphs within
-/// `time_limit`, or directly without one.
+/// The unsimplified vector-Jacobian product: by e-graphs, or `direct`ly
+/// without one.
 fn vjp_program_by(
     prog: &Program,
     wrt: &[Symbol],
-    time_limit: Option<Duration>,
+    opts: &Options,
+    direct: bool,
 ) -> Result<(Program, PhaseStats)> {
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let mut taken = forward::names_in(prog);
     let w = forward::unused_name("ct", &mut taken);
-    let (body, stats) = match time_limit {
-        Some(t) => adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, t)?,
-        None => (
-            adjoint::direct_vjp_body(prog, &wrt, Expr::Var(w), &prog.ret)?,
+    let (body, stats) = if direct {
+        (
+            adjoint::direct_vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, opts)?,
             PhaseStats::direct(),
-        ),
+        )
+    } else {
+        adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, opts)?
     };
     let mut params = prog.params.clone();
     params.push(Param {
@@ -164,36 +159,38 @@ fn vjp_program_by(
 /// the output's type; returns what `grad` returns.
 pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
-    let out = simplify(
-        vjp_program(prog, wrt, differentiation_time(opts))?,
+    let opts = &opts.started();
+    let (p, st) = vjp_program(prog, wrt, opts)?;
+    let out = simplify((p, vec![st]), opts, started)?;
+    Ok(within_reference(
+        out,
+        direct_vjp_program(prog, wrt, opts)?,
         opts,
-        started,
-    )?;
-    Ok(within_reference(out, direct_vjp_program(prog, wrt)?, opts))
+    ))
 }
 
 /// The unsimplified gradient program.
 pub fn grad_program(
     prog: &Program,
     wrt: &[Symbol],
-    time_limit: Duration,
+    opts: &Options,
 ) -> Result<(Program, PhaseStats)> {
-    grad_program_by(prog, wrt, Some(time_limit))
+    grad_program_by(prog, wrt, opts, false)
 }
 
 /// The gradient as the rules produce it directly, without e-graphs or
 /// simplification: the derivative the paper's cost bound is about, and
 /// the one [`grad`] falls back to (see [`adjoint::direct_vjp_body`]).
-pub fn direct_grad_program(prog: &Program, wrt: &[Symbol]) -> Result<Program> {
-    grad_program_by(prog, wrt, None).map(|r| r.0)
+pub fn direct_grad_program(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Program> {
+    grad_program_by(prog, wrt, opts, true).map(|r| r.0)
 }
 
-/// The unsimplified gradient: by e-graphs within `time_limit`, or
-/// directly without one.
+/// The unsimplified gradient: by e-graphs, or `direct`ly without one.
 fn grad_program_by(
     prog: &Program,
     wrt: &[Symbol],
-    time_limit: Option<Duration>,
+    opts: &Options,
+    direct: bool,
 ) -> Result<(Program, PhaseStats)> {
     if prog.ret != Type::Real {
         return Err(Error::input(format!(
@@ -203,12 +200,13 @@ fn grad_program_by(
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let one = crate::front::ast::build::num(1.0);
-    let (body, stats) = match time_limit {
-        Some(t) => adjoint::vjp_body(prog, &wrt, one, &Type::Real, t)?,
-        None => (
-            adjoint::direct_vjp_body(prog, &wrt, one, &Type::Real)?,
+    let (body, stats) = if direct {
+        (
+            adjoint::direct_vjp_body(prog, &wrt, one, &Type::Real, opts)?,
             PhaseStats::direct(),
-        ),
+        )
+    } else {
+        adjoint::vjp_body(prog, &wrt, one, &Type::Real, opts)?
     };
     let p = Program {
         name: prog.name,
@@ -223,12 +221,14 @@ fn grad_program_by(
 /// The gradient of a function returning `R` with respect to `wrt`.
 pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
-    let out = simplify(
-        grad_program(prog, wrt, differentiation_time(opts))?,
+    let opts = &opts.started();
+    let (p, st) = grad_program(prog, wrt, opts)?;
+    let out = simplify((p, vec![st]), opts, started)?;
+    Ok(within_reference(
+        out,
+        direct_grad_program(prog, wrt, opts)?,
         opts,
-        started,
-    )?;
-    Ok(within_reference(out, direct_grad_program(prog, wrt)?, opts))
+    ))
 }
 
 /// The call the design names: the optimized gradient program.
@@ -239,20 +239,28 @@ pub fn optimize_gradient(prog: &Program, wrt: &[&str], opts: &Options) -> Result
 
 /// Hessian-vector product (forward over reverse): the original parameters,
 /// then one direction per `wrt` input; returns the derivative of the
-/// gradient along the directions.
+/// gradient along the directions. The statistics list the gradient's
+/// phases (marked "gradient: ..."), then the forward phase and the final
+/// simplification.
 pub fn hvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
-    // half the limit for the gradient, half for its derivative
     let started = Instant::now();
+    let opts = &opts.started();
     let wrt = forward::resolve_wrt(prog, wrt)?;
-    let half = Options {
-        time_limit: opts.time_limit / 2,
-        ..opts.clone()
-    };
-    let g = grad(prog, &wrt, &half)?.program;
-    let d = forward::jvp_program(&g, &wrt, differentiation_time(&half))?;
-    let reference = d.0.clone();
+    let g = grad(prog, &wrt, opts)?;
+    let mut phases: Vec<PhaseStats> = g
+        .stats
+        .phases
+        .into_iter()
+        .map(|p| PhaseStats {
+            phase: format!("gradient: {}", p.phase),
+            ..p
+        })
+        .collect();
+    let (d, st) = forward::jvp_program(&g.program, &wrt, opts)?;
+    phases.push(st);
+    let reference = d.clone();
     Ok(within_reference(
-        simplify(d, opts, started)?,
+        simplify((d, phases), opts, started)?,
         reference,
         opts,
     ))

@@ -89,15 +89,74 @@ pub fn anf(e: &Expr, fresh: &mut Fresh) -> Expr {
 /// Let-free bindings, in order, and a let-free result.
 pub type Flat = (Vec<(Symbol, Expr)>, Expr);
 
+/// `e` with the replacements `reps` applied in order; those of variables
+/// not free in `e` are skipped, and when no binder of `e` could capture
+/// (no renaming needed) the variables are replaced in one pass: a loop of
+/// many bindings would otherwise copy every binding, and the loop's body,
+/// once per binding before it (quadratic).
 fn subst_all(e: &Expr, reps: &[Replace], fresh: &mut Fresh) -> Expr {
+    let free = free_names(e);
+    let applied: Vec<&Replace> = reps
+        .iter()
+        .filter(|r| !matches!(r, Replace::Var(x, _) if !free.contains(x)))
+        .collect();
+    let mut by: std::collections::HashMap<Symbol, &Expr> = std::collections::HashMap::new();
+    let mut avoid = BTreeSet::new();
+    for r in &applied {
+        if let Replace::Var(x, to) = r {
+            by.insert(*x, to);
+            avoid.insert(*x);
+            avoid.extend(free_names(to));
+        }
+    }
+    if by.len() == applied.len() && binders(e).is_disjoint(&avoid) {
+        return replace_vars(e, &by);
+    }
     let mut out = e.clone();
-    for r in reps {
+    for r in applied {
         let mut f = |b: Symbol| fresh.name(b.as_str());
         out = Substituter::new(&mut f)
             .expr(&out, r)
             .expect("renaming a variable to an access cannot overflow");
     }
     out
+}
+
+/// Every name `e` binds (`let`, `gen`, `sum`, `exists`).
+fn binders(e: &Expr) -> BTreeSet<Symbol> {
+    fn pred(p: &crate::front::ast::Pred, out: &mut BTreeSet<Symbol>) {
+        use crate::front::ast::Pred;
+        match p {
+            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred(q, out)),
+            Pred::Exists(i, _, q) => {
+                out.insert(*i);
+                pred(q, out);
+            }
+            _ => {}
+        }
+    }
+    fn go(e: &Expr, out: &mut BTreeSet<Symbol>) {
+        match e {
+            Expr::Let(x, ..) | Expr::Gen(x, ..) | Expr::Sum(x, ..) => {
+                out.insert(*x);
+            }
+            Expr::Iverson(p, _) => pred(p, out),
+            _ => {}
+        }
+        e.children().for_each(|c| go(c, out));
+    }
+    let mut out = BTreeSet::new();
+    go(e, &mut out);
+    out
+}
+
+/// `e` with every variable of `by` replaced by its term, in one pass (no
+/// binder of `e` may capture: see [`subst_all`]).
+fn replace_vars(e: &Expr, by: &std::collections::HashMap<Symbol, &Expr>) -> Expr {
+    match e {
+        Expr::Var(x) => by.get(x).map_or_else(|| e.clone(), |t| (*t).clone()),
+        _ => e.map_children(|c| replace_vars(c, by)),
+    }
 }
 
 /// Out of a loop over `i < d`: every binding becomes a tensor over `i`; the

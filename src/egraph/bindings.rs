@@ -36,12 +36,12 @@ use crate::front::subst::{free_names, Replace, Substituter};
 use crate::front::types::{param_env, type_of, TypeEnv};
 use egg::Symbol;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Flattened programs of at most this many nodes are also optimized whole
-/// (each of the two runs in at most a quarter of the time limit; from the
-/// per-binding result with a quarter of the node limit too: it finds the
-/// inlining and sharing across bindings that per-binding e-graphs miss).
+/// (from the per-binding result with a quarter of the node limit: it finds
+/// the inlining and sharing across bindings that per-binding e-graphs
+/// miss).
 const WHOLE_PROGRAM_NODES: usize = 400;
 
 /// A unit that adds more terms than this is optimized term by term.
@@ -51,7 +51,7 @@ const MAX_TERMS: usize = 4;
 /// sample), in core forms, with readable names.
 pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     let started = Instant::now();
-    let deadline = started + opts.time_limit;
+    let opts = &opts.started();
     let mut next_id = crate::front::subst::max_fresh_suffix(&prog.body);
     let mut candidates = vec![];
     let mut phases = vec![];
@@ -62,10 +62,9 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         ..prog.clone()
     };
 
-    let local = by_binding(&cleaned, opts, deadline, &mut next_id)?;
+    let local = by_binding(&cleaned, opts, &mut next_id)?;
     phases.extend(local.1);
     let local = local.0;
-    let left = |now: Instant| deadline.saturating_duration_since(now);
     if term_size(&local.body) <= WHOLE_PROGRAM_NODES || input_small {
         // inlining and sharing across bindings: the whole (small) program
         // in one e-graph, from the per-binding result and from the input
@@ -74,16 +73,10 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         } else {
             vec![&local]
         };
-        let n = starts.len() as u32;
         for (k, start) in starts.into_iter().enumerate() {
-            let time = (left(Instant::now()) / (n - k as u32)).min(opts.time_limit / 4);
-            if time.is_zero() {
-                break;
-            }
             let w = optimize_whole(
                 start,
                 &Options {
-                    time_limit: time,
                     // the per-binding result needs little more; the input
                     // gets what one e-graph over the program always got
                     node_limit: if k == 0 {
@@ -141,7 +134,6 @@ type Memo = HashMap<String, (Expr, HashMap<Symbol, Symbol>)>;
 struct Units<'a> {
     prog: &'a Program,
     opts: &'a Options,
-    deadline: Instant,
     types: TypeEnv,
     memo: Memo,
     /// Statistics summed over the units, per phase.
@@ -149,8 +141,6 @@ struct Units<'a> {
     /// Units that stopped at a limit, and units in all.
     limited: usize,
     count: usize,
-    /// Units left to do, for sharing the time.
-    left: usize,
     /// Bindings made by the units' own optimization (lifted lets), to go
     /// before the binding being optimized.
     extra: Vec<(Symbol, Expr)>,
@@ -160,7 +150,6 @@ struct Units<'a> {
 fn by_binding(
     prog: &Program,
     opts: &Options,
-    deadline: Instant,
     next_id: &mut u64,
 ) -> Result<(Program, Vec<PhaseStats>)> {
     // lifting needs binder names used once (a derivative may copy a `let`)
@@ -175,17 +164,14 @@ fn by_binding(
         let t = type_of(e, &mut types)?;
         types.insert(*x, t);
     }
-    let leaves = pair_leaves(&result);
     let mut units = Units {
         prog,
         opts,
-        deadline,
         types,
         memo: Memo::new(),
         stats: vec![],
         limited: 0,
         count: 0,
-        left: binds.len() + leaves,
         extra: vec![],
     };
     let mut out = vec![];
@@ -218,14 +204,6 @@ fn by_binding(
         },
         stats,
     ))
-}
-
-/// How many leaves a (nested) pair has.
-fn pair_leaves(e: &Expr) -> usize {
-    match e {
-        Expr::Pair(a, b) => pair_leaves(a) + pair_leaves(b),
-        _ => 1,
-    }
 }
 
 /// `k` copies of the real term `t` added up, as one product: `k · t`, or
@@ -264,7 +242,6 @@ impl Units<'_> {
         if terms.len() <= MAX_TERMS {
             return self.optimize_unit(e, next_id);
         }
-        self.left += terms.len();
         // equal optimized terms are added once, times their count
         let mut like: Vec<(String, Expr, u32)> = vec![];
         for t in terms {
@@ -300,9 +277,8 @@ impl Units<'_> {
     /// One unit in its own e-graph (or from the memo); the lets its
     /// optimization makes go to `self.extra`.
     fn optimize_unit(&mut self, e: &Expr, next_id: &mut u64) -> Result<Expr> {
-        self.left = self.left.saturating_sub(1);
-        let now = Instant::now();
-        if now >= self.deadline || is_trivial(e) {
+        self.opts.check_time()?;
+        if is_trivial(e) {
             return Ok(e.clone());
         }
         let reals: Vec<Symbol> = free_names(e)
@@ -349,14 +325,7 @@ impl Units<'_> {
                     body: renamed,
                     ret,
                 };
-                let share = self.deadline.saturating_duration_since(now) / (self.left as u32 + 1);
-                let w = optimize_whole(
-                    &mini,
-                    &Options {
-                        time_limit: share.max(Duration::from_millis(20)),
-                        ..self.opts.clone()
-                    },
-                )?;
+                let w = optimize_whole(&mini, self.opts)?;
                 self.note(&w.stats.phases);
                 let hit = (w.program.body, w.hints);
                 self.memo.insert(key, hit.clone());

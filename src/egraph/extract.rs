@@ -206,9 +206,13 @@ pub struct WorkCost<'a> {
     /// Costs of terms already seen: egg's extractor re-costs every node on
     /// every pass, and most terms do not change between passes.
     pub memo: HashMap<u128, Vec<u128>>,
-    /// After this instant only dense upper bounds are computed (no
-    /// counting), so extraction of a large e-graph stays bounded in time.
-    pub exact_until: Option<std::time::Instant>,
+    /// How many more exact costings (terms not costed before) may be made;
+    /// after that only dense upper bounds are computed (no counting), so
+    /// extraction of a large e-graph stays bounded. `None`: no bound.
+    pub exact_left: Option<usize>,
+    /// Extraction stops early past this instant (the caller then fails the
+    /// command: it is the command's deadline, never a place to stop).
+    pub deadline: Option<std::time::Instant>,
     /// Terms larger than this (in nodes) are not considered.
     pub max_term_size: usize,
 }
@@ -219,7 +223,8 @@ impl<'a> WorkCost<'a> {
             egraph,
             samples,
             memo: HashMap::new(),
-            exact_until: None,
+            exact_left: None,
+            deadline: None,
             max_term_size: MAX_TERM_SIZE,
         }
     }
@@ -234,8 +239,13 @@ impl<'a> WorkCost<'a> {
         self
     }
 
+    pub fn with_exact_costings(mut self, n: usize) -> WorkCost<'a> {
+        self.exact_left = Some(n);
+        self
+    }
+
     pub fn with_deadline(mut self, t: std::time::Instant) -> WorkCost<'a> {
-        self.exact_until = Some(t);
+        self.deadline = Some(t);
         self
     }
 }
@@ -425,9 +435,10 @@ impl CostFunction<Atl> for WorkCost<'_> {
             None => {
                 let k = match tree.term() {
                     Some(Term::Expr(e)) => {
-                        let exact = self
-                            .exact_until
-                            .is_none_or(|t| std::time::Instant::now() < t);
+                        let exact = self.exact_left.is_none_or(|n| n > 0);
+                        if let Some(n) = &mut self.exact_left {
+                            *n = n.saturating_sub(1);
+                        }
                         let costs: Vec<u128> = self
                             .samples
                             .iter()
@@ -473,7 +484,13 @@ pub fn extract_all(egraph: &AtlGraph, mut cost: WorkCost) -> HashMap<Id, CostVal
         }
     }
     let mut evaluations = 0usize;
+    let mut steps = 0usize;
     while let Some(c) = queue.pop_front() {
+        steps += 1;
+        if steps.is_multiple_of(64) && cost.deadline.is_some_and(|t| std::time::Instant::now() > t)
+        {
+            break;
+        }
         queued.remove(&c);
         let class = &egraph[c];
         let mut cand: Option<CostVal> = None;

@@ -11,9 +11,11 @@
 //!    associativity, factoring, sums interchanged, factors moved out of
 //!    sums), under egg's `BackoffScheduler`.
 //!
-//! Each phase stops at the node, iteration or time limit, whichever comes
-//! first; the best program found so far is extracted and `Stats` says which
-//! limit stopped it.
+//! Each phase stops at its node or iteration limit, whichever comes first;
+//! the best program found so far is extracted and `Stats` says which limit
+//! stopped it. Only counts shape a result, so the same input gives the same
+//! output whatever the machine's load; the command's time limit is a guard
+//! that fails the command ([`Options::check_time`]), never a place to stop.
 
 use super::analysis::{new_graph, term_classes, term_nodes, AtlAnalysis};
 use super::bounded::Bounded;
@@ -36,22 +38,67 @@ pub struct Options {
     pub node_limit: usize,
     /// Most iterations per phase.
     pub iter_limit: usize,
-    /// Time for the whole optimization; a derivative command shares it
-    /// with differentiation (see `derive`).
+    /// The guard on the whole command (differentiation included): past it
+    /// the command fails with an error naming `--time-limit`. It never
+    /// decides where a phase stops (the counts above do).
     pub time_limit: Duration,
     /// The user's sizes, compared after the largest sample.
     pub sizes: Option<Sizes>,
+    /// When the command's time runs out: fixed from `time_limit` by the
+    /// first entry point that runs (`None` until then).
+    pub deadline: Option<Instant>,
 }
+
+/// The default of `--time-limit`, in seconds: generous, since it only
+/// guards against a command that would run away.
+pub const DEFAULT_TIME_LIMIT: u64 = 60;
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             node_limit: 10_000,
             iter_limit: 30,
-            time_limit: Duration::from_secs(10),
+            time_limit: Duration::from_secs(DEFAULT_TIME_LIMIT),
             sizes: None,
+            deadline: None,
         }
     }
+}
+
+impl Options {
+    /// These options with the command's deadline fixed (from now, unless
+    /// an enclosing entry point fixed it already).
+    pub fn started(&self) -> Options {
+        Options {
+            deadline: Some(self.deadline_at()),
+            ..self.clone()
+        }
+    }
+
+    /// The command's deadline (from now when not fixed yet).
+    pub fn deadline_at(&self) -> Instant {
+        self.deadline
+            .unwrap_or_else(|| Instant::now() + self.time_limit)
+    }
+
+    /// An error when the command's time is up: the command fails rather
+    /// than return whatever it reached.
+    pub fn check_time(&self) -> Result<()> {
+        check_deadline(self.deadline_at(), self.time_limit)
+    }
+}
+
+/// The error of a command past its time limit (`limit`), or nothing before
+/// `deadline`.
+pub fn check_deadline(deadline: Instant, limit: Duration) -> Result<()> {
+    if Instant::now() < deadline {
+        return Ok(());
+    }
+    Err(crate::error::Error::transform(format!(
+        "the command did not finish within its time limit ({} s)",
+        limit.as_secs_f64()
+    ))
+    .with_hint("raise --time-limit (the result does not depend on it: it only stops a command that runs too long)"))
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -366,28 +413,32 @@ struct PhaseInput<'a> {
     extents: &'a HashMap<Symbol, Affine>,
     samples: &'a [Sample],
     opts: &'a Options,
-    deadline: Instant,
-    /// This phase gets 1/phases_left of the time left.
-    phases_left: u32,
     /// Other orders of samples to extract by as well (alternative
     /// candidates for the guard).
     alternatives: &'a [Vec<Sample>],
 }
 
+/// Most exact costings (of terms not costed before) one extraction makes;
+/// later terms get the dense upper bound, which needs no enumeration. A
+/// count, not a time, so that the extracted term does not depend on the
+/// machine's speed.
+pub const EXACT_COSTINGS: usize = 20_000;
+
 /// One phase of saturation; returns the extracted body (and one more
-/// candidate per alternative sample order).
-fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
+/// candidate per alternative sample order). Fails only past the command's
+/// deadline.
+fn run_phase(input: PhaseInput) -> Result<(Vec<Expr>, PhaseStats)> {
     let PhaseInput {
         name,
         body,
         extents,
         samples,
         opts,
-        deadline,
-        phases_left,
         alternatives,
     } = input;
     let started = Instant::now();
+    let deadline = opts.deadline_at();
+    opts.check_time()?;
     let rules = rule_set(&[name]);
     let analysis = AtlAnalysis {
         extents: extents.clone(),
@@ -396,14 +447,11 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
     };
     let mut egraph = new_graph(analysis);
     let root = egraph.add_expr(&to_rec(body));
-    // each phase gets its share of what is left (extraction included)
-    let left = deadline.saturating_duration_since(Instant::now()) / phases_left;
     let node_limit = if name == "normalize" {
         opts.node_limit / 4
     } else {
         opts.node_limit
     };
-    let left = left.max(Duration::from_millis(1));
     let runner = Runner::default()
         .with_egraph(egraph)
         // the limits are checked within iterations (egg's node limit, which
@@ -411,24 +459,26 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
         .with_scheduler(Bounded::around(
             BackoffScheduler::default(),
             node_limit,
-            Instant::now() + left,
+            deadline,
         ))
         .with_node_limit(usize::MAX)
         .with_iter_limit(opts.iter_limit)
-        .with_time_limit(left)
+        .with_time_limit(time_left(deadline))
         .run(&rules);
+    opts.check_time()?;
     let egraph = &runner.egraph;
     let root = egraph.find(root);
     let extract_started = Instant::now();
-    // counting stops at the phase's share of the time; dense bounds after
-    let exact_until = Instant::now() + left / 2 + Duration::from_millis(200);
     let mut out = vec![];
     for order in std::iter::once(samples).chain(alternatives.iter().map(|v| v.as_slice())) {
         let best = extract_best(
             egraph,
-            WorkCost::new(egraph, order).with_deadline(exact_until),
+            WorkCost::new(egraph, order)
+                .with_exact_costings(EXACT_COSTINGS)
+                .with_deadline(deadline),
             root,
         );
+        opts.check_time()?;
         let e = match best.as_ref().and_then(|b| b.term().map(|t| (t, b))) {
             Some((super::extract::Term::Expr(e), b)) if b.key.iter().all(|k| *k < UNUSABLE) => e,
             _ => body.clone(),
@@ -438,7 +488,16 @@ fn run_phase(input: PhaseInput) -> (Vec<Expr>, PhaseStats) {
         }
     }
     let stats = PhaseStats::of(name, &runner, started, extract_started);
-    (out, stats)
+    Ok((out, stats))
+}
+
+/// The time egg's runner may take: until `deadline` (its own time limit
+/// is only a backstop; the scheduler stops at the deadline, and the
+/// caller then fails the command).
+pub fn time_left(deadline: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1))
 }
 
 /// A program optimized in one e-graph, its binders still named canonically
@@ -454,7 +513,7 @@ pub struct Whole {
 /// canonical; [`crate::front::names::readable`] with the hints prints them.
 pub fn optimize_whole(prog: &Program, opts: &Options) -> Result<Whole> {
     let started = Instant::now();
-    let deadline = started + opts.time_limit;
+    let opts = &opts.started();
     let mut extents = HashMap::new();
     collect_extents(&prog.body, &mut extents);
     let samples = extraction_samples(prog, opts.sizes.as_ref());
@@ -468,7 +527,6 @@ pub fn optimize_whole(prog: &Program, opts: &Options) -> Result<Whole> {
     let mut phases = vec![];
     for (k, name) in PHASES.iter().enumerate() {
         let last = k + 1 == PHASES.len();
-        let left = (PHASES.len() - k) as u32 * 2;
         let alternatives = if last {
             std::slice::from_ref(&small_first)
         } else {
@@ -480,10 +538,8 @@ pub fn optimize_whole(prog: &Program, opts: &Options) -> Result<Whole> {
             extents: &extents,
             samples: &samples,
             opts,
-            deadline,
-            phases_left: left,
             alternatives,
-        });
+        })?;
         for e in &next {
             collect_extents(e, &mut extents);
         }
@@ -663,6 +719,7 @@ pub fn guard(
     let mut queue: std::collections::VecDeque<(Program, bool)> =
         candidates.into_iter().map(|c| (c, false)).collect();
     while let Some((candidate, bracketed)) = queue.pop_front() {
+        opts.check_time()?;
         let candidate = Program {
             body: super::letpasses::drop_false_brackets(&candidate.body),
             ..candidate

@@ -1,0 +1,237 @@
+//! Limits that hold, and a result for every program:
+//!
+//! * a normal run fits in 2 GB of address space (`ulimit -v`): the worker
+//!   thread's stack is sized by the program's depth, not reserved for the
+//!   deepest program;
+//! * `jvp` and `hvp` give a derivative of programs too wide or too long for
+//!   the e-graphs to finish (a sum of 5,000 terms for `jvp`, of 1,000 for
+//!   `hvp`, a chain of 2,000 bindings for both), equal by value to dual
+//!   numbers, in a time measured here with a generous margin;
+//! * the time limit fails a command that would run past it, within about a
+//!   second, with an error naming `--time-limit`.
+
+mod common;
+
+use atl_egg::derive;
+use atl_egg::egraph::Options;
+use atl_egg::front::ast::Program;
+use atl_egg::semantics::dual::jvp as dual_jvp;
+use atl_egg::semantics::eval::evaluate;
+use atl_egg::semantics::numerics::inner_product;
+use atl_egg::semantics::value::{random_value, Inputs, Value};
+use egg::Symbol;
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_atl-egg");
+
+fn corpus(name: &str) -> String {
+    format!("{}/corpus/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `atl-egg ARGS` under `ulimit -v KB`: exit status, stdout, stderr.
+fn run_limited(kb: u64, args: &[&str]) -> (i32, String, String) {
+    let line = format!("ulimit -v {kb}; exec \"$0\" \"$@\"");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .arg(BIN)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_normal_run_fits_in_two_gigabytes_of_address_space() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("limits-ulimit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let inputs = dir.join("in.json");
+    std::fs::write(&inputs, r#"{"A": [[1, 2], [3, 4]], "B": [[5, 6], [7, 8]]}"#).unwrap();
+    let prog = corpus("matmul.atl");
+    let inputs = inputs.to_str().unwrap();
+    let grad = corpus("ridge_regression.atl");
+    for args in [
+        vec!["check", prog.as_str()],
+        vec!["eval", prog.as_str(), "--inputs", inputs],
+        vec!["optimize", prog.as_str()],
+        vec!["grad", grad.as_str()],
+        vec!["hvp", grad.as_str()],
+    ] {
+        let (code, out, err) = run_limited(2_000_000, &args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!out.is_empty(), "{args:?}");
+    }
+}
+
+/// A program nested deeper than the address space allows a stack for
+/// gets a clear error, not a crash.
+#[test]
+fn a_program_too_deep_for_the_memory_is_an_error() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("limits-deep");
+    std::fs::create_dir_all(&dir).unwrap();
+    let depth = 1_000_000;
+    let path = dir.join("deep.atl");
+    let text = format!(
+        "(fn f ((x R)) {}x{})",
+        "(sin ".repeat(depth),
+        ")".repeat(depth)
+    );
+    std::fs::write(&path, text).unwrap();
+    let (code, _, err) = run_limited(2_000_000, &["check", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nests") && err.contains("ulimit"), "{err}");
+}
+
+fn opts() -> Options {
+    Options {
+        time_limit: Duration::from_secs(600),
+        ..Options::default()
+    }
+}
+
+/// `f(x) = x0·x0 + Σ_{k≥1} xk·sin(xk)` over a vector of `n` entries,
+/// written as one sum of `n` terms.
+fn wide_sum(n: usize) -> Program {
+    let mut e = "(* (get x 0) (get x 0))".to_string();
+    for k in 1..n {
+        e = format!("(+ {e} (* (get x {k}) (sin (get x {k}))))");
+    }
+    atl_egg::parse(&format!("(fn f ((x (tensor {n} R))) {e})")).unwrap()
+}
+
+/// A chain of `n` bindings: `y0 = Σ xi·xi`, `yk = sin(0.5·y(k-1))`.
+fn long_chain(n: usize) -> Program {
+    let mut text = String::from("(fn f ((n size) (x (tensor n R)))\n");
+    text += "(let y0 (sum i n (* (get x i) (get x i)))\n";
+    for k in 1..n {
+        text += &format!("(let y{k} (sin (* y{} 0.5))\n", k - 1);
+    }
+    text += &format!("y{}{})", n - 1, ")".repeat(n));
+    atl_egg::parse(&text).unwrap()
+}
+
+fn x() -> Symbol {
+    Symbol::from("x")
+}
+
+/// Inputs `x` (of `len` entries) and a direction `dx` with the program's
+/// sizes.
+fn point(prog: &Program, len: i64) -> (Inputs, Value) {
+    let mut rng = common::Rng::new(7);
+    let mut inputs = Inputs::default();
+    for s in &prog.sizes {
+        inputs.sizes.insert(*s, len);
+    }
+    let ty = match &prog.param(x()).unwrap().kind {
+        atl_egg::ParamKind::Real(t) => t.clone(),
+        _ => unreachable!(),
+    };
+    let v = random_value(&ty, &inputs.sizes, &mut || rng.unit()).unwrap();
+    let d = random_value(&ty, &inputs.sizes, &mut || rng.unit()).unwrap();
+    inputs.values.insert(x(), v);
+    (inputs, d)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-8 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// `jvp f` at `x` along `d` equals dual numbers.
+fn check_jvp(prog: &Program, inputs: &Inputs, d: &Value) {
+    let j = derive::jvp(prog, &[x()], &opts()).unwrap().program;
+    let mut with = inputs.clone();
+    with.values.insert(Symbol::from("dx"), d.clone());
+    let got = evaluate(&j, &with).unwrap();
+    let (_, want) = dual_jvp(prog, inputs, &HashMap::from([(x(), d.clone())])).unwrap();
+    let (got, want) = (inner_product(&got, &got), inner_product(&want, &want));
+    assert!(close(got, want), "|jvp|² = {got}, dual numbers {want}");
+}
+
+/// `hvp f` at `x` along `d`, projected on `d`, equals dual numbers on the
+/// gradient.
+fn check_hvp(prog: &Program, inputs: &Inputs, d: &Value) {
+    let h = derive::hvp(prog, &[x()], &opts()).unwrap().program;
+    let g = derive::grad(prog, &[x()], &opts()).unwrap().program;
+    let mut with = inputs.clone();
+    with.values.insert(Symbol::from("dx"), d.clone());
+    let got = inner_product(&evaluate(&h, &with).unwrap(), d);
+    let (_, dg) = dual_jvp(&g, inputs, &HashMap::from([(x(), d.clone())])).unwrap();
+    let want = inner_product(&dg, d);
+    assert!(close(got, want), "<hvp, d> = {got}, dual numbers {want}");
+}
+
+/// Each derivative within `limit` (measured; far above what it takes).
+fn timed(what: &str, limit: Duration, f: impl FnOnce()) {
+    let started = Instant::now();
+    f();
+    let took = started.elapsed();
+    assert!(took < limit, "{what} took {took:?}");
+    eprintln!("{what}: {took:?}");
+}
+
+#[test]
+fn jvp_of_a_sum_of_5000_terms_and_hvp_of_1000() {
+    atl_egg::with_big_stack(|| {
+        let p = wide_sum(5_000);
+        let (inputs, d) = point(&p, 5_000);
+        timed("jvp of 5,000 terms", Duration::from_secs(120), || {
+            check_jvp(&p, &inputs, &d)
+        });
+        let p = wide_sum(1_000);
+        let (inputs, d) = point(&p, 1_000);
+        timed("hvp of 1,000 terms", Duration::from_secs(240), || {
+            check_hvp(&p, &inputs, &d)
+        });
+    });
+}
+
+#[test]
+fn jvp_and_hvp_of_a_chain_of_2000_bindings() {
+    atl_egg::with_big_stack(|| {
+        let p = long_chain(2_000);
+        let (inputs, d) = point(&p, 5);
+        timed("jvp of 2,000 bindings", Duration::from_secs(120), || {
+            check_jvp(&p, &inputs, &d)
+        });
+        timed("hvp of 2,000 bindings", Duration::from_secs(240), || {
+            check_hvp(&p, &inputs, &d)
+        });
+    });
+}
+
+/// A command that cannot finish in its time limit fails about then.
+#[test]
+fn the_time_limit_stops_a_long_command_within_a_second() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("limits-time");
+    std::fs::create_dir_all(&dir).unwrap();
+    let depth = 100_000;
+    let path = dir.join("sin.atl");
+    let text = format!(
+        "(fn f ((x R)) {}x{})",
+        "(sin ".repeat(depth),
+        ")".repeat(depth)
+    );
+    std::fs::write(&path, text).unwrap();
+    for command in ["grad", "jvp"] {
+        let started = Instant::now();
+        let out = Command::new(BIN)
+            .args([command, path.to_str().unwrap(), "--time-limit", "3"])
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            continue; // finished within the limit: nothing to check
+        }
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("--time-limit"), "{err}");
+        // about a second past the limit (more on a loaded machine)
+        assert!(took < Duration::from_secs(3 + 5), "{command}: {took:?}");
+    }
+}
