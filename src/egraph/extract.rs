@@ -29,7 +29,7 @@ use super::language::{Atl, Fun};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
 use crate::front::subst::free_names;
-use crate::semantics::cost::{cost_expr, cost_expr_budget, CostCtx};
+use crate::semantics::cost::{cost_expr_budget, CostCtx};
 use crate::semantics::value::{Relation, Sizes};
 use egg::{CostFunction, Id, Language, Symbol};
 use std::cmp::Ordering;
@@ -383,12 +383,19 @@ fn close(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> (Expr, Vec<
     (wrapped, bindings)
 }
 
+/// How many loop values the guard's costing of one program at one sample
+/// may enumerate: at sizes near 10^6 a nest that cannot be counted in
+/// closed form fails fast (as [`UNUSABLE`]) instead of enumerating for
+/// seconds.
+pub const GUARD_BUDGET: u64 = 2_000_000;
+
 /// Exact cost of an open expression at a sample: free index variables with a
-/// known extent are summed over it (wrapped in `gen`s).
+/// known extent are summed over it (wrapped in `gen`s); [`UNUSABLE`] when
+/// counting would take more than [`GUARD_BUDGET`].
 pub fn cost_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> u128 {
     let (wrapped, bindings) = close(e, extents, s);
     let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
-    cost_expr(&wrapped, &ctx).unwrap_or(UNUSABLE)
+    cost_expr_budget(&wrapped, &ctx, GUARD_BUDGET).unwrap_or(UNUSABLE)
 }
 
 impl CostFunction<Atl> for WorkCost<'_> {
