@@ -16,7 +16,7 @@ use std::path::Path;
 
 fn opts() -> Options {
     Options {
-        time_limit: std::time::Duration::from_secs(60),
+        time_limit: std::time::Duration::from_secs(600),
         ..Default::default()
     }
 }

@@ -31,7 +31,7 @@ fn corpus() -> Vec<CorpusProgram> {
 
 fn opts() -> Options {
     Options {
-        time_limit: std::time::Duration::from_secs(60),
+        time_limit: std::time::Duration::from_secs(600),
         ..Default::default()
     }
 }

@@ -59,7 +59,7 @@ fn nested_brackets_over_a_pair_stay_small() {
 
 fn opts() -> Options {
     Options {
-        time_limit: Duration::from_secs(20),
+        time_limit: Duration::from_secs(600),
         ..Default::default()
     }
 }

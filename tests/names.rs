@@ -204,7 +204,7 @@ pub fn check_printed(what: &str, p: &Program) -> Vec<String> {
 fn printed_names_are_c_identifiers() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
     let opts = Options {
-        time_limit: std::time::Duration::from_secs(60),
+        time_limit: std::time::Duration::from_secs(600),
         ..Default::default()
     };
     let mut bad = vec![];

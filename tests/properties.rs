@@ -110,7 +110,7 @@ fn check_optimize(g: &Generated) -> Result<(), TestCaseError> {
     let opts = Options {
         node_limit: 5_000,
         iter_limit: 30,
-        time_limit: Duration::from_secs(60),
+        time_limit: Duration::from_secs(600),
         sizes: None,
         deadline: None,
     };
@@ -212,7 +212,7 @@ fn optimize_never_raises_cost_at_any_small_size() {
         let opts = Options {
             node_limit: 5_000,
             iter_limit: 30,
-            time_limit: Duration::from_secs(60),
+            time_limit: Duration::from_secs(600),
             sizes: None,
             deadline: None,
         };
