@@ -42,6 +42,9 @@ fn run(command: &str, path: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
     let out = Command::new(env!("CARGO_BIN_EXE_atl-egg"))
         .arg(command)
         .arg(path)
+        // the limit only fails a command (it never shapes the output);
+        // under the test's load a long one may need more than the default
+        .args(["--time-limit", "600"])
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
