@@ -20,6 +20,19 @@ pub(super) struct Compiler<'c, 'a> {
     pub(super) work: u64,
     /// The symbolic form grew past [`SYMBOLIC_WORK_LIMIT`].
     pub(super) gave_up: bool,
+    /// Comparisons, conjunctions and disjunctions made so far, to their
+    /// node: an equal predicate made twice (a bracket repeated in the
+    /// program, `[p]·[p]·e`) is one node, so guards repeat no conjunct and
+    /// inclusion–exclusion does not expand the same disjunction twice.
+    pub(super) interned: HashMap<PKey, u32>,
+}
+
+/// The predicates [`Compiler::node`] shares: those compared by value.
+#[derive(PartialEq, Eq, Hash)]
+pub(super) enum PKey {
+    Cmp(Con),
+    And(Vec<u32>),
+    Or(Vec<u32>),
 }
 
 /// Beyond this much symbolic work (terms and guard entries touched), the
@@ -49,6 +62,7 @@ impl<'c, 'a> Compiler<'c, 'a> {
             scope: HashMap::new(),
             work: 0,
             gave_up: false,
+            interned: HashMap::new(),
         }
     }
 
@@ -121,8 +135,20 @@ impl<'c, 'a> Compiler<'c, 'a> {
     }
 
     pub(super) fn node(&mut self, kind: PKind<'a>, slots: Vec<u32>) -> u32 {
+        let key = match &kind {
+            PKind::Cmp(c) => Some(PKey::Cmp(c.clone())),
+            PKind::And(ids) => Some(PKey::And(ids.clone())),
+            PKind::Or(ids) => Some(PKey::Or(ids.clone())),
+            PKind::Rel(..) | PKind::Exists(_) => None,
+        };
+        if let Some(&id) = key.as_ref().and_then(|k| self.interned.get(k)) {
+            return id;
+        }
         let id = self.preds.len() as u32;
         self.preds.push(PNode { kind, slots });
+        if let Some(k) = key {
+            self.interned.insert(k, id);
+        }
         id
     }
 
@@ -262,6 +288,8 @@ impl<'c, 'a> Compiler<'c, 'a> {
         // ∃(C ∧ (A ∨ B)) = ∃(C ∧ A) ∨ ∃(C ∧ B)
         let mut flat = Vec::new();
         flat_ids(&self.preds, conj, &mut flat);
+        flat.sort_unstable();
+        flat.dedup();
         let ors = flat
             .iter()
             .filter(|&&id| cmp_or(&self.preds, id).is_some())

@@ -157,6 +157,8 @@ impl Compiler<'_, '_> {
             self.spend(t.guard.len() + t.loops.len())?;
             let mut flat = Vec::with_capacity(t.guard.len());
             flat_ids(&self.preds, &t.guard, &mut flat);
+            flat.sort_unstable();
+            flat.dedup();
             let at = if work.len() + terms.len() < MAX_EXPANDED_TERMS {
                 split_point(&self.preds, &flat)
             } else {
