@@ -3,6 +3,8 @@
 //! corpus program at its size sets, and for the paper's two pathological
 //! programs from N = 8 to N = 4096. Costs, never times.
 
+mod common;
+
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive;
 use atl_egg::egraph::Options;
@@ -11,6 +13,7 @@ use atl_egg::front::parse_program;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::io_cost;
 use atl_egg::semantics::value::Sizes;
+use common::par::par_map;
 use egg::Symbol;
 use std::path::Path;
 
@@ -37,7 +40,8 @@ fn gradient_ratios_are_bounded_on_the_corpus() {
         "{:<28} {:>8} {:>8} {:>8}",
         "program", "small", "medium", "large"
     );
-    for c in CorpusProgram::load_dir(&dir).unwrap() {
+    let corpus = CorpusProgram::load_dir(&dir).unwrap();
+    let ratios = par_map(&corpus, |c| {
         let wrt = c.wrt_or_all();
         let d = if c.program.ret == Type::Real {
             derive::grad(&c.program, &wrt, &opts())
@@ -46,11 +50,12 @@ fn gradient_ratios_are_bounded_on_the_corpus() {
         }
         .unwrap()
         .program;
-        let rs: Vec<f64> = c
-            .size_sets
+        c.size_sets
             .iter()
             .map(|s| ratio(&c.program, &d, s, c.seed))
-            .collect();
+            .collect::<Vec<f64>>()
+    });
+    for (c, rs) in corpus.iter().zip(ratios) {
         println!(
             "{:<28} {}",
             c.name,

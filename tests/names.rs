@@ -207,8 +207,9 @@ fn printed_names_are_c_identifiers() {
         time_limit: std::time::Duration::from_secs(600),
         ..Default::default()
     };
-    let mut bad = vec![];
-    for c in atl_egg::corpus::CorpusProgram::load_dir(&dir).unwrap() {
+    let corpus = atl_egg::corpus::CorpusProgram::load_dir(&dir).unwrap();
+    let bad: Vec<String> = common::par::par_map(&corpus, |c| {
+        let mut bad = vec![];
         let wrt = c.wrt_or_all();
         let o = optimize(&c.program, &opts).unwrap().program;
         bad.extend(check_printed(&format!("{} optimize", c.name), &o));
@@ -220,6 +221,10 @@ fn printed_names_are_c_identifiers() {
         bad.extend(check_printed(&format!("{} jvp", c.name), &j));
         let v = derive::vjp(&c.program, &wrt, &opts).unwrap().program;
         bad.extend(check_printed(&format!("{} vjp", c.name), &v));
-    }
+        bad
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     assert!(bad.is_empty(), "{bad:#?}");
 }

@@ -38,6 +38,8 @@
 //! rejects a snapshot file that no test refers to (a renamed or removed
 //! corpus file leaves one behind: delete it).
 
+mod common;
+
 use atl_egg::backend::sexp::program_to_string;
 use atl_egg::corpus::CorpusProgram;
 use atl_egg::derive::optimize_gradient;
@@ -45,9 +47,11 @@ use atl_egg::egraph::{optimize, Options, Stats};
 use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::semantics::cost::{cost, io_cost};
 use atl_egg::semantics::value::{random_relation, Relation, Sizes};
+use common::par::par_map;
 use egg::Symbol;
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// One corpus file.
@@ -214,26 +218,58 @@ fn assert_kind(kind: &str, content: Result<String, String>) {
     insta::assert_snapshot!(kind, content);
 }
 
+/// The snapshots of one corpus file: `front`, `optimize` and, for a function
+/// returning `R`, `grad`; or why the file did not load.
+struct Computed {
+    front: Result<String, String>,
+    optimize: Result<String, String>,
+    grad: Option<Result<String, String>>,
+}
+
+fn compute(path: &Path) -> Result<Computed, String> {
+    let case = case(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Computed {
+        front: front(&case),
+        optimize: optimized(&case),
+        grad: (case.prog.ret == Type::Real).then(|| gradient(&case)),
+    })
+}
+
 /// One test per corpus file: `glob!` runs the body for each `corpus/*.atl`,
 /// naming its snapshots `<kind>@<file>`; a failing file does not stop the
-/// others, and the test fails at the end listing every failed snapshot.
+/// others, and the test fails at the end listing every failed snapshot. The
+/// snapshots' contents are computed first, on every core.
 #[test]
 fn corpus() {
-    atl_egg::with_big_stack(|| {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("corpus/ reads")
+        .map(|e| e.expect("corpus/ reads").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "atl"))
+        .collect();
+    paths.sort();
+    let computed: HashMap<std::ffi::OsString, Result<Computed, String>> = paths
+        .iter()
+        .map(|p| p.file_name().unwrap_or_default().to_owned())
+        .zip(par_map(&paths, |p| compute(p)))
+        .collect();
+    atl_egg::with_big_stack(move || {
         insta::with_settings!({
             snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
             prepend_module_to_snapshot => false,
             omit_expression => true,
         }, {
             insta::glob!("../corpus", "*.atl", |path| {
-                let case = match case(path) {
-                    Ok(c) => c,
-                    Err(e) => panic!("{}: {e}", path.display()),
+                let name = path.file_name().unwrap_or_default();
+                let c = match computed.get(name) {
+                    Some(Ok(c)) => c,
+                    Some(Err(e)) => panic!("{e}"),
+                    None => panic!("{}: not computed", path.display()),
                 };
-                assert_kind("front", front(&case));
-                assert_kind("optimize", optimized(&case));
-                if case.prog.ret == Type::Real {
-                    assert_kind("grad", gradient(&case));
+                assert_kind("front", c.front.clone());
+                assert_kind("optimize", c.optimize.clone());
+                if let Some(g) = &c.grad {
+                    assert_kind("grad", g.clone());
                 }
             });
         });

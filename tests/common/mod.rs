@@ -8,11 +8,13 @@
 //! * [`values`]: random inputs for a program and value comparison
 //!   (with [`Value::Zero`] read as the zero of the other side's shape);
 //! * [`rulecheck`]: the rule validator used by `tests/rule_validation.rs`;
+//! * [`par`]: independent checks run on every core;
 //! * [`extension`]: the evaluator of the extended language (`D`, `dot`,
 //!   `dlet`, `coeff`, `drop`) that both rule validators use.
 #![allow(dead_code, unused_imports)]
 
 pub mod extension;
+pub mod par;
 pub mod progen;
 pub mod rulecheck;
 pub mod values;
