@@ -16,7 +16,7 @@ use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 pyo3::create_exception!(
-    _native,
+    atl_egg,
     AtlError,
     PyException,
     "An error of atl-egg: a program that does not parse or type-check, a \
@@ -200,6 +200,16 @@ impl NativeProgram {
             expr_to_string(&other.program.body)
         );
         NativeProgram::parse(py, text, "<pair>", None)
+    }
+
+    /// The reference evaluator's value on inputs given as JSON text (as
+    /// `atl-egg eval --inputs` reads them), as JSON text.
+    fn eval_json(&self, py: Python<'_>, inputs: String) -> PyResult<String> {
+        let program = self.program.clone();
+        on_compiler_stack(py, self.depth, move || {
+            atl_egg::eval_json(&program, &inputs, &[])
+        })?
+        .map_err(|e| atl_error(py, &e, None))
     }
 
     /// Compile to native code (cached) and load it.

@@ -229,13 +229,13 @@ class _Layout:
                     if all(s in ("0", "1") for s in steps):
                         leaves.append(_Leaf(p, [int(s) for s in steps]))
             self.inputs.append((name, leaves))
-        # each size: the first tensor leaf with a dimension exactly its name
+        # each size: the tensor leaves with a dimension exactly its name
         self.size_source = {}
         for k, (name, leaves) in enumerate(self.inputs):
             for j, leaf in enumerate(leaves):
                 for axis, d in enumerate(leaf.dims):
-                    if d in self.size_names and d not in self.size_source:
-                        self.size_source[d] = (k, j, axis)
+                    if d in self.size_names:
+                        self.size_source.setdefault(d, []).append((k, j, axis))
         self.outputs = [o["leaf"] for o in manifest["outputs"]]
         self.returns = manifest.get("returns", {})
 
@@ -261,16 +261,29 @@ class _Layout:
             if s in given:
                 values.append(_exact_size(s, given[s]))
             elif s in self.size_source:
-                k, j, axis = self.size_source[s]
-                arr = leaves[k][j]
-                if arr.ndim <= axis:  # the rank check below names the input
-                    values.append(0)
-                else:
-                    values.append(arr.shape[axis])
+                values.append(self._inferred(s, leaves))
             else:
                 raise ValueError("size %s cannot be inferred from the inputs' shapes; "
                                  "give it with sizes={%r: ...}" % (s, s))
         return values
+
+    def _inferred(self, size, leaves):
+        """A size from the inputs that show it; an error naming two inputs
+        that disagree (a transposed or swapped argument)."""
+        value, first = None, None
+        for k, j, axis in self.size_source[size]:
+            n = leaves[k][j].shape[axis]
+            if value is None:
+                value, first = n, (k, j)
+            elif n != value:
+                (name_a, spec_a), (name_b, spec_b) = self.inputs[first[0]], self.inputs[k]
+                spec_a, spec_b = spec_a[first[1]], spec_b[j]
+                raise ValueError(
+                    "the inputs disagree on size %s: %s of shape %s has %s = %d, "
+                    "%s of shape %s has %s = %d"
+                    % (size, _what(name_a, spec_a), spec_a.shape_text, size, value,
+                       _what(name_b, spec_b), spec_b.shape_text, size, n))
+        return value
 
     def check_shapes(self, leaves, shapes, size_values):
         """Every leaf has the shape its dimensions have at these sizes."""
