@@ -58,8 +58,11 @@ def test_real_and_pair_arguments_are_checked():
         g(p, float("nan"))
     with pytest.raises(TypeError, match="argument 'p' must be a pair"):
         g(np.zeros(4), 0.5)
-    with pytest.raises(ValueError, match=r"argument 'p' component 1 has shape \(3,\), expected \(n,\)"):
+    with pytest.raises(ValueError, match=r"disagree on size n: argument 'p' component 0 of shape "
+                                         r"\(n,\) has n = 4, argument 'p' component 1 of shape \(n,\) has n = 3"):
         g((np.zeros(4), np.zeros(3)), 0.5)
+    with pytest.raises(ValueError, match=r"argument 'p' component 1 has shape \(3,\), expected \(n,\) = \(4,\)"):
+        g((np.zeros(4), np.zeros(3)), 0.5, sizes={"n": 4})
 
 
 def test_relations_must_be_boolean():

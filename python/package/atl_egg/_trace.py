@@ -394,7 +394,7 @@ class Expr:
             if not isinstance(e.type, _Tensor):
                 raise TraceError("cannot index %s: too many indices for a value of type %r"
                                  % (_describe(self), self.type), loc)
-            e = Expr("get", (e, _affine(k, "an index")), e.type.elem, loc)
+            e = _element(e, _affine(k, "an index"), loc)
         return e
 
     @property
@@ -481,7 +481,22 @@ def _arith(op, a, b, loc):
         t = ta if isinstance(ta, _Tensor) else tb
     if not ok:
         raise TraceError("cannot apply %s to %r and %r" % (op, ta, tb), loc)
+    if op == "/" and b.op == "const" and b.args[0] != 0:
+        # ATL's (/ a b) is (* a (recip b)): with a constant b, fold the recip
+        op, b = "*", Expr("const", (1.0 / b.args[0],), R, loc)
     return Expr(op, (a, b), t, loc)
+
+
+def _element(e, index, loc):
+    """``e[index]``; an element of a pointwise operation is the operation
+    on the operands' elements (no tensor is built to read one element)."""
+    if e.op in ("+", "-", "*", "/"):
+        a, b = (_element(x, index, loc) if isinstance(x.type, _Tensor) else x for x in e.args)
+        return _arith(e.op, a, b, loc)
+    if e.op == "box":
+        return Expr("box", (e.args[0], _element(e.args[1], index, loc)) + e.args[2:],
+                    e.type.elem, loc)
+    return Expr("get", (e, index), e.type.elem, loc)
 
 
 def _project(e, k, loc):
@@ -743,42 +758,6 @@ dpow = _power("dpow")
 # Printing, with automatic lets for shared sub-expressions.
 
 
-def _free(e, memo):
-    """The index and let variables ``e`` mentions but does not bind."""
-    got = memo.get(e.id)
-    if got is not None:
-        return got
-    out = set()
-    if isinstance(e, _Var):
-        out.add(e.name)
-    elif e.op == "get":
-        out |= _free(e.args[0], memo) | set(e.args[1].names())
-    elif e.op in ("gen", "sum"):
-        out |= _free(e.args[2], memo) - {e.args[0].names()[0]}
-    elif e.op == "let":
-        out |= _free(e.args[1], memo) | (_free(e.args[2], memo) - {e.args[0].name})
-    elif e.op == "iverson":
-        out |= _cond_free(e.args[0]) | _free(e.args[1], memo)
-    else:
-        for a in e.args:
-            if isinstance(a, Expr):
-                out |= _free(a, memo)
-    memo[e.id] = frozenset(out)
-    return memo[e.id]
-
-
-def _cond_free(c):
-    if c.op == "rel":
-        return set(n for a in c.args[1:] for n in a.names())
-    if c.op in ("and", "or"):
-        return set().union(*(_cond_free(a) for a in c.args))
-    if c.op == "exists":
-        return _cond_free(c.args[2]) - {c.args[0].names()[0]}
-    if c.op in ("true", "false"):
-        return set()
-    return set(n for a in c.args for n in a.names())
-
-
 def _children(e):
     if e.op == "let":
         return [e.args[1], e.args[2]]
@@ -787,65 +766,88 @@ def _children(e):
     return [a for a in e.args if isinstance(a, Expr)]
 
 
-def _shared(root):
-    """The sub-expressions reached more than once (by object identity),
-    worth binding: not variables or constants."""
-    count, stack = {}, [root]
+def _walk(root):
+    """Every node of the expression graph once."""
+    seen, stack = {root.id}, [root]
     while stack:
         e = stack.pop()
-        count[e.id] = count.get(e.id, 0) + 1
-        if count[e.id] == 1:
-            stack.extend(_children(e))
-    return {k for k, c in count.items() if c > 1}
+        yield e
+        for c in _children(e):
+            if c.id not in seen:
+                seen.add(c.id)
+                stack.append(c)
+
+
+def _trivial(e):
+    """A variable, a constant or an element read of a variable: free to
+    repeat, never worth a let."""
+    while e.op == "get":
+        e = e.args[0]
+    return e.op in ("var", "const")
+
+
+def _parents(root):
+    """Each node's parents in the expression graph (with multiplicity)."""
+    parents, seen, stack = {root.id: []}, {root.id}, [root]
+    while stack:
+        e = stack.pop()
+        for c in _children(e):
+            parents.setdefault(c.id, []).append(e)
+            if c.id not in seen:
+                seen.add(c.id)
+                stack.append(c)
+    return parents
 
 
 class _Printer:
     """ATL text of a traced body, remembering which Python line made each
-    span of it; a shared sub-expression is let-bound once, inside the
-    innermost binder of its variables."""
+    span of it. A sub-expression reached more than once (a Python value
+    used twice) is let-bound once, around the innermost expression that
+    contains all its uses (so it stays inside brackets and binders that
+    contain them)."""
 
     def __init__(self, root, scope):
         self.parts, self.spans, self.offset = [], [], 0
-        self.shared = _shared(root)
-        self.free = {}
-        self.bound = {}  # id -> let name
         self.scope = scope
-        self.pending = {}  # binder name (or None: the top) -> [expr] to bind there
-        self.binders = {}
-        self._plan(root)
+        self.bound = {}  # shared node id -> its let name
+        self.hosted = self._plan(root)  # host node id -> shared nodes let-bound around it
 
-    def _plan(self, root):
-        """Where each shared expression is bound: just inside the binder of
-        the variable of its own that is bound last (innermost)."""
-        depth = {}
-        order = []
+    @staticmethod
+    def _plan(root):
+        parents = _parents(root)
+        nodes = {}
+        for e in _walk(root):
+            nodes[e.id] = e
+        shared = [nodes[k] for k, ps in parents.items()
+                  if len(ps) > 1 and not _trivial(nodes[k])]
+        host = {}
 
-        def walk(e, binders, seen):
-            if e.id in seen:
-                return
-            seen.add(e.id)
-            if e.id in self.shared and e.op not in ("var", "const"):
-                free = _free(e, self.free)
-                inner = None
-                for b in binders:
-                    if b in free:
-                        inner = b
-                if e.id not in depth:
-                    depth[e.id] = inner
-                    order.append(e)
-            inner_binders = binders
-            if e.op in ("gen", "sum"):
-                walk_children = [(e.args[2], binders + [e.args[0].names()[0]])]
-            elif e.op == "let":
-                walk_children = [(e.args[1], binders), (e.args[2], binders + [e.args[0].name])]
-            else:
-                walk_children = [(c, inner_binders) for c in _children(e)]
-            for c, bs in walk_children:
-                walk(c, bs, seen)
+        def up(e):
+            """The expression printed around ``e``."""
+            if e.id in host:
+                return host[e.id]
+            ps = parents[e.id]
+            return ps[0] if ps else None
 
-        walk(root, [], set())
-        for e in sorted(order, key=lambda e: e.id):
-            self.pending.setdefault(depth[e.id], []).append(e)
+        def chain(e):
+            out = []
+            while e is not None:
+                out.append(e)
+                e = up(e)
+            return out
+
+        # parents were made after their children: a larger id first, so
+        # every shared parent already has its place
+        for s in sorted(shared, key=lambda e: -e.id):
+            common = chain(parents[s.id][0])
+            for p in parents[s.id][1:]:
+                ids = {e.id for e in chain(p)}
+                common = [e for e in common if e.id in ids]
+            host[s.id] = common[0]
+        hosted = {}
+        for s in sorted(shared, key=lambda e: e.id):
+            hosted.setdefault(host[s.id].id, []).append(s)
+        return hosted
 
     def emit(self, text):
         self.parts.append(text)
@@ -854,29 +856,28 @@ class _Printer:
     def text(self):
         return "".join(self.parts)
 
-    def body(self, e, binder=None):
-        """``e`` under the binder ``binder``: the lets planned there first."""
-        lets = [s for s in self.pending.get(binder, []) if s.id not in self.bound]
-        for s in lets:
-            name = self.scope.fresh("t")
-            self.emit("(let %s " % name)
-            self.expr(s, force=True)
-            self.emit(" ")
-            self.bound[s.id] = name
-        self.expr(e)
-        self.emit(")" * len(lets))
-
     def expr(self, e, force=False):
         if not force and e.id in self.bound:
             self.emit(self.bound[e.id])
             return
+        lets = self.hosted.get(e.id, [])
+        for shared in lets:
+            name = self.scope.fresh("t")
+            self.emit("(let %s " % name)
+            self.expr(shared, force=True)
+            self.emit(" ")
+            self.bound[shared.id] = name
+        self._form(e)
+        self.emit(")" * len(lets))
+
+    def _form(self, e):
         start = self.offset
         op, a = e.op, e.args
         if isinstance(e, _Var):
             self.emit(e.name)
         elif op == "const":
             self.emit(_number(a[0]))
-        elif op in ("+", "-", "*", "/"):
+        elif op in ("+", "-", "*", "/", "pair", "fst", "snd"):
             self._call(op, a)
         elif op == "box":
             self.emit("(%s " % a[0])
@@ -888,20 +889,18 @@ class _Printer:
             self.emit(" %s)" % a[1].atl())
         elif op in ("gen", "sum"):
             self.emit("(%s %s %s " % (op, a[0].names()[0], a[1].atl()))
-            self.body(a[2], a[0].names()[0])
+            self.expr(a[2])
             self.emit(")")
         elif op == "let":
             self.emit("(let %s " % a[0].name)
             self.expr(a[1])
             self.emit(" ")
-            self.body(a[2], a[0].name)
+            self.expr(a[2])
             self.emit(")")
         elif op == "iverson":
             self.emit("(iverson %s " % _cond_text(a[0]))
             self.expr(a[1])
             self.emit(")")
-        elif op in ("pair", "fst", "snd"):
-            self._call(op, a)
         else:  # pragma: no cover (every form is above)
             raise AssertionError(op)
         self.spans.append((start, self.offset, e.loc))
@@ -1046,7 +1045,7 @@ def trace(fn, name=None):
     head = "(fn %s (%s) " % (fname, " ".join(
         ["(%s %s)" % (n, t.atl()) for n, t in params] + ["(%s size)" % s for s in dict.fromkeys(extra)]))
     printer.emit(head)
-    printer.body(root)
+    printer.expr(root)
     printer.emit(")\n")
     return printer
 
