@@ -184,22 +184,27 @@ impl NativeProgram {
 
     /// The function returning `(pair SELF OTHER)`: both bodies over the same
     /// parameters (a function and its gradient, computed in one call).
+    /// Printed (which gives every binder a distinct readable name) and read
+    /// back, so that the result is a program as the reader makes them.
     fn paired_with(&self, py: Python<'_>, other: &NativeProgram) -> PyResult<NativeProgram> {
-        use atl_egg::backend::sexp::{expr_to_string, param_to_string};
+        use atl_egg::front::ast::Expr;
         if self.program.params != other.program.params {
             return Err(PyValueError::new_err(
                 "the two programs do not have the same parameters",
             ));
         }
-        let params: Vec<String> = self.program.params.iter().map(param_to_string).collect();
-        let text = format!(
-            "(fn {} ({}) (pair {} {}))",
-            self.program.name,
-            params.join(" "),
-            expr_to_string(&self.program.body),
-            expr_to_string(&other.program.body)
-        );
-        NativeProgram::parse(py, text, "<pair>", None)
+        let paired = Program {
+            body: Expr::Pair(
+                Box::new(self.program.body.clone()),
+                Box::new(other.program.body.clone()),
+            ),
+            ret: atl_egg::Type::Pair(
+                Box::new(self.program.ret.clone()),
+                Box::new(other.program.ret.clone()),
+            ),
+            ..self.program.clone()
+        };
+        NativeProgram::parse(py, atl_egg::print(&paired), "<pair>", None)
     }
 
     /// The reference evaluator's value on inputs given as JSON text (as

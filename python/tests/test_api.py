@@ -170,3 +170,12 @@ def test_derived_functions_have_their_own_text():
     text = g.atl_source()
     assert text.startswith("(fn deconv_signal_loss ((x (tensor (- (+ m n) 1) R))")
     assert ae.load(text).signature() == g.signature()
+
+
+def test_optimized_functions_keep_their_values_and_result_shape(rng):
+    f = ae.load(corpus("trace_diag_k8"))
+    x = rng.uniform(-1, 1, 6)
+    assert close(f.optimize()(x), f(x), 1e-12)
+    vg = ae.value_and_grad(f, wrt=["x"])
+    v, (dx,) = vg.optimize()(x)
+    assert close(v, f(x), 1e-12) and close(dx, vg(x)[1][0], 1e-12)

@@ -30,3 +30,16 @@ def test_the_readme_example_runs_and_is_right(monkeypatch):
     assert np.isclose(env["value"], np.sum(np.log1p(np.exp(-margin))), rtol=1e-12)
     assert np.allclose(env["dw"], X.T @ (-y / (1 + np.exp(margin))), rtol=1e-12)
     assert "(fn loss ((w (tensor n R))" in env["loss"].atl_source()
+
+
+def test_the_worked_example_of_the_python_docs_runs_and_descends():
+    with open(os.path.join(ROOT, "docs", "python.md"), encoding="utf-8") as f:
+        text = f.read()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    env = {}
+    exec(compile(code, "docs/python.md", "exec"), env)
+    X, y, w = env["X"], env["y"], env["w"]
+    first = np.sum(np.log1p(np.exp(-y * (X @ np.zeros(5)))))
+    assert env["value"] < first  # the gradient steps lowered the loss
+    assert np.isclose(env["value"], env["loss"](w + 0.01 * env["dw"], X, y), rtol=1e-12)
+    assert "(sum i m (log (+ 1 (exp" in env["loss"].atl_source()

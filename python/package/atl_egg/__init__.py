@@ -55,10 +55,12 @@ from ._trace import (
 )
 from ._transforms import grad, hvp, jvp, value_and_grad, vjp
 
+# `sum`, `pow` and `tuple` are ATL's names but Python's builtins too: they
+# are used as `ae.sum`, never brought in by `from atl_egg import *`.
 __all__ = [
     "AtlError", "Function", "load", "function", "TraceError",
     "grad", "value_and_grad", "jvp", "vjp", "hvp", "to_torch", "to_jax",
-    "R", "Pair", "Relation", "sizes", "gen", "sum", "exists", "where", "let", "pair", "tuple",
-    "exp", "log", "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step", "pow",
+    "R", "Pair", "Relation", "sizes", "gen", "exists", "where", "let", "pair",
+    "exp", "log", "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step",
     "dtanh", "dsigmoid", "dsqrt", "drecip", "dcos", "dpow",
 ]

@@ -70,8 +70,14 @@ class Function:
         return self._program.signature()
 
     def optimize(self):
-        """The function optimized by equality saturation (a new Function)."""
-        return Function(self._program.optimize(), self._flatten, self._source)
+        """The function optimized by equality saturation (a new Function,
+        returning its result as this one does)."""
+        import copy
+
+        optimized = copy.copy(self)
+        optimized._program = self._program.optimize()
+        optimized._kernel = optimized._layout = None
+        return optimized
 
     def compile(self):
         """Build the native code now (else on the first call); returns self."""
