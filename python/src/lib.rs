@@ -276,29 +276,39 @@ impl Dim {
         *at += 1;
         let mut args = args.into_iter();
         let first = args.next().ok_or_else(bad)?;
+        let overflow = || format!("a dimension of the manifest overflows 64 bits: {op}");
         args.try_fold(first, |acc, d| match op {
-            "+" => Ok(acc.plus(&d, 1)),
-            "-" => Ok(acc.plus(&d, -1)),
-            "*" if acc.terms.is_empty() => Ok(d.scaled(acc.constant)),
-            "*" if d.terms.is_empty() => Ok(acc.scaled(d.constant)),
+            "+" => acc.plus(&d, 1).ok_or_else(overflow),
+            "-" => acc.plus(&d, -1).ok_or_else(overflow),
+            "*" if acc.terms.is_empty() => d.scaled(acc.constant).ok_or_else(overflow),
+            "*" if d.terms.is_empty() => acc.scaled(d.constant).ok_or_else(overflow),
             _ => Err(bad()),
         })
     }
 
-    fn plus(&self, other: &Dim, sign: i64) -> Dim {
+    /// `self + sign · other`, or None on overflow.
+    fn plus(&self, other: &Dim, sign: i64) -> Option<Dim> {
         let mut terms = self.terms.clone();
-        terms.extend(other.terms.iter().map(|&(i, k)| (i, sign * k)));
-        Dim {
-            constant: self.constant + sign * other.constant,
-            terms,
+        for &(i, k) in &other.terms {
+            terms.push((i, sign.checked_mul(k)?));
         }
+        let constant = self
+            .constant
+            .checked_add(sign.checked_mul(other.constant)?)?;
+        Some(Dim { constant, terms })
     }
 
-    fn scaled(&self, k: i64) -> Dim {
-        Dim {
-            constant: self.constant * k,
-            terms: self.terms.iter().map(|&(i, c)| (i, c * k)).collect(),
-        }
+    /// `k · self`, or None on overflow.
+    fn scaled(&self, k: i64) -> Option<Dim> {
+        let terms = self
+            .terms
+            .iter()
+            .map(|&(i, c)| Some((i, c.checked_mul(k)?)))
+            .collect::<Option<_>>()?;
+        Some(Dim {
+            constant: self.constant.checked_mul(k)?,
+            terms,
+        })
     }
 
     /// The value at `sizes`, or None when it overflows 64 bits.
@@ -308,6 +318,9 @@ impl Dim {
         })
     }
 }
+
+/// The dimensions of an array, outer first.
+type Shape = Vec<usize>;
 
 /// The kinds of the C parameters (the manifest's `kind`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -382,7 +395,7 @@ impl Kernel {
         })
     }
 
-    fn shape_at(dims: &[Dim], sizes: &[i64], what: &str) -> PyResult<Vec<usize>> {
+    fn shape_at(dims: &[Dim], sizes: &[i64], what: &str) -> PyResult<Shape> {
         dims.iter()
             .map(|d| {
                 let n = d.at(sizes).ok_or_else(|| {
@@ -463,7 +476,7 @@ impl Kernel {
 
     /// The shapes of the parameters' leaves (not sizes; a real is `()`)
     /// and of the result's leaves at `sizes` (in the order of `sizes`).
-    fn shapes(&self, sizes: Vec<i64>) -> PyResult<(Vec<Vec<usize>>, Vec<Vec<usize>>)> {
+    fn shapes(&self, sizes: Vec<i64>) -> PyResult<(Vec<Shape>, Vec<Shape>)> {
         self.check_sizes(&sizes)?;
         let inputs = self
             .leaves
