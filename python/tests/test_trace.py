@@ -60,7 +60,7 @@ def test_logistic_regression_loss_and_gradient(rng):
 def test_pointwise_operations_and_black_boxes(rng):
     @ae.function
     def zoo(x: ae.R[n], a: ae.R):
-        t = ae.tanh(x) * a + ae.sigmoid(x) - ae.relu(x) / 2
+        t = ae.tanh(x) * a + ae.sigmoid(x) - ae.relu(x) / np.float64(2)
         return ae.sum(n, lambda i: t[i] + ae.sqrt(x[i] * x[i] + 1) + x[i] ** 3 + ae.sin(x[i]) * ae.cos(a))
 
     x = rng.uniform(-2, 2, 5)

@@ -330,7 +330,7 @@ class Expr:
     ``p[0]``, ``p[1]`` (or ``.fst``, ``.snd``) the components of a pair."""
 
     __slots__ = ("op", "args", "type", "loc", "id")
-    __array_priority__ = 1000  # NumPy scalars defer to Expr's operators
+    __array_ufunc__ = None  # NumPy numbers defer to Expr's reflected operators
 
     def __init__(self, op, args, type_, loc):
         self.op, self.args, self.type, self.loc = op, args, type_, loc
