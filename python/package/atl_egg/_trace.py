@@ -626,9 +626,9 @@ def _extents(extent):
     return [_affine(e, "an extent") for e in extents]
 
 
-def _binding_form(op, extent, body, loc):
-    """``op`` over each extent in turn (nested), the body called on fresh
-    index variables; returns (indices, the body's result)."""
+def _binding_form(extent, body):
+    """The extents, fresh index variables for them, and the body called on
+    those (a binding form over each extent in turn, nested)."""
     extents = _extents(extent)
     names = _binder_names(body, len(extents))
     indices = [Index(0, [(_fresh(n), 1)]) for n in names]
@@ -639,7 +639,7 @@ def gen(extent, body):
     """The tensor ``[body(0), ..., body(extent - 1)]``: ``gen(n, lambda i:
     ...)``; ``gen((m, n), lambda i, j: ...)`` for an m × n tensor."""
     loc = _user_location()
-    extents, indices, value = _binding_form("gen", extent, body, loc)
+    extents, indices, value = _binding_form(extent, body)
     e = _expr(value, loc)
     for d, i in reversed(list(zip(extents, indices))):
         e = Expr("gen", (i, d, e), _Tensor(d, e.type), loc)
@@ -650,7 +650,7 @@ def sum(extent, body):  # noqa: A001 (ATL's name)
     """The sum of ``body(i)`` over ``i`` in ``0 .. extent - 1``;
     ``sum((m, n), lambda i, j: ...)`` sums over both."""
     loc = _user_location()
-    extents, indices, value = _binding_form("sum", extent, body, loc)
+    extents, indices, value = _binding_form(extent, body)
     e = _expr(value, loc)
     if not (isinstance(e.type, _Real) or (isinstance(e.type, _Tensor) and e.type.reals_only())):
         raise TraceError("sum adds reals or tensors of reals, not %r" % (e.type,), loc)
@@ -663,7 +663,7 @@ def exists(extent, body):
     """The condition that ``body(i)`` holds for some ``i`` in
     ``0 .. extent - 1``."""
     loc = _user_location()
-    extents, indices, value = _binding_form("exists", extent, body, loc)
+    extents, indices, value = _binding_form(extent, body)
     c = _cond(value)
     for d, i in reversed(list(zip(extents, indices))):
         c = Cond("exists", (i, d, c), loc)
