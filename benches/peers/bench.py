@@ -5,7 +5,8 @@
 Run by run.py inside the virtual environment, with the thread settings
 already in the environment (they must be set before JAX and PyTorch are
 imported).  For each program: compile the atl-egg function and gradient
-through python/atl_egg.py, cross-check the values of the three systems at
+through the atl_egg package (its compiler in the process, no subprocess),
+cross-check the values of the three systems at
 a small size, then time f and the gradient of each system at each size.
 """
 
@@ -19,7 +20,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, HERE)
 
 import atl_egg  # noqa: E402
@@ -66,7 +66,7 @@ def timed(call, budget):
 
 
 def flatten(g):
-    """A gradient as a list of arrays (atl-egg nests several as pairs)."""
+    """A gradient as a list of arrays (one, or a tuple of several)."""
     if isinstance(g, (tuple, list)):
         out = []
         for x in g:
@@ -89,9 +89,9 @@ class Systems:
         self.prog, self.jax, self.torch = prog, jax, torch
         self.argnums = tuple(prog.params.index(w) for w in prog.wrt)
         t0 = time.perf_counter()
-        self.atl_f = atl_egg.load(prog.atl)
+        self.atl_f = atl_egg.load(prog.atl).compile()
         t1 = time.perf_counter()
-        self.atl_g = atl_egg.grad(prog.atl, wrt=prog.wrt)
+        self.atl_g = atl_egg.grad(self.atl_f, wrt=list(prog.wrt)).compile()
         t2 = time.perf_counter()
         self.atl_compile = {"f": t1 - t0, "grad": t2 - t1}
         self.jax_f = jax.jit(prog.jax_f)
@@ -120,6 +120,15 @@ class Systems:
             ("torch", "f"): torch_f,
             ("torch", "grad"): torch_grad,
         }
+
+
+def call_overhead(budget):
+    """The atl_egg package's cost of one call beyond the compiled code: a
+    function that reads one element of a one-element array, best and
+    median seconds (binding, checks, output allocation, the native call)."""
+    f = atl_egg.load("(fn overhead ((x (tensor n R))) (get x 0))").compile()
+    x = np.ones(1)
+    return timed(lambda: f(x), budget)
 
 
 def cross_check(sys_, size, rng):
@@ -168,7 +177,11 @@ def main():
         "torch_threads": torch.get_num_threads(),
         "versions": {"jax": jax.__version__, "torch": torch.__version__, "numpy": np.__version__},
         "programs": [],
+        "atl_call_overhead": call_overhead(budget),
     }
+    print("atl_egg call overhead: best %.3g us, median %.3g us"
+          % (results["atl_call_overhead"]["best"] * 1e6, results["atl_call_overhead"]["median"] * 1e6),
+          file=sys.stderr, flush=True)
     for prog in selected:
         print("[%s threads] %s" % (args.threads, prog.name), file=sys.stderr, flush=True)
         rng = np.random.default_rng(20261123)

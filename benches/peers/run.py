@@ -4,9 +4,10 @@
     python3 benches/peers/run.py [--quick] [--threads 1|all|both] [--only prog,prog]
 
 Standard library only.  It creates a virtual environment under
-target/peers-venv (NumPy, JAX for CPU, PyTorch for CPU) unless one is
-there, builds the release binary (cargo build --release, a no-op when it is
-up to date), then runs bench.py once per thread mode, each in its own
+target/peers-venv (NumPy, JAX for CPU, PyTorch for CPU, maturin) unless
+one is there, builds and installs the atl_egg package into it (pip install
+of the repository, sharing target/ with cargo; quick when it is up to
+date), then runs bench.py once per thread mode, each in its own
 process (the thread settings must be in the environment before JAX and
 PyTorch are imported), and prints the markdown table, also written to
 target/peers/table.md with the raw results in target/peers/results-*.json.
@@ -23,7 +24,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 VENV = os.path.join(ROOT, "target", "peers-venv")
 OUT = os.path.join(ROOT, "target", "peers")
-BIN = os.path.join(ROOT, "target", "release", "atl-egg")
 VPY = os.path.join(VENV, "bin", "python")
 
 SINGLE_THREAD_ENV = {
@@ -46,11 +46,11 @@ def sh(cmd, **kw):
 def ensure_venv():
     if not os.path.exists(VPY):
         sh([sys.executable, "-m", "venv", VENV], check=True)
-    have = subprocess.run([VPY, "-c", "import numpy, jax, torch"], capture_output=True)
+    have = subprocess.run([VPY, "-c", "import numpy, jax, torch, maturin"], capture_output=True)
     if have.returncode == 0:
         return
     pip = [VPY, "-m", "pip", "install", "--quiet"]
-    sh(pip + ["numpy", "jax[cpu]"], check=True)
+    sh(pip + ["numpy", "jax[cpu]", "maturin"], check=True)
     if subprocess.run([VPY, "-c", "import torch"], capture_output=True).returncode != 0:
         cpu = sh(pip + ["torch", "--index-url", "https://download.pytorch.org/whl/cpu"])
         if cpu.returncode != 0:
@@ -58,14 +58,18 @@ def ensure_venv():
             sh(pip + ["torch"], check=True)
 
 
-def ensure_binary():
-    r = sh(["cargo", "build", "--release", "--quiet"], cwd=ROOT)
-    if r.returncode != 0 or not os.path.exists(BIN):
-        sys.exit("cargo build --release failed")
+def ensure_package():
+    """The atl_egg package, built from this checkout into the venv."""
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target"),
+               PATH=os.path.join(VENV, "bin") + os.pathsep + os.environ.get("PATH", ""))
+    r = sh([VPY, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--force-reinstall",
+            "--no-deps", ROOT], env=env)
+    if r.returncode != 0:
+        sys.exit("pip install of the atl_egg package failed")
 
 
 def run_mode(threads, args):
-    env = dict(os.environ, ATL_EGG_BIN=BIN, PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     if threads == "1":
         env.update(SINGLE_THREAD_ENV)
     out = os.path.join(OUT, "results-%s.json" % threads)
@@ -90,7 +94,7 @@ def main():
 
     os.makedirs(OUT, exist_ok=True)
     ensure_venv()
-    ensure_binary()
+    ensure_package()
     modes = ["1", "all"] if args.threads == "both" else [args.threads]
     files = [run_mode(m, args) for m in modes]
 

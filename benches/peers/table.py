@@ -111,6 +111,11 @@ def render(all_results, command, medians=True):
             parts.append(times_table(res, "median") + "\n")
         parts.append("### %s: compile, first call, cross-check (relative, at a small size)\n" % mode.capitalize())
         parts.append(first_call_table(res) + "\n")
+        overhead = res.get("atl_call_overhead")
+        if overhead:
+            parts.append("atl-egg's call overhead (the atl_egg package's binding, checks and output "
+                         "allocation around the compiled code): best %s, median %s.\n"
+                         % (fmt_time(overhead["best"]), fmt_time(overhead["median"])))
         sk = skipped(res)
         if sk:
             parts.append("Skipped (a size whose predicted time exceeds the run's limits):\n\n" + sk + "\n")

@@ -71,6 +71,19 @@ pub fn generate(prog: &Program) -> Result<CSource> {
     let function = crate::lower::lower(prog)?;
     let source = c::emit(&function, prog.name.as_str());
     let mut manifest = c::manifest(&function);
+    if let Some(obj) = manifest.as_object_mut() {
+        obj.insert("inputs".into(), generate_inputs(prog));
+    }
+    Ok(CSource {
+        function,
+        source,
+        manifest,
+    })
+}
+
+/// The manifest's `inputs`: the program's parameters, name and kind, in
+/// declaration order.
+fn generate_inputs(prog: &Program) -> serde_json::Value {
     let inputs: Vec<serde_json::Value> = prog
         .params
         .iter()
@@ -83,14 +96,7 @@ pub fn generate(prog: &Program) -> Result<CSource> {
             serde_json::json!({"name": p.name.as_str(), "kind": kind})
         })
         .collect();
-    if let Some(obj) = manifest.as_object_mut() {
-        obj.insert("inputs".into(), serde_json::Value::Array(inputs));
-    }
-    Ok(CSource {
-        function,
-        source,
-        manifest,
-    })
+    serde_json::Value::Array(inputs)
 }
 
 /// A program compiled to a loaded shared library.
@@ -256,5 +262,35 @@ impl Compiled {
         };
         let v = marshal::value_from_leaves(&prog.ret, &inputs.sizes, &outs)?;
         Ok((v, ops, times))
+    }
+}
+
+/// The packed entry point's signature, `atlpacked_entry(sz, re, rel, out)`
+/// ([`c`]): the sizes, the real leaves (a real as an array of one), the
+/// relations and the result's leaves, each an array in the manifest's order.
+pub type PackedEntry =
+    unsafe extern "C" fn(*const i64, *const *const f64, *const *const u8, *const *mut f64) -> i32;
+
+/// For callers that marshal their own arguments (the Python extension):
+/// the manifest and the entry point of the loaded library.
+impl Compiled {
+    /// The manifest, as `compile -o OUT.json` writes it ([`generate`]).
+    pub fn manifest(&self) -> serde_json::Value {
+        let mut manifest = c::manifest(&self.function);
+        let inputs = generate_inputs(&self.program);
+        if let Some(obj) = manifest.as_object_mut() {
+            obj.insert("inputs".into(), inputs);
+        }
+        manifest
+    }
+
+    /// The library's packed entry point, valid while `self` lives. The
+    /// caller must pass arrays of the lengths the manifest gives.
+    pub fn packed_entry(&self) -> Result<PackedEntry> {
+        // SAFETY: `atlpacked_entry` has the `PackedEntry` signature (see `c::emit`).
+        let entry: libloading::Symbol<PackedEntry> =
+            unsafe { self.library.get(b"atlpacked_entry\0") }
+                .map_err(|e| Error::eval(format!("compiled library has no entry point: {e}")))?;
+        Ok(*entry)
     }
 }

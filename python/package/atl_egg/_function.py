@@ -1,0 +1,451 @@
+"""Compiled ATL functions called on NumPy arrays: loading, argument
+checking, calls and results."""
+
+import os
+import re
+
+import numpy as np
+
+from . import _native
+from ._native import AtlError
+
+_INT64_LIMIT = 2 ** 63
+
+
+class Function:
+    """An ATL function that runs as compiled native code on NumPy arrays.
+
+    Call it with its inputs by position or by name (``f(x, y)``,
+    ``f(x=x, y=y)``; a name that is not a Python identifier as
+    ``f(**{"a.b": v})``). Sizes come from the inputs' shapes, or
+    ``sizes={"n": 4}`` for a size no input shows. The native code is built
+    on the first call (or by :meth:`compile`) and cached on disk.
+
+    Arguments, checked before any native code runs (an error names the
+    argument and the expected shape):
+
+    * a tensor: an array of its declared shape whose dtype is a real one
+      (floating or integer); computation is float64, and an array of
+      another real dtype is converted (a copy), a float64 C-contiguous one
+      is used as it is. Booleans, complex numbers and objects are refused.
+    * a real: a Python or NumPy real number (or a 0-d array).
+    * a pair: a 2-tuple (a tuple ``(a, b, c)`` for a right-nested pair of
+      pairs); a tensor of pairs is a pair of tensors (struct of arrays).
+    * a relation: a boolean array (or of 0s and 1s) of its shape.
+    * every value must be finite: NaN and infinities raise ``ValueError``.
+
+    The result is a float for a real, an array for a tensor, a tuple for a
+    pair. ``out=`` takes the arrays to write the result's leaves into
+    (float64, C-contiguous, of the result's shapes): one array, or a tuple
+    of them in the result's order; they are returned.
+    """
+
+    def __init__(self, program, flatten=0, source=None):
+        self._program = program
+        # how many levels of right-nested pairs of the result to flatten
+        # into one tuple (a derivative with respect to several inputs)
+        self._flatten = flatten
+        self._source = source
+        self._kernel = None
+        self._layout = None
+        params = program.params()
+        self.name = program.name
+        #: The inputs to pass, in order (not the sizes).
+        self.inputs = [n for n, kind in params if kind != "size"]
+        self._kinds = dict(params)
+
+    def __repr__(self):
+        return "<atl_egg.Function %s(%s)>" % (self.name, ", ".join(self.inputs))
+
+    def atl_source(self):
+        """The program in ATL syntax (core forms), as ``atl-egg`` prints it."""
+        return self._program.text()
+
+    def pretty(self):
+        """The program in the paper's notation."""
+        return self._program.pretty()
+
+    def signature(self):
+        """``(fn NAME (PARAMS) -> TYPE)``."""
+        return self._program.signature()
+
+    def optimize(self):
+        """The function optimized by equality saturation (a new Function,
+        returning its result as this one does)."""
+        import copy
+
+        optimized = copy.copy(self)
+        optimized._program = self._program.optimize()
+        optimized._kernel = optimized._layout = None
+        return optimized
+
+    def compile(self):
+        """Build the native code now (else on the first call); returns self."""
+        if self._kernel is None:
+            kernel = self._program.compile()
+            self._layout = _Layout(kernel, self.inputs, self._kinds)
+            self._kernel = kernel
+        return self
+
+    @property
+    def manifest(self):
+        """The compiled function's manifest (as ``atl-egg compile -o F.json``)."""
+        import json
+
+        return json.loads(self.compile()._kernel.manifest)
+
+    def __call__(self, *args, sizes=None, out=None, **kwargs):
+        self.compile()
+        layout = self._layout
+        given = _bind(self.inputs, args, kwargs)
+        leaves = layout.leaf_values(given)
+        size_values = layout.sizes_from(leaves, sizes)
+        in_shapes, out_shapes = self._kernel.shapes(size_values)
+        layout.check_shapes(leaves, in_shapes, size_values)
+        outs = layout.output_buffers(out, out_shapes)
+        # flat views: the buffer protocol wants at least one dimension
+        self._kernel.call(size_values, [a for arrays in leaves for a in arrays],
+                          [o.reshape(-1) for o in outs])
+        return _unflatten(layout.assemble(outs), self._flatten)
+
+    def output_shapes(self, *args, sizes=None, **kwargs):
+        """The shapes of the result's leaves for these inputs (in the
+        result's order), without running the function."""
+        self.compile()
+        layout = self._layout
+        leaves = layout.leaf_values(_bind(self.inputs, args, kwargs))
+        size_values = layout.sizes_from(leaves, sizes)
+        in_shapes, out_shapes = self._kernel.shapes(size_values)
+        layout.check_shapes(leaves, in_shapes, size_values)
+        return [tuple(s) for s in out_shapes]
+
+    def _result_shapes_from(self, shapes):
+        """The result's leaf shapes from the inputs' shapes alone (inputs
+        that are tensors or reals, one shape each)."""
+        self.compile()
+        layout = self._layout
+        leaves = []
+        for (name, specs), shape in zip(layout.inputs, shapes):
+            if len(specs) != 1:
+                raise TypeError("argument %r is a pair: only tensors and reals here" % name)
+            leaves.append([np.broadcast_to(np.zeros(()), tuple(shape))])
+        size_values = layout.sizes_from(leaves, None)
+        return [tuple(s) for s in self._kernel.shapes(size_values)[1]]
+
+
+def _bind(names, args, kwargs):
+    """The arguments by input name, in order; TypeError for a missing,
+    unknown or repeated one."""
+    if len(args) > len(names):
+        raise TypeError("%d arguments given, the function takes %d (%s)"
+                        % (len(args), len(names), ", ".join(names)))
+    given = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise TypeError("unknown argument %r (the inputs are %s)" % (k, ", ".join(names)))
+        if k in given:
+            raise TypeError("argument %r given twice" % k)
+        given[k] = v
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise TypeError("missing argument%s %s" % ("s" if len(missing) > 1 else "",
+                                                   ", ".join(repr(m) for m in missing)))
+    return [given[n] for n in names]
+
+
+def _unflatten(value, levels):
+    """``(a, (b, c))`` as ``(a, b, c)`` for ``levels`` = 2."""
+    if levels == 0:
+        return value
+    out = []
+    for _ in range(levels - 1):
+        out.append(value[0])
+        value = value[1]
+    out.append(value)
+    return tuple(out)
+
+
+def _describe(value):
+    if isinstance(value, np.ndarray):
+        return "an array of shape %s and dtype %s" % (value.shape, value.dtype)
+    return "%s %r" % (type(value).__name__, value)
+
+
+_SEXP_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+
+
+def infix(dim):
+    """A manifest dimension ``(- (+ m n) 1)`` as ``m + n - 1``."""
+    tokens = _SEXP_TOKEN.findall(dim)
+
+    def parse(k):
+        if tokens[k] != "(":
+            return tokens[k], k + 1
+        op, k = tokens[k + 1], k + 2
+        args = []
+        while tokens[k] != ")":
+            a, k = parse(k)
+            args.append(a)
+        if op == "*":
+            return " * ".join(a if " " not in a else "(%s)" % a for a in args), k + 1
+        if op == "-" and len(args) == 1:
+            return "-" + (args[0] if " " not in args[0] else "(%s)" % args[0]), k + 1
+        # a + b - c: only a right operand of - that is a sum needs parentheses
+        text = args[0]
+        for a in args[1:]:
+            text += " %s %s" % (op, a if op == "+" or " " not in a else "(%s)" % a)
+        return text, k + 1
+
+    return parse(0)[0]
+
+
+class _Leaf:
+    """One C parameter of an input: where it is in the input (steps into
+    pairs), its kind and dimensions."""
+
+    def __init__(self, param, steps):
+        self.kind = param["kind"]
+        self.dims = list(param["shape"])
+        self.steps = steps
+        self.where = param["source"]
+        self.rank = len(self.dims)
+        self.shape_text = "(%s%s)" % (", ".join(infix(d) for d in self.dims),
+                                      "," if len(self.dims) == 1 else "")
+
+
+class _Layout:
+    """How a compiled function's inputs map to C parameters and its
+    result's leaves to a value."""
+
+    def __init__(self, kernel, inputs, kinds):
+        import json
+
+        manifest = json.loads(kernel.manifest)
+        params = [p for p in manifest["params"] if p["kind"] != "size"]
+        self.size_names = list(kernel.sizes)
+        self.inputs = []  # (name, [leaf]) in input order
+        for name in inputs:
+            leaves = []
+            for p in params:
+                src = p["source"]
+                if src == name:
+                    leaves.append(_Leaf(p, []))
+                elif src.startswith(name + ".") and kinds.get(src) is None:
+                    steps = src[len(name) + 1:].split(".")
+                    if all(s in ("0", "1") for s in steps):
+                        leaves.append(_Leaf(p, [int(s) for s in steps]))
+            self.inputs.append((name, leaves))
+        # each size: the tensor leaves with a dimension exactly its name
+        self.size_source = {}
+        for k, (name, leaves) in enumerate(self.inputs):
+            for j, leaf in enumerate(leaves):
+                for axis, d in enumerate(leaf.dims):
+                    if d in self.size_names:
+                        self.size_source.setdefault(d, []).append((k, j, axis))
+        self.outputs = [o["leaf"] for o in manifest["outputs"]]
+        self.returns = manifest.get("returns", {})
+
+    def leaf_values(self, values):
+        """Each input's leaves as arrays the native code takes: a list of
+        lists, input by input."""
+        out = []
+        for (name, leaves), value in zip(self.inputs, values):
+            out.append([_leaf_array(name, leaf, _component(name, value, leaf.steps))
+                        for leaf in leaves])
+        return out
+
+    def sizes_from(self, leaves, given):
+        """The sizes, in the C function's order: given ones (exact
+        integers), the others from an input whose dimension is that size."""
+        given = dict(given or {})
+        for k in given:
+            if k not in self.size_names:
+                raise TypeError("unknown size %r (the sizes are %s)"
+                                % (k, ", ".join(self.size_names) or "none"))
+        values = []
+        for s in self.size_names:
+            if s in given:
+                values.append(_exact_size(s, given[s]))
+            elif s in self.size_source:
+                values.append(self._inferred(s, leaves))
+            else:
+                raise ValueError("size %s cannot be inferred from the inputs' shapes; "
+                                 "give it with sizes={%r: ...}" % (s, s))
+        return values
+
+    def _inferred(self, size, leaves):
+        """A size from the inputs that show it; an error naming two inputs
+        that disagree (a transposed or swapped argument)."""
+        value, first = None, None
+        for k, j, axis in self.size_source[size]:
+            n = leaves[k][j].shape[axis]
+            if value is None:
+                value, first = n, (k, j)
+            elif n != value:
+                (name_a, spec_a), (name_b, spec_b) = self.inputs[first[0]], self.inputs[k]
+                spec_a, spec_b = spec_a[first[1]], spec_b[j]
+                raise ValueError(
+                    "the inputs disagree on size %s: %s of shape %s has %s = %d, "
+                    "%s of shape %s has %s = %d"
+                    % (size, _what(name_a, spec_a), spec_a.shape_text, size, value,
+                       _what(name_b, spec_b), spec_b.shape_text, size, n))
+        return value
+
+    def check_shapes(self, leaves, shapes, size_values):
+        """Every leaf has the shape its dimensions have at these sizes."""
+        at = iter(shapes)
+        for (name, specs), arrays in zip(self.inputs, leaves):
+            for spec, arr in zip(specs, arrays):
+                want = tuple(next(at))
+                got = arr.shape if spec.kind != "real" else ()
+                if got != want:
+                    what = _what(name, spec)
+                    sizes = ", ".join("%s=%d" % kv for kv in zip(self.size_names, size_values))
+                    raise ValueError("%s has shape %s, expected %s = %s%s"
+                                     % (what, got, spec.shape_text, want,
+                                        " at " + sizes if sizes else ""))
+
+    def output_buffers(self, out, shapes):
+        if out is None:
+            return [np.zeros(s, dtype=np.float64) for s in shapes]
+        arrays = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(arrays) != len(shapes):
+            raise TypeError("out= has %d arrays, the result has %d leaves"
+                            % (len(arrays), len(shapes)))
+        for k, (arr, shape) in enumerate(zip(arrays, shapes)):
+            what = "out= array %d (result %s)" % (k, self.outputs[k])
+            if not isinstance(arr, np.ndarray) or arr.dtype != np.float64:
+                raise TypeError("%s must be a float64 array, got %s" % (what, _describe(arr)))
+            if arr.shape != tuple(shape):
+                raise ValueError("%s has shape %s, expected %s" % (what, arr.shape, tuple(shape)))
+            if not arr.flags.c_contiguous or not arr.flags.writeable:
+                raise ValueError("%s must be C-contiguous and writeable" % what)
+            arr.fill(0.0)
+        return arrays
+
+    def assemble(self, outs):
+        """The result from its leaves ("out", "out.0", "out.1.0", ...)."""
+        by_leaf = dict(zip(self.outputs, outs))
+
+        def build(prefix):
+            if prefix in by_leaf:
+                arr = by_leaf[prefix]
+                return float(arr.reshape(())) if arr.ndim == 0 else arr
+            return (build(prefix + ".0"), build(prefix + ".1"))
+
+        return build("out")
+
+
+def _what(name, leaf):
+    if not leaf.steps:
+        return "argument %r" % name
+    return "argument %r component %s" % (name, ".".join(str(s) for s in leaf.steps))
+
+
+def _component(name, value, steps):
+    """The component of a pair argument at ``steps``: a tuple ``(a, b)``
+    or a longer tuple ``(a, b, c)`` read as ``(a, (b, c))``."""
+    where = "argument %r" % name
+    for step in steps:
+        if isinstance(value, list):
+            value = tuple(value)
+        if not isinstance(value, tuple) or len(value) < 2:
+            raise TypeError("%s must be a pair (a tuple), got %s" % (where, _describe(value)))
+        value = value[0] if step == 0 else (value[1] if len(value) == 2 else value[1:])
+        where += " component %d" % step
+    return value
+
+
+def _leaf_array(name, leaf, value):
+    if (type(value) is np.ndarray and value.dtype == np.float64 and leaf.kind == "tensor"
+            and value.ndim == leaf.rank and value.flags.c_contiguous):
+        arr = value  # the common case, without a copy
+    elif leaf.kind == "real":
+        return _real_scalar(_what(name, leaf), value)
+    else:
+        arr = _converted(_what(name, leaf), leaf, value)
+        if leaf.kind == "relation":
+            return arr
+    if not np.isfinite(arr).all():
+        raise ValueError("%s has a NaN or infinite element (at index %s)"
+                         % (_what(name, leaf), tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])))
+    return arr
+
+
+def _converted(what, leaf, value):
+    """A tensor or relation argument, checked, as a C-contiguous float64
+    (uint8 for a relation) array."""
+    shape, rank = leaf.shape_text, leaf.rank
+    if not isinstance(value, np.ndarray):
+        if value is None or isinstance(value, (str, bytes, dict, bool, int, float, complex,
+                                               np.generic, tuple)):
+            raise TypeError("%s must be an array of shape %s, got %s" % (what, shape, _describe(value)))
+        try:
+            value = np.asarray(value)
+        except (TypeError, ValueError) as e:
+            raise TypeError("%s must be an array of shape %s: %s" % (what, shape, e)) from None
+    if value.ndim != rank:
+        raise ValueError("%s must be an array of shape %s (%d dimension%s), got %s"
+                         % (what, shape, rank, "" if rank == 1 else "s", _describe(value)))
+    if leaf.kind == "relation":
+        if value.dtype.kind == "b":
+            return np.ascontiguousarray(value, dtype=np.uint8)
+        if value.dtype.kind in "iu" and np.isin(value, (0, 1)).all():
+            return np.ascontiguousarray(value, dtype=np.uint8)
+        raise TypeError("%s must be a boolean (or 0/1) array of shape %s, got %s"
+                        % (what, shape, _describe(value)))
+    if value.dtype.kind not in "iuf":
+        raise TypeError("%s must be an array of real numbers (float or integer dtype) of shape %s, "
+                        "got %s" % (what, shape, _describe(value)))
+    return np.ascontiguousarray(value, dtype=np.float64)
+
+
+def _real_scalar(what, value):
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, float, np.integer, np.floating)):
+        raise TypeError("%s must be a real number, got %s" % (what, _describe(value)))
+    x = float(value)
+    if not np.isfinite(x):
+        raise ValueError("%s must be finite, got %r" % (what, x))
+    return np.array([x])
+
+
+def _exact_size(name, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError("size %s must be an integer, got %r" % (name, value))
+    value = int(value)
+    if not 0 <= value < _INT64_LIMIT:
+        raise ValueError("size %s must be a non-negative integer below 2^63, got %d" % (name, value))
+    return value
+
+
+def _looks_like_text(source):
+    """Whether ``source`` is ATL text rather than a path: its first
+    character that is not blank or in a comment is ``(``."""
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith(";"):
+            return stripped.startswith("(")
+    return False
+
+
+def load(source, name=None):
+    """An ATL function from a file (a path) or from ATL text (a string
+    whose first form starts with ``(``); ``name`` picks a function of a
+    text of several (default: the last). Errors of the program raise
+    :class:`AtlError`, located in the file."""
+    if isinstance(source, Function):
+        return source
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and not _looks_like_text(source)):
+        path = os.fspath(source)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        return Function(_native.Program.parse(text, path, name), source=path)
+    if isinstance(source, str):
+        return Function(_native.Program.parse(source, "<string>", name))
+    raise TypeError("load takes a path or ATL text, got %s" % _describe(source))
+
+
+__all__ = ["Function", "load", "AtlError"]
