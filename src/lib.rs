@@ -69,6 +69,8 @@ pub mod npz;
 pub mod rng;
 #[doc(hidden)]
 pub mod semantics;
+#[doc(hidden)]
+pub mod terms;
 
 pub use backend::{compile, Compiled};
 pub use derive::Derived;

@@ -6,11 +6,11 @@
 //! pass over the term, so it always finishes in time linear in the term;
 //! the brackets it leaves are for the simplify phase to solve.
 
-use super::normalize::Fresh;
 use crate::egraph::language::{Atl, Fun};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real, Type};
 use crate::front::subst::free_names;
+use crate::terms::normalize::Fresh;
 use egg::{ENodeOrVar, Id, PatternAst, Symbol};
 
 /// One step of a path into a value: an access or a projection.

@@ -9,16 +9,17 @@
 //! `d-let` adds `x -> dx`; other real inputs differentiate to zeros.
 
 use super::forward_direct::ForwardDirect;
-use super::normalize::{anf, lift, Fresh};
 use super::phase::{run_and_extract, WHOLE};
 use crate::egraph::analysis::{new_graph, AtlAnalysis};
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rule_set;
-use crate::egraph::runner::{collect_extents, Options, PhaseStats};
+use crate::egraph::runner::{Options, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Param, ParamKind, Program};
 use crate::front::subst::free_names;
 use crate::front::types::{param_env, type_of};
+use crate::terms::extents::collect_extents;
+use crate::terms::normalize::{anf, lift, Fresh};
 use egg::Symbol;
 use std::collections::HashMap;
 
@@ -67,7 +68,7 @@ pub fn differentiate(
     let mut derived: Vec<Option<Expr>> = vec![None; defs.len()];
     let by_rules: Vec<usize> = (0..defs.len())
         .filter(|k| {
-            crate::egraph::bindings::term_size(defs[*k]) <= DIRECT_NODES
+            crate::terms::size::term_size(defs[*k]) <= DIRECT_NODES
                 && depth(defs[*k]) <= DIRECT_DEPTH
         })
         .collect();

@@ -1,7 +1,7 @@
 //! Derivatives of ATL programs (paper section 5), purely functional.
 //!
 //! Phases (each a separate pass, as the design asks):
-//! 1. **normalize**: A-normal form and let-lifting ([`normalize`]), the
+//! 1. **normalize**: A-normal form and let-lifting ([`crate::terms::normalize`]), the
 //!    paper's flat "tensor SSA" in which derivative rules copy only atoms;
 //! 2. **differentiate**: forward mode by rewriting `(D e)` in an e-graph
 //!    with `rules/forward.rules` and the black-box table
@@ -25,7 +25,6 @@ pub mod context;
 pub mod direct;
 pub mod forward;
 pub mod forward_direct;
-pub mod normalize;
 pub mod phase;
 
 use crate::egraph::runner::PhaseStats;

@@ -3,7 +3,7 @@
 //! One e-graph over a whole program grows with every order of every
 //! binding, so on long programs saturation stops at a limit and the result
 //! depends on where it stopped. Here the program is flattened to its
-//! bindings (`let`-lifting, [`crate::derive::normalize::lift`]) and each
+//! bindings (`let`-lifting, [`crate::terms::normalize::lift`]) and each
 //! binding's definition, and each leaf of the result, is a *unit* optimized
 //! in an e-graph of its own ([`super::runner::optimize_whole`] on a small
 //! program whose parameters are the unit's free variables): time is linear
@@ -23,17 +23,19 @@
 //!   ([`super::runner::guard`]) keeps the cheapest candidate that costs no
 //!   more than the input at any checked sample.
 
-use super::letpasses::{
-    add_terms, drop_broadcast_dimensions, drop_false_brackets, index, inline_free_bindings,
-    reuse_bindings, share_repeated_elements,
-};
 use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats};
-use crate::derive::normalize::{dead_code, lift, unflatten, Fresh};
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Param, ParamKind, Program};
 use crate::front::subst::{free_names, Replace, Substituter};
 use crate::front::types::{param_env, type_of, TypeEnv};
+use crate::terms::canonical::canonical_binders;
+use crate::terms::letpasses::{
+    add_terms, drop_broadcast_dimensions, drop_false_brackets, index, inline_free_bindings,
+    reuse_bindings, share_repeated_elements,
+};
+use crate::terms::normalize::{dead_code, lift, unflatten, Fresh};
+use crate::terms::size::term_size;
 use egg::Symbol;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -106,23 +108,6 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         program: crate::front::names::readable(&program, &HashMap::new()),
         stats,
     })
-}
-
-/// The number of nodes of an expression.
-pub fn term_size(e: &Expr) -> usize {
-    match e {
-        Expr::Var(_) | Expr::Const(_) => 1,
-        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
-            1 + term_size(a) + term_size(b)
-        }
-        Expr::Call(_, a)
-        | Expr::Fst(a)
-        | Expr::Snd(a)
-        | Expr::Get(a, _)
-        | Expr::Iverson(_, a)
-        | Expr::Gen(_, _, a)
-        | Expr::Sum(_, _, a) => 1 + term_size(a),
-    }
 }
 
 /// Units already optimized, keyed by their text with the free variables
@@ -253,7 +238,7 @@ impl Units<'_> {
             for (i, _) in &gens {
                 o = index(o, &Affine::var(*i), next_id);
             }
-            let key = crate::backend::sexp::expr_to_string(&super::runner::canonical_binders(&o));
+            let key = crate::backend::sexp::expr_to_string(&canonical_binders(&o));
             match like.iter_mut().find(|l| l.0 == key) {
                 Some(l) => l.2 += 1,
                 None => like.push((key, o, 1)),
@@ -297,7 +282,7 @@ impl Units<'_> {
             }
         }
         let renamed = rename_vars(e, &reals, &slots, next_id);
-        let canon = super::runner::canonical_binders(&renamed);
+        let canon = canonical_binders(&renamed);
         let mut key = crate::backend::sexp::expr_to_string(&canon);
         for x in &reals {
             key.push_str(&crate::backend::sexp::type_to_string(&self.types[x]));

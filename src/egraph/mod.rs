@@ -30,7 +30,7 @@
 //! write), keyed by rule and matched classes so that reapplying a rule makes
 //! the same names. Before saturation the optimizer renames
 //! index binders canonically, by nesting depth and extent
-//! ([`runner::canonical_binders`]): loops equal up to the names of their
+//! ([`crate::terms::canonical::canonical_binders`]): loops equal up to the names of their
 //! indices then become the same term and share an e-class (a cheap, partial
 //! alpha-equivalence); one name still means one extent.
 //!
@@ -58,14 +58,14 @@
 //!   `CostFunction`;
 //! * [`runner`]: phases, limits, one e-graph per phase, and the guard;
 //! * [`bindings`]: the `optimize` entry point, binding by binding;
-//! * [`letpasses`]: inlining and sharing across bindings, outside e-graphs.
+//! * [`crate::terms::letpasses`]: inlining and sharing across bindings,
+//!   outside e-graphs.
 
 pub mod analysis;
 pub mod bindings;
 pub mod bounded;
 pub mod extract;
 pub mod language;
-pub mod letpasses;
 pub mod rules;
 pub mod runner;
 

@@ -1,5 +1,5 @@
 //! Let-level passes of the optimizer, outside the e-graphs (see
-//! [`super::bindings`]): they see across bindings, which a binding's own
+//! [`crate::egraph::bindings`]): they see across bindings, which a binding's own
 //! e-graph cannot.
 //!
 //! * [`inline_free_bindings`]: a binding that does no arithmetic is
@@ -203,7 +203,7 @@ fn whole_key(e: &Expr) -> Option<String> {
     if !does_work(e) {
         return None;
     }
-    let canon = super::runner::canonical_binders(e);
+    let canon = super::canonical::canonical_binders(e);
     Some(format!(
         "whole:{}",
         crate::backend::sexp::expr_to_string(&canon)
@@ -264,7 +264,7 @@ fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(String, Vec<Symbol>)> {
             .expr(&renamed, &Replace::Index(*v, Affine::var(*s)))
             .ok()?;
     }
-    let canon = super::runner::canonical_binders(&renamed);
+    let canon = super::canonical::canonical_binders(&renamed);
     Some((
         format!("elem:{}", crate::backend::sexp::expr_to_string(&canon)),
         seen,
@@ -310,7 +310,7 @@ fn reuse_in(e: &Expr, known: &HashMap<String, Known>, loops: &mut Vec<(Symbol, A
             e,
             Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
         )
-        && super::bindings::term_size(e) <= MAX_REUSE_NODES
+        && super::size::term_size(e) <= MAX_REUSE_NODES
     {
         let names: Vec<Symbol> = loops.iter().map(|l| l.0).collect();
         if let Some((key, seen)) = subterm_key(e, &names) {
@@ -452,7 +452,7 @@ pub fn share_repeated_elements(
             .into_iter()
             .filter(|(_, o)| o.count >= 2 && o.consistent)
             .max_by(|a, b| {
-                let size = |o: &Occurrences| super::bindings::term_size(&o.term);
+                let size = |o: &Occurrences| super::size::term_size(&o.term);
                 size(&a.1).cmp(&size(&b.1)).then_with(|| b.0.cmp(&a.0))
             });
         let Some((key, occ)) = best else {
@@ -614,7 +614,7 @@ fn element_of(e: &Expr, loops: &[(Symbol, Affine)]) -> Option<(String, Vec<Symbo
             Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
         )
         || !does_work(e)
-        || super::bindings::term_size(e) > MAX_REUSE_NODES
+        || super::size::term_size(e) > MAX_REUSE_NODES
     {
         return None;
     }
@@ -776,10 +776,10 @@ fn narrow_reads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::derive::normalize::{lift, unflatten, Fresh};
     use crate::front::ast::Program;
     use crate::front::parse_program;
     use crate::semantics::eval::evaluate;
+    use crate::terms::normalize::{lift, unflatten, Fresh};
 
     fn flat(text: &str) -> (Program, Vec<(Symbol, Expr)>, Expr) {
         let p = parse_program(text.as_bytes()).unwrap();
