@@ -24,11 +24,11 @@
 //! The environment sigma (variable -> tangent) covers the `--wrt` inputs
 //! and every binding; other real inputs are constants (tangent zero).
 
-use super::appliers::coefficients;
 use super::phase::{run_and_extract, run_with, SMALL, WHOLE};
 use crate::egraph::analysis::{new_graph, AtlAnalysis, AtlGraph};
 use crate::egraph::extract::Sample;
 use crate::egraph::language::{to_rec, Atl};
+use crate::egraph::rules::derivatives::coefficients;
 use crate::egraph::rules::rule_set;
 use crate::egraph::runner::{extraction_samples, Options, PhaseStats};
 use crate::error::Result;
@@ -292,7 +292,7 @@ impl Ctx<'_> {
             names.extend(free_names(c));
             names.extend(free);
         }
-        let mut analysis = super::context::analysis(extents);
+        let mut analysis = crate::egraph::context::analysis(extents);
         let dx = fresh.name(&format!("t{x}"));
         let t = self.types[&x].clone();
         analysis.add_tangent(x, dx);
@@ -379,7 +379,7 @@ pub fn adjoint_egraph(
         .chain(binds.iter().map(|(x, _)| x))
         .copied()
         .collect();
-    let mut analysis = super::context::analysis(extents);
+    let mut analysis = crate::egraph::context::analysis(extents);
     for x in active {
         let dx = fresh.name(&format!("d{}", crate::front::names::base(x.as_str())));
         analysis.add_tangent(x, dx);

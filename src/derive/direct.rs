@@ -63,7 +63,7 @@ fn wrap_iverson(p: Pred, e: Expr) -> Expr {
 /// `rules/derivatives.rules` (the one the rewrite rules are made from),
 /// instantiated with `?x := a` and `?k :=` the exponent.
 pub fn derivative(f: &Func, a: Expr) -> Expr {
-    let entry = super::appliers::derivative_table()
+    let entry = crate::egraph::rules::derivatives::derivative_table()
         .get(&Fun::of(*f))
         .unwrap_or_else(|| panic!("derivatives.rules has no entry for {}", f.name()));
     let ast = &entry.rhs.ast;

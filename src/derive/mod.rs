@@ -11,7 +11,7 @@
 //!    inputs' tangents are plain ATL ([`adjoint`]). Both extract only
 //!    programs free of the phase's extension forms ([`phase`]). The
 //!    rules' Rust appliers and conditions, and the black-box forward rules,
-//!    are in [`appliers`];
+//!    are in [`crate::egraph::rules::derivatives`];
 //! 3. **simplify**: the optimizer of [`crate::egraph`] on the result
 //!    (gen pushout, Iverson algebra, index elimination, inlining, dead lets),
 //!    extracted by the sparsity-aware work cost.
@@ -20,8 +20,6 @@
 //! design names, [`optimize_gradient`].
 
 pub mod adjoint;
-pub mod appliers;
-pub mod context;
 pub mod direct;
 pub mod forward;
 pub mod forward_direct;
@@ -85,7 +83,8 @@ fn simplify(
 /// user gets whatever the optimizer extracted.
 fn within_reference(mut out: Derived, reference: Program, opts: &Options) -> Derived {
     if !crate::egraph::runner::never_costlier(&out.program, &reference, opts.sizes.as_ref()) {
-        out.program = crate::front::names::readable(&reference, &std::collections::HashMap::new());
+        out.program =
+            crate::front::readable::readable(&reference, &std::collections::HashMap::new());
         out.stats.kept_input = true;
     }
     out
@@ -194,7 +193,7 @@ fn grad_program_by(
     if prog.ret != Type::Real {
         return Err(Error::input(format!(
             "grad needs a function returning R; this one returns {} (use vjp)",
-            crate::backend::sexp::type_to_string(&prog.ret)
+            prog.ret
         )));
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;

@@ -49,11 +49,13 @@
 //!
 //! # Modules
 //! * [`language`]: the egg language and conversion to and from core syntax;
+//! * [`context`]: the differentiation state the analysis keeps for the
+//!   forms of differentiation (tangents, types), empty in the optimizer;
 //! * [`analysis`]: free names (merged by union), smallest terms, constant
 //!   folding, index leaves, truth of predicates from index extents;
 //! * [`rules`]: the rule files of `rules/` (data, rule sets by tag) and the
-//!   optimizer's named Rust conditions and appliers (the differentiation
-//!   rules' are in [`crate::derive::appliers`]);
+//!   one registry of named Rust conditions and appliers, the optimizer's and
+//!   the differentiation rules' alike;
 //! * [`extract`]: the paper's sparsity-aware work cost as an egg
 //!   `CostFunction`;
 //! * [`runner`]: phases, limits, one e-graph per phase, and the guard;
@@ -64,6 +66,7 @@
 pub mod analysis;
 pub mod bindings;
 pub mod bounded;
+pub mod context;
 pub mod extract;
 pub mod language;
 pub mod rules;

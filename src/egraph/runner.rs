@@ -483,7 +483,7 @@ pub struct Whole {
 
 /// Optimize a whole program in one e-graph per phase: equal in value, never
 /// costlier (at every checked sample), in core forms. Binder names are left
-/// canonical; [`crate::front::names::readable`] with the hints prints them.
+/// canonical; [`crate::front::readable::readable`] with the hints prints them.
 pub fn optimize_whole(prog: &Program, opts: &Options) -> Result<Whole> {
     let started = Instant::now();
     let opts = &opts.started();

@@ -19,7 +19,7 @@ pub fn canonical_binders(e: &Expr) -> Expr {
 
 /// [`canonical_binders`], and for each canonical name the first source name
 /// it stands for (printed programs show that name, see
-/// [`crate::front::names::readable`]).
+/// [`crate::front::readable::readable`]).
 pub fn canonical_binders_with_hints(e: &Expr) -> (Expr, HashMap<Symbol, Symbol>) {
     struct Canon {
         extents: Vec<Affine>,
