@@ -37,14 +37,16 @@
 //! The crate is layered the way a program flows through it: `front`
 //! (reading with positions, elaboration: type checking, desugaring to core
 //! forms, unique binder names), `semantics` (values and JSON, the reference
-//! evaluator, dual numbers, the paper's sparsity-aware work cost), `egraph`
+//! evaluator, dual numbers, the paper's sparsity-aware work cost), `terms` (passes
+//! over core terms shared by the optimizer and the derivatives), `egraph`
 //! (ATL as an egg language, analyses, the rules of `rules/`, extraction by
 //! the work cost, the phased runner), `derive` (forward and adjoint
 //! derivatives), `lower` (loop nests) and `backend` (the output formats:
 //! core forms, the paper's notation, JSON; C code). These modules are public only for the
 //! crate's tests, benchmarks and examples and are hidden from the
 //! documentation: their items may change without notice. `docs/design.md`
-//! in the repository describes them.
+//! in the repository describes them and the order in which they import
+//! each other.
 
 #![warn(missing_docs)]
 
