@@ -37,14 +37,16 @@
 //! The crate is layered the way a program flows through it: `front`
 //! (reading with positions, elaboration: type checking, desugaring to core
 //! forms, unique binder names), `semantics` (values and JSON, the reference
-//! evaluator, dual numbers, the paper's sparsity-aware work cost), `egraph`
+//! evaluator, dual numbers, the paper's sparsity-aware work cost), `terms` (passes
+//! over core terms shared by the optimizer and the derivatives), `egraph`
 //! (ATL as an egg language, analyses, the rules of `rules/`, extraction by
 //! the work cost, the phased runner), `derive` (forward and adjoint
 //! derivatives), `lower` (loop nests) and `backend` (the output formats:
 //! core forms, the paper's notation, JSON; C code). These modules are public only for the
 //! crate's tests, benchmarks and examples and are hidden from the
 //! documentation: their items may change without notice. `docs/design.md`
-//! in the repository describes them.
+//! in the repository describes them and the order in which they import
+//! each other.
 
 #![warn(missing_docs)]
 
@@ -69,6 +71,10 @@ pub mod npz;
 pub mod rng;
 #[doc(hidden)]
 pub mod semantics;
+#[doc(hidden)]
+pub mod stack;
+#[doc(hidden)]
+pub mod terms;
 
 pub use backend::{compile, Compiled};
 pub use derive::Derived;
@@ -76,46 +82,9 @@ pub use egraph::{Optimized, Options, Stats};
 pub use error::{Error, ErrorKind, Pos, Result};
 pub use front::{Param, ParamKind, Program, Type};
 pub use semantics::value::{Inputs, Value};
+pub use stack::{stack_for_depth, with_big_stack, with_stack_for};
 
 use egg::Symbol;
-
-/// Run `f` on a thread whose stack holds the passes over programs nested
-/// up to 200,000 deep (the tests' and examples' deepest); see
-/// [`with_stack_for`].
-pub fn with_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    with_stack_for(200_000, f).expect("cannot make the worker thread's stack")
-}
-
-/// Run `f` on a thread with a stack for a program nested `depth` deep.
-/// Every pass of the compiler is a structural recursion over expressions
-/// and programs may nest 100,000 deep, but a stack reserved for the
-/// deepest program would take address space from every run (a fixed 4 GiB
-/// made every command fail under `ulimit -v` below that): the stack is
-/// sized by the depth, [`stack_for_depth`]. An error when the system
-/// cannot give that much.
-pub fn with_stack_for<T: Send + 'static>(
-    depth: usize,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::io::Result<T> {
-    let handle = std::thread::Builder::new()
-        .stack_size(stack_for_depth(depth))
-        .spawn(f)?;
-    Ok(handle
-        .join()
-        .unwrap_or_else(|e| std::panic::resume_unwind(e)))
-}
-
-/// The stack every run gets, whatever the depth of its program.
-const BASE_STACK: usize = 64 << 20;
-
-/// The stack one level of nesting may take across the passes (measured: the
-/// deepest recursion per level of a program, with a margin of 4).
-const STACK_PER_LEVEL: usize = 8 << 10;
-
-/// The stack for a program nested `depth` deep.
-pub fn stack_for_depth(depth: usize) -> usize {
-    BASE_STACK.saturating_add(depth.saturating_mul(STACK_PER_LEVEL))
-}
 
 /// How deep a program text nests: its deepest parenthesis (comments, from
 /// `;` to the end of the line, skipped). A bound on the depth of every

@@ -293,7 +293,7 @@ fn rebuild(v: &Value, xs: &mut impl Iterator<Item = f64>) -> Value {
 fn blackbox_table_matches_the_evaluator() {
     use atl_egg::front::ast::Real;
     use atl_egg::semantics::blackbox;
-    let table = atl_egg::derive::appliers::derivative_table();
+    let table = atl_egg::egraph::rules::derivatives::derivative_table();
     let mut seen = vec![];
     for fun in table.keys() {
         let name = fun.name();

@@ -109,7 +109,7 @@ fn let_pair_split_saturates() {
 
 /// Is `s` a C identifier that is not a C keyword?
 fn c_identifier(s: &str) -> bool {
-    // C99's keywords, written out as an oracle for `names::C_KEYWORDS` rather than taken from it
+    // C99's keywords, written out as an oracle for `readable::C_KEYWORDS` rather than taken from it
     const KEYWORDS: &[&str] = &[
         "auto",
         "break",

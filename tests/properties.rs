@@ -74,7 +74,7 @@ proptest! {
         let printed = program_to_string(&sugared);
         let reread = parse("printed program", &printed);
         // the same program up to names: made names (`t#1`) print readable
-        let readable = atl_egg::front::names::readable(&sugared, &Default::default());
+        let readable = atl_egg::front::readable::readable(&sugared, &Default::default());
         prop_assert_eq!(&readable, &reread, "print then read changed the program\n{:?}\n--- printed:\n{}", g, printed);
         // printing is a fixed point after one round
         prop_assert_eq!(&printed, &program_to_string(&reread));

@@ -417,8 +417,9 @@ mod tests {
             "(+ x (exp ".repeat(depth),
             "))".repeat(depth)
         );
-        let s =
-            crate::with_big_stack(move || super::program(&parse_program(src.as_bytes()).unwrap()));
+        let s = crate::stack::with_big_stack(move || {
+            super::program(&parse_program(src.as_bytes()).unwrap())
+        });
         assert!(s.len() < 400 * depth, "{}", s.len());
     }
 }

@@ -4,7 +4,7 @@
 //! Derivative of Tensors"; the rules are `rules/adjoint.rules`).
 //!
 //! Phases:
-//! 1. **normalize** ([`super::normalize`]): A-normal form and let-lifting
+//! 1. **normalize** ([`crate::terms::normalize`]): A-normal form and let-lifting
 //!    give the paper's tensor SSA, `let X1 = e1 in ... let Xk = ek in r`;
 //! 2. **differentiate** (here): with `w` the cotangent of the output, the
 //!    e-graph gets the inner product `(dot w (D body))`, and for every real
@@ -24,19 +24,20 @@
 //! The environment sigma (variable -> tangent) covers the `--wrt` inputs
 //! and every binding; other real inputs are constants (tangent zero).
 
-use super::appliers::coefficients;
-use super::normalize::{anf, dead_code, lift, unflatten, Fresh};
 use super::phase::{run_and_extract, run_with, SMALL, WHOLE};
 use crate::egraph::analysis::{new_graph, AtlAnalysis, AtlGraph};
 use crate::egraph::extract::Sample;
 use crate::egraph::language::{to_rec, Atl};
+use crate::egraph::rules::derivatives::coefficients;
 use crate::egraph::rules::rule_set;
-use crate::egraph::runner::{collect_extents, extraction_samples, Options, PhaseStats};
+use crate::egraph::runner::{extraction_samples, Options, PhaseStats};
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, ParamKind, Program, Type};
 use crate::front::subst::free_names;
 use crate::front::types::{param_env, type_of};
+use crate::terms::extents::collect_extents;
+use crate::terms::normalize::{anf, dead_code, lift, unflatten, Fresh};
 use egg::{Id, Rewrite, Symbol};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -100,7 +101,7 @@ fn vjp_body_by(
     let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let (binds, result) = dead_code(flat);
     let small = binds.len() <= WHOLE_PROGRAM_BINDINGS
-        && crate::egraph::bindings::term_size(&unflatten((binds.clone(), result.clone())))
+        && crate::terms::size::term_size(&unflatten((binds.clone(), result.clone())))
             <= WHOLE_PROGRAM_NODES;
     if small && !direct_only {
         // a small program: one e-graph over every binding first, which
@@ -216,7 +217,7 @@ fn push_forms(forms: &mut Vec<Form>, c: Expr, e: &Expr) {
         body = b;
     }
     let mut terms = vec![];
-    crate::egraph::letpasses::add_terms(body, &mut terms);
+    crate::terms::letpasses::add_terms(body, &mut terms);
     if terms.len() <= GROUP {
         forms.push((c, e.clone(), free_names(e)));
         return;
@@ -291,7 +292,7 @@ impl Ctx<'_> {
             names.extend(free_names(c));
             names.extend(free);
         }
-        let mut analysis = super::context::analysis(extents);
+        let mut analysis = crate::egraph::context::analysis(extents);
         let dx = fresh.name(&format!("t{x}"));
         let t = self.types[&x].clone();
         analysis.add_tangent(x, dx);
@@ -378,7 +379,7 @@ pub fn adjoint_egraph(
         .chain(binds.iter().map(|(x, _)| x))
         .copied()
         .collect();
-    let mut analysis = super::context::analysis(extents);
+    let mut analysis = crate::egraph::context::analysis(extents);
     for x in active {
         let dx = fresh.name(&format!("d{}", crate::front::names::base(x.as_str())));
         analysis.add_tangent(x, dx);

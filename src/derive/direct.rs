@@ -6,11 +6,11 @@
 //! pass over the term, so it always finishes in time linear in the term;
 //! the brackets it leaves are for the simplify phase to solve.
 
-use super::normalize::Fresh;
 use crate::egraph::language::{Atl, Fun};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real, Type};
 use crate::front::subst::free_names;
+use crate::terms::normalize::Fresh;
 use egg::{ENodeOrVar, Id, PatternAst, Symbol};
 
 /// One step of a path into a value: an access or a projection.
@@ -63,7 +63,7 @@ fn wrap_iverson(p: Pred, e: Expr) -> Expr {
 /// `rules/derivatives.rules` (the one the rewrite rules are made from),
 /// instantiated with `?x := a` and `?k :=` the exponent.
 pub fn derivative(f: &Func, a: Expr) -> Expr {
-    let entry = super::appliers::derivative_table()
+    let entry = crate::egraph::rules::derivatives::derivative_table()
         .get(&Fun::of(*f))
         .unwrap_or_else(|| panic!("derivatives.rules has no entry for {}", f.name()));
     let ast = &entry.rhs.ast;

@@ -9,16 +9,18 @@
 //! `d-let` adds `x -> dx`; other real inputs differentiate to zeros.
 
 use super::forward_direct::ForwardDirect;
-use super::normalize::{anf, lift, Fresh};
 use super::phase::{run_and_extract, WHOLE};
 use crate::egraph::analysis::{new_graph, AtlAnalysis};
 use crate::egraph::language::{to_rec, Atl};
 use crate::egraph::rules::rule_set;
-use crate::egraph::runner::{collect_extents, Options, PhaseStats};
+use crate::egraph::runner::{Options, PhaseStats};
 use crate::error::{Error, Result};
-use crate::front::ast::{build, Expr, Param, ParamKind, Program};
+use crate::front::affine::Affine;
+use crate::front::ast::{build, Expr, Param, ParamKind, Pred, Program};
 use crate::front::subst::free_names;
 use crate::front::types::{param_env, type_of};
+use crate::terms::extents::collect_extents;
+use crate::terms::normalize::{anf, lift, Fresh};
 use egg::Symbol;
 use std::collections::HashMap;
 
@@ -67,7 +69,7 @@ pub fn differentiate(
     let mut derived: Vec<Option<Expr>> = vec![None; defs.len()];
     let by_rules: Vec<usize> = (0..defs.len())
         .filter(|k| {
-            crate::egraph::bindings::term_size(defs[*k]) <= DIRECT_NODES
+            crate::terms::size::term_size(defs[*k]) <= DIRECT_NODES
                 && depth(defs[*k]) <= DIRECT_DEPTH
         })
         .collect();
@@ -194,20 +196,74 @@ fn forward_egraph(
     (egraph, roots)
 }
 
-/// Every name a program uses (parameters, sizes, binders, variables).
+/// Every name a program uses (its own name, parameters, sizes, relations,
+/// black boxes, binders and variables), with binders as printed programs
+/// show them ([`crate::front::readable::readable`]).
 pub fn names_in(prog: &Program) -> std::collections::BTreeSet<String> {
-    let text = crate::backend::sexp::program_to_string(prog);
-    let mut out = std::collections::BTreeSet::new();
-    let mut cur = String::new();
-    for c in text.chars() {
-        if c.is_whitespace() || c == '(' || c == ')' {
-            if !cur.is_empty() {
-                out.insert(std::mem::take(&mut cur));
+    type Names = std::collections::BTreeSet<String>;
+    fn aff(a: &Affine, out: &mut Names) {
+        out.extend(a.names().map(|n| n.to_string()));
+    }
+    fn pred(p: &Pred, out: &mut Names) {
+        match p {
+            Pred::True | Pred::False => {}
+            Pred::Cmp(_, a, b) => {
+                aff(a, out);
+                aff(b, out);
             }
-        } else {
-            cur.push(c);
+            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred(q, out)),
+            Pred::Exists(i, d, q) => {
+                out.insert(i.to_string());
+                aff(d, out);
+                pred(q, out);
+            }
+            Pred::Rel(r, idx) => {
+                out.insert(r.to_string());
+                idx.iter().for_each(|a| aff(a, out));
+            }
         }
     }
+    fn expr(e: &Expr, out: &mut Names) {
+        match e {
+            Expr::Var(x) => {
+                out.insert(x.to_string());
+            }
+            Expr::Const(_) => {}
+            Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
+                expr(a, out);
+                expr(b, out);
+            }
+            Expr::Let(x, a, b) => {
+                out.insert(x.to_string());
+                expr(a, out);
+                expr(b, out);
+            }
+            Expr::Call(f, a) => {
+                out.insert(f.name().to_string());
+                expr(a, out);
+            }
+            Expr::Fst(a) | Expr::Snd(a) => expr(a, out),
+            Expr::Get(a, i) => {
+                expr(a, out);
+                aff(i, out);
+            }
+            Expr::Iverson(p, a) => {
+                pred(p, out);
+                expr(a, out);
+            }
+            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+                out.insert(i.to_string());
+                aff(d, out);
+                expr(b, out);
+            }
+        }
+    }
+    let prog = crate::front::readable::readable(prog, &HashMap::new());
+    let mut out = Names::new();
+    out.insert(prog.name.to_string());
+    out.extend(prog.params.iter().map(|p| p.name.to_string()));
+    out.extend(prog.sizes.iter().map(|s| s.to_string()));
+    expr(&prog.body, &mut out);
     out
 }
 

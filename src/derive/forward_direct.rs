@@ -8,10 +8,10 @@
 //! are dropped where they are met (`D[a]·b` with `D[a] = 0`), the rest is
 //! left to the simplify phase.
 
-use super::normalize::Fresh;
 use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Type};
 use crate::front::types::{type_of, zero_of, TypeEnv};
+use crate::terms::normalize::Fresh;
 use egg::Symbol;
 use std::collections::HashMap;
 

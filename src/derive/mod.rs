@@ -1,7 +1,7 @@
 //! Derivatives of ATL programs (paper section 5), purely functional.
 //!
 //! Phases (each a separate pass, as the design asks):
-//! 1. **normalize**: A-normal form and let-lifting ([`normalize`]), the
+//! 1. **normalize**: A-normal form and let-lifting ([`crate::terms::normalize`]), the
 //!    paper's flat "tensor SSA" in which derivative rules copy only atoms;
 //! 2. **differentiate**: forward mode by rewriting `(D e)` in an e-graph
 //!    with `rules/forward.rules` and the black-box table
@@ -11,7 +11,7 @@
 //!    inputs' tangents are plain ATL ([`adjoint`]). Both extract only
 //!    programs free of the phase's extension forms ([`phase`]). The
 //!    rules' Rust appliers and conditions, and the black-box forward rules,
-//!    are in [`appliers`];
+//!    are in [`crate::egraph::rules::derivatives`];
 //! 3. **simplify**: the optimizer of [`crate::egraph`] on the result
 //!    (gen pushout, Iverson algebra, index elimination, inlining, dead lets),
 //!    extracted by the sparsity-aware work cost.
@@ -20,12 +20,9 @@
 //! design names, [`optimize_gradient`].
 
 pub mod adjoint;
-pub mod appliers;
-pub mod context;
 pub mod direct;
 pub mod forward;
 pub mod forward_direct;
-pub mod normalize;
 pub mod phase;
 
 use crate::egraph::runner::PhaseStats;
@@ -86,7 +83,8 @@ fn simplify(
 /// user gets whatever the optimizer extracted.
 fn within_reference(mut out: Derived, reference: Program, opts: &Options) -> Derived {
     if !crate::egraph::runner::never_costlier(&out.program, &reference, opts.sizes.as_ref()) {
-        out.program = crate::front::names::readable(&reference, &std::collections::HashMap::new());
+        out.program =
+            crate::front::readable::readable(&reference, &std::collections::HashMap::new());
         out.stats.kept_input = true;
     }
     out
@@ -195,7 +193,7 @@ fn grad_program_by(
     if prog.ret != Type::Real {
         return Err(Error::input(format!(
             "grad needs a function returning R; this one returns {} (use vjp)",
-            crate::backend::sexp::type_to_string(&prog.ret)
+            prog.ret
         )));
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;

@@ -124,8 +124,8 @@ pub struct AtlAnalysis {
     /// Counter for fresh names made by appliers.
     pub fresh: u64,
     /// Differentiation only: sigma, the types, the constants
-    /// ([`crate::derive::context::DiffContext`]; empty in the optimizer).
-    pub diff: crate::derive::context::DiffContext,
+    /// ([`crate::egraph::context::DiffContext`]; empty in the optimizer).
+    pub diff: crate::egraph::context::DiffContext,
     /// Keep the other nodes of classes known to be constants (tests that
     /// look for every instance of a rule in an e-graph set this).
     pub keep_constant_nodes: bool,

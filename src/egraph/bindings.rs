@@ -3,7 +3,7 @@
 //! One e-graph over a whole program grows with every order of every
 //! binding, so on long programs saturation stops at a limit and the result
 //! depends on where it stopped. Here the program is flattened to its
-//! bindings (`let`-lifting, [`crate::derive::normalize::lift`]) and each
+//! bindings (`let`-lifting, [`crate::terms::normalize::lift`]) and each
 //! binding's definition, and each leaf of the result, is a *unit* optimized
 //! in an e-graph of its own ([`super::runner::optimize_whole`] on a small
 //! program whose parameters are the unit's free variables): time is linear
@@ -23,17 +23,19 @@
 //!   ([`super::runner::guard`]) keeps the cheapest candidate that costs no
 //!   more than the input at any checked sample.
 
-use super::letpasses::{
+use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats};
+use crate::error::Result;
+use crate::front::affine::Affine;
+use crate::front::ast::{build, Expr, Param, ParamKind, Program, Type};
+use crate::front::subst::{free_names, Replace, Substituter};
+use crate::front::types::{param_env, type_of, TypeEnv};
+use crate::terms::canonical::canonical_binders;
+use crate::terms::letpasses::{
     add_terms, drop_broadcast_dimensions, drop_false_brackets, index, inline_free_bindings,
     reuse_bindings, share_repeated_elements,
 };
-use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats};
-use crate::derive::normalize::{dead_code, lift, unflatten, Fresh};
-use crate::error::Result;
-use crate::front::affine::Affine;
-use crate::front::ast::{build, Expr, Param, ParamKind, Program};
-use crate::front::subst::{free_names, Replace, Substituter};
-use crate::front::types::{param_env, type_of, TypeEnv};
+use crate::terms::normalize::{dead_code, lift, unflatten, Fresh};
+use crate::terms::size::term_size;
 use egg::Symbol;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -95,7 +97,11 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
                 });
             }
             candidates.push(Program {
-                body: crate::front::names::fresh_binders(&w.program.body, &w.hints, &mut next_id),
+                body: crate::front::readable::fresh_binders(
+                    &w.program.body,
+                    &w.hints,
+                    &mut next_id,
+                ),
                 ..prog.clone()
             });
         }
@@ -103,32 +109,16 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     candidates.insert(0, local);
     let (program, stats) = guard(prog, candidates, opts, phases, started)?;
     Ok(Optimized {
-        program: crate::front::names::readable(&program, &HashMap::new()),
+        program: crate::front::readable::readable(&program, &HashMap::new()),
         stats,
     })
 }
 
-/// The number of nodes of an expression.
-pub fn term_size(e: &Expr) -> usize {
-    match e {
-        Expr::Var(_) | Expr::Const(_) => 1,
-        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
-            1 + term_size(a) + term_size(b)
-        }
-        Expr::Call(_, a)
-        | Expr::Fst(a)
-        | Expr::Snd(a)
-        | Expr::Get(a, _)
-        | Expr::Iverson(_, a)
-        | Expr::Gen(_, _, a)
-        | Expr::Sum(_, _, a) => 1 + term_size(a),
-    }
-}
-
-/// Units already optimized, keyed by their text with the free variables
-/// renamed by position: the optimized body (free variables by position,
+/// Units already optimized, keyed by the term with the free variables
+/// renamed by position (and binders canonical) and the types of those
+/// variables: the optimized body (free variables by position,
 /// binders canonical) and its binder hints.
-type Memo = HashMap<String, (Expr, HashMap<Symbol, Symbol>)>;
+type Memo = HashMap<(Expr, Vec<Type>), (Expr, HashMap<Symbol, Symbol>)>;
 
 /// What every unit shares.
 struct Units<'a> {
@@ -153,7 +143,7 @@ fn by_binding(
     next_id: &mut u64,
 ) -> Result<(Program, Vec<PhaseStats>)> {
     // lifting needs binder names used once (a derivative may copy a `let`)
-    let unique = crate::front::names::fresh_binders(&prog.body, &HashMap::new(), next_id);
+    let unique = crate::front::readable::fresh_binders(&prog.body, &HashMap::new(), next_id);
     let mut fresh = Fresh::default();
     fresh.raise_to(*next_id);
     let (binds, result) = dead_code(lift(&unique, &mut fresh));
@@ -243,7 +233,7 @@ impl Units<'_> {
             return self.optimize_unit(e, next_id);
         }
         // equal optimized terms are added once, times their count
-        let mut like: Vec<(String, Expr, u32)> = vec![];
+        let mut like: Vec<(Expr, Expr, u32)> = vec![];
         for t in terms {
             let closed = gens
                 .iter()
@@ -253,7 +243,7 @@ impl Units<'_> {
             for (i, _) in &gens {
                 o = index(o, &Affine::var(*i), next_id);
             }
-            let key = crate::backend::sexp::expr_to_string(&super::runner::canonical_binders(&o));
+            let key = canonical_binders(&o);
             match like.iter_mut().find(|l| l.0 == key) {
                 Some(l) => l.2 += 1,
                 None => like.push((key, o, 1)),
@@ -297,12 +287,8 @@ impl Units<'_> {
             }
         }
         let renamed = rename_vars(e, &reals, &slots, next_id);
-        let canon = super::runner::canonical_binders(&renamed);
-        let mut key = crate::backend::sexp::expr_to_string(&canon);
-        for x in &reals {
-            key.push_str(&crate::backend::sexp::type_to_string(&self.types[x]));
-            key.push(';');
-        }
+        let canon = canonical_binders(&renamed);
+        let key = (canon, reals.iter().map(|x| self.types[x].clone()).collect());
         let (body, hints) = match self.memo.get(&key) {
             Some(hit) => hit.clone(),
             None => {
@@ -333,7 +319,7 @@ impl Units<'_> {
             }
         };
         let back = rename_vars(&body, &slots, &reals, next_id);
-        let unique = crate::front::names::fresh_binders(&back, &hints, next_id);
+        let unique = crate::front::readable::fresh_binders(&back, &hints, next_id);
         let mut fresh = Fresh::default();
         fresh.raise_to(*next_id);
         let (binds, out) = lift(&unique, &mut fresh);

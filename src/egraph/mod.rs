@@ -30,7 +30,7 @@
 //! write), keyed by rule and matched classes so that reapplying a rule makes
 //! the same names. Before saturation the optimizer renames
 //! index binders canonically, by nesting depth and extent
-//! ([`runner::canonical_binders`]): loops equal up to the names of their
+//! ([`crate::terms::canonical::canonical_binders`]): loops equal up to the names of their
 //! indices then become the same term and share an e-class (a cheap, partial
 //! alpha-equivalence); one name still means one extent.
 //!
@@ -49,23 +49,26 @@
 //!
 //! # Modules
 //! * [`language`]: the egg language and conversion to and from core syntax;
+//! * [`context`]: the differentiation state the analysis keeps for the
+//!   forms of differentiation (tangents, types), empty in the optimizer;
 //! * [`analysis`]: free names (merged by union), smallest terms, constant
 //!   folding, index leaves, truth of predicates from index extents;
 //! * [`rules`]: the rule files of `rules/` (data, rule sets by tag) and the
-//!   optimizer's named Rust conditions and appliers (the differentiation
-//!   rules' are in [`crate::derive::appliers`]);
+//!   one registry of named Rust conditions and appliers, the optimizer's and
+//!   the differentiation rules' alike;
 //! * [`extract`]: the paper's sparsity-aware work cost as an egg
 //!   `CostFunction`;
 //! * [`runner`]: phases, limits, one e-graph per phase, and the guard;
 //! * [`bindings`]: the `optimize` entry point, binding by binding;
-//! * [`letpasses`]: inlining and sharing across bindings, outside e-graphs.
+//! * [`crate::terms::letpasses`]: inlining and sharing across bindings,
+//!   outside e-graphs.
 
 pub mod analysis;
 pub mod bindings;
 pub mod bounded;
+pub mod context;
 pub mod extract;
 pub mod language;
-pub mod letpasses;
 pub mod rules;
 pub mod runner;
 

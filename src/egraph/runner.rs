@@ -24,8 +24,10 @@ use super::language::to_rec;
 use super::rules::rule_set;
 use crate::error::Result;
 use crate::front::affine::Affine;
-use crate::front::ast::{Expr, ParamKind, Pred, Program};
+use crate::front::ast::{Expr, ParamKind, Program};
 use crate::semantics::value::{Relation, Sizes};
+use crate::terms::canonical::canonical_binders_with_hints;
+use crate::terms::extents::collect_extents;
 use egg::{BackoffScheduler, Runner, StopReason, Symbol};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -166,35 +168,6 @@ pub struct Optimized {
     pub program: Program,
     /// The statistics of its phases.
     pub stats: Stats,
-}
-
-pub fn collect_extents(e: &Expr, out: &mut HashMap<Symbol, Affine>) {
-    fn pred(p: &Pred, out: &mut HashMap<Symbol, Affine>) {
-        match p {
-            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred(q, out)),
-            Pred::Exists(i, d, q) => {
-                out.insert(*i, d.clone());
-                pred(q, out);
-            }
-            _ => {}
-        }
-    }
-    match e {
-        Expr::Var(_) | Expr::Const(_) => {}
-        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
-            collect_extents(a, out);
-            collect_extents(b, out);
-        }
-        Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => collect_extents(a, out),
-        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
-            out.insert(*i, d.clone());
-            collect_extents(b, out);
-        }
-        Expr::Iverson(p, a) => {
-            pred(p, out);
-            collect_extents(a, out);
-        }
-    }
 }
 
 fn all_true_relations(
@@ -510,7 +483,7 @@ pub struct Whole {
 
 /// Optimize a whole program in one e-graph per phase: equal in value, never
 /// costlier (at every checked sample), in core forms. Binder names are left
-/// canonical; [`crate::front::names::readable`] with the hints prints them.
+/// canonical; [`crate::front::readable::readable`] with the hints prints them.
 pub fn optimize_whole(prog: &Program, opts: &Options) -> Result<Whole> {
     let started = Instant::now();
     let opts = &opts.started();
@@ -565,112 +538,6 @@ pub fn optimize_whole(prog: &Program, opts: &Options) -> Result<Whole> {
 
 type Costs = Vec<(String, u128)>;
 
-/// Rename index binders by nesting depth and extent (`i2#x0` is the index
-/// at depth 2 over the first extent met), so that terms equal up to the
-/// names of their indices become equal terms and share an e-class (the k
-/// traces of `trace(diag(x)) + ...` are then one sum, and `e + e = 2e`
-/// applies). Two binders with one name always have one extent, so the
-/// extent map stays exact; nested binders differ in depth, so no name is
-/// shadowed.
-pub fn canonical_binders(e: &Expr) -> Expr {
-    canonical_binders_with_hints(e).0
-}
-
-/// [`canonical_binders`], and for each canonical name the first source name
-/// it stands for (printed programs show that name, see
-/// [`crate::front::names::readable`]).
-pub fn canonical_binders_with_hints(e: &Expr) -> (Expr, HashMap<Symbol, Symbol>) {
-    struct Canon {
-        extents: Vec<Affine>,
-        ren: HashMap<Symbol, Vec<Symbol>>,
-        hints: HashMap<Symbol, Symbol>,
-    }
-    impl Canon {
-        fn name(&mut self, depth: usize, d: &Affine) -> Symbol {
-            let k = match self.extents.iter().position(|x| x == d) {
-                Some(k) => k,
-                None => {
-                    self.extents.push(d.clone());
-                    self.extents.len() - 1
-                }
-            };
-            crate::front::names::make(&format!("i{depth}"), format!("x{k}"))
-        }
-        fn aff(&self, a: &Affine) -> Affine {
-            let mut out = a.clone();
-            for (n, names) in &self.ren {
-                if let Some(c) = names.last() {
-                    out = out.rename(*n, *c);
-                }
-            }
-            out
-        }
-        fn enter(&mut self, i: Symbol, c: Symbol) {
-            self.hints.entry(c).or_insert(i);
-            self.ren.entry(i).or_default().push(c);
-        }
-        fn leave(&mut self, i: Symbol) {
-            if let Some(v) = self.ren.get_mut(&i) {
-                v.pop();
-                if v.is_empty() {
-                    self.ren.remove(&i);
-                }
-            }
-        }
-        fn pred(&mut self, p: &Pred, depth: usize) -> Pred {
-            match p {
-                Pred::True | Pred::False => p.clone(),
-                Pred::Cmp(op, a, b) => Pred::Cmp(*op, self.aff(a), self.aff(b)),
-                Pred::And(ps) => Pred::And(ps.iter().map(|q| self.pred(q, depth)).collect()),
-                Pred::Or(ps) => Pred::Or(ps.iter().map(|q| self.pred(q, depth)).collect()),
-                Pred::Exists(i, d, q) => {
-                    let d = self.aff(d);
-                    let c = self.name(depth, &d);
-                    self.enter(*i, c);
-                    let q = self.pred(q, depth + 1);
-                    self.leave(*i);
-                    Pred::Exists(c, d, Box::new(q))
-                }
-                Pred::Rel(r, idx) => Pred::Rel(*r, idx.iter().map(|a| self.aff(a)).collect()),
-            }
-        }
-        fn expr(&mut self, e: &Expr, depth: usize) -> Expr {
-            use crate::front::ast::build::*;
-            match e {
-                Expr::Var(_) | Expr::Const(_) => e.clone(),
-                Expr::Add(a, b) => add(self.expr(a, depth), self.expr(b, depth)),
-                Expr::Mul(a, b) => mul(self.expr(a, depth), self.expr(b, depth)),
-                Expr::Pair(a, b) => pair(self.expr(a, depth), self.expr(b, depth)),
-                Expr::Call(f, a) => call(*f, self.expr(a, depth)),
-                Expr::Fst(a) => fst(self.expr(a, depth)),
-                Expr::Snd(a) => snd(self.expr(a, depth)),
-                Expr::Get(a, i) => get(self.expr(a, depth), self.aff(i)),
-                Expr::Iverson(p, a) => iverson(self.pred(p, depth), self.expr(a, depth)),
-                Expr::Let(x, a, b) => let_(*x, self.expr(a, depth), self.expr(b, depth)),
-                Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
-                    let d = self.aff(d);
-                    let c = self.name(depth, &d);
-                    self.enter(*i, c);
-                    let b = self.expr(b, depth + 1);
-                    self.leave(*i);
-                    if matches!(e, Expr::Gen(..)) {
-                        gen(c, d, b)
-                    } else {
-                        sum(c, d, b)
-                    }
-                }
-            }
-        }
-    }
-    let mut c = Canon {
-        extents: vec![],
-        ren: HashMap::new(),
-        hints: HashMap::new(),
-    };
-    let out = c.expr(e, 0);
-    (out, c.hints)
-}
-
 /// The extraction samples ordered smallest first: uniform sizes 0, 1, 2,
 /// then the usual ones from small to large.
 fn small_first_samples(prog: &Program, user: Option<&Sizes>) -> Vec<Sample> {
@@ -721,7 +588,7 @@ pub fn guard(
     while let Some((candidate, bracketed)) = queue.pop_front() {
         opts.check_time()?;
         let candidate = Program {
-            body: super::letpasses::drop_false_brackets(&candidate.body),
+            body: crate::terms::letpasses::drop_false_brackets(&candidate.body),
             ..candidate
         };
         // well-formed: the input's type, no name the input does not declare
@@ -741,7 +608,7 @@ pub fn guard(
             .iter()
             .map(|s| (label(s), cost_at(&candidate.body, &ext2, s)))
             .collect();
-        let size = super::bindings::term_size(&candidate.body);
+        let size = crate::terms::size::term_size(&candidate.body);
         // growth first, then the costs in sample order (`cost_key`)
         let key = |c: &Costs| cost_key(&c.iter().map(|a| a.1).collect::<Vec<_>>(), &samples);
         let cheaper_than = |(other, other_size): &(Costs, usize)| {
@@ -756,7 +623,7 @@ pub fn guard(
         } else if !never_costlier && !bracketed {
             // costlier somewhere: perhaps only on an empty range, where a
             // factor moved out of a sum still multiplies
-            let body = super::letpasses::bracket_empty_products(&candidate.body);
+            let body = crate::terms::letpasses::bracket_empty_products(&candidate.body);
             if body != candidate.body {
                 queue.push_back((Program { body, ..candidate }, true));
             }

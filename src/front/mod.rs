@@ -4,6 +4,8 @@ pub mod affine;
 pub mod ast;
 pub mod elaborate;
 pub mod names;
+pub mod print;
+pub mod readable;
 pub mod reader;
 pub mod subst;
 pub mod types;
@@ -13,13 +15,13 @@ pub use ast::{CmpOp, Expr, Func, Param, ParamKind, Pred, Program, Real, Type};
 
 /// Read, type-check and desugar a program text: its last function, calls
 /// expanded.
-pub fn parse_program(text: &[u8]) -> crate::Result<Program> {
+pub fn parse_program(text: &[u8]) -> crate::error::Result<Program> {
     parse_program_fn(text, None)
 }
 
 /// Read, type-check and desugar a program text: the function named
 /// `function` (the last one when `None`), calls expanded.
-pub fn parse_program_fn(text: &[u8], function: Option<&str>) -> crate::Result<Program> {
+pub fn parse_program_fn(text: &[u8], function: Option<&str>) -> crate::error::Result<Program> {
     let sexps = reader::read(text)?;
     elaborate::elaborate_fn(&sexps, function)
 }

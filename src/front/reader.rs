@@ -6,7 +6,7 @@
 //! line:column; it also recurses on nesting depth, while ATL programs nested
 //! 100,000 deep are legal. This reader is iterative (an explicit stack), so
 //! reading never overflows; later passes run on a large stack
-//! ([`crate::with_big_stack`]).
+//! ([`crate::stack::with_big_stack`]).
 //!
 //! Lexical rules (docs/language.md, "Lexical rules"): comments run from
 //! `;` to the end of the line; atoms are runs of printable ASCII other than
@@ -297,7 +297,7 @@ mod tests {
     fn deep_nesting_does_not_recurse() {
         let depth = 200_000;
         let text = format!("{}{}", "(".repeat(depth), ")".repeat(depth));
-        let r = crate::with_big_stack(move || read(text.as_bytes()).map(|v| v.len()));
+        let r = crate::stack::with_big_stack(move || read(text.as_bytes()).map(|v| v.len()));
         assert_eq!(r, Ok(1));
     }
 }

@@ -925,7 +925,7 @@ mod tests {
 
     #[test]
     fn deep_programs_evaluate_on_a_big_stack() {
-        let v = crate::with_big_stack(|| {
+        let v = crate::stack::with_big_stack(|| {
             let depth = 100_000;
             let text = format!(
                 "(fn f ((x R)) {}x{})",

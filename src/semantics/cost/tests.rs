@@ -28,7 +28,7 @@ fn c(e: &Expr, sz: &Sizes) -> Result<u128> {
 fn tc(e: &Expr, sz: &Sizes) -> Result<u128> {
     let t = std::time::Instant::now();
     let r = c(e, sz);
-    let text = crate::backend::sexp::expr_to_string(e);
+    let text = crate::front::print::expr_to_string(e);
     eprintln!(
         "{:>10.3} ms  {}",
         t.elapsed().as_secs_f64() * 1e3,
@@ -250,13 +250,13 @@ fn cost_matches_brute_force_on_random_terms() {
             let fast = cost_expr(&e, &ctx).unwrap_or_else(|err| panic!("{err} on {e:?}"));
             let direct = cost_direct(&e, &ctx, ENUMERATION_BUDGET)
                 .unwrap_or_else(|err| panic!("{err} on {e:?}"));
-            assert_eq!(fast, direct, "{}", crate::backend::sexp::expr_to_string(&e));
+            assert_eq!(fast, direct, "{}", crate::front::print::expr_to_string(&e));
             let slow = brute(&e, &sz, &rels, &bindings);
             assert_eq!(
                 fast as i128,
                 slow,
                 "case {case} at {sz:?} u={u}: {}",
-                crate::backend::sexp::expr_to_string(&e)
+                crate::front::print::expr_to_string(&e)
             );
             nonzero += usize::from(slow > 0);
         }
@@ -798,7 +798,7 @@ fn size_10000_programs() {
 
 #[test]
 fn deep_programs() {
-    crate::with_big_stack(|| {
+    crate::stack::with_big_stack(|| {
         let sz = sizes(&[("n", 10)]);
         let d = 100_000;
         let mut e = x();
@@ -1039,7 +1039,7 @@ fn random_programs_match_reference() {
         let e = g.expr(&mut scope, &mut reals, 1 + case % 5);
         let text = format!(
             "(fn f ((x R) (u size) (n size) (m size) (R (relation 4 3)))\n  {})\n",
-            crate::backend::sexp::expr_to_string(&e)
+            crate::front::print::expr_to_string(&e)
         );
         let mut rels = HashMap::new();
         rels.insert(s("R"), random_relation(&mut g.rng));

@@ -127,7 +127,7 @@ pub struct Instance {
 /// Renames every binder of an elaborated sub-term apart (`s<k>` for
 /// indices, `l<k>` for variables), so that binder names are unique within
 /// an instantiation (the e-graph keeps one extent per index name).
-/// Not `names::fresh_binders`: its names `base#id` do not read back, and
+/// Not `readable::fresh_binders`: its names `base#id` do not read back, and
 /// [`type_check`] parses the instance's text again.
 pub(super) struct Renamer<'c> {
     pub(super) counter: &'c mut usize,
@@ -444,7 +444,7 @@ impl Instantiator<'_> {
                 Role::Dim(d) => Bound::Aff(infer.concrete_dim(*d, self.rng, &mut dmemo)),
                 Role::Num => Bound::Num(*self.rng.pick(&[2.0, 3.0, 0.5])),
                 Role::Fun(k) => {
-                    let table = atl_egg::derive::appliers::derivative_table();
+                    let table = atl_egg::egraph::rules::derivatives::derivative_table();
                     let funs: Vec<Fun> = table
                         .keys()
                         .filter(|f| f.takes_exponent() == *k)

@@ -4,14 +4,14 @@
 //! the forward rules made from the black boxes' derivative table
 //! (`rules/derivatives.rules`).
 //!
-//! They live with the rest of differentiation; the optimizer's rule table
-//! ([`crate::egraph::rules`]) holds only its own appliers and looks a name up
-//! here when it is not one of them. Each applier says beside it why a
-//! pattern cannot express its rule.
+//! They are named in the one registry ([`super::registry`]) with the
+//! optimizer's. Each applier says beside it why a pattern cannot express its
+//! rule.
 
+use super::engine::{check, Built, Check, Ctx};
+use super::files::{parse_rules, Rhs, RuleSpec};
 use crate::egraph::analysis::{name_of, AtlGraph};
 use crate::egraph::language::{Atl, Fun, Idx};
-use crate::egraph::rules::{check, parse_rules, ApplierFn, Built, Check, Ctx, Rhs, RuleSpec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Type};
 use crate::front::names;
@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 // -- the black boxes' derivatives ---------------------------------------------
 
 /// The black boxes' derivatives, as data: `F: (call F ?x) => F'(?x)`.
-pub const DERIVATIVES: &str = include_str!("../../rules/derivatives.rules");
+pub const DERIVATIVES: &str = include_str!("../../../rules/derivatives.rules");
 
 /// One entry of the derivative table.
 #[derive(Clone, Debug)]
@@ -109,13 +109,13 @@ fn tangent_of(egraph: &AtlGraph, id: Id) -> Option<Symbol> {
 }
 
 /// `tangent-free(?a)`: no tangent name is free in `?a`.
-fn tangent_free(a: Var) -> Check {
+pub(super) fn tangent_free(a: Var) -> Check {
     check(move |g, s| !g.analysis.mentions_tangent(&g[s[a]].data))
 }
 
 /// `tangent-not-free(?x, ?e)`: the tangent of the variable `?x` is not free
 /// in `?e` (true when `?x` has no tangent).
-fn tangent_not_free(x: Var, e: Var) -> Check {
+pub(super) fn tangent_not_free(x: Var, e: Var) -> Check {
     check(move |g, s| match tangent_of(g, s[x]) {
         Some(dx) => !g.analysis.is_free(&g[s[e]].data, dx),
         None => name_of(g, s[x]).is_some(),
@@ -165,13 +165,13 @@ pub fn path_of(egraph: &AtlGraph, id: Id) -> Option<(Symbol, Vec<PathStep>)> {
 
 /// `root-not-free(?P, ?s)`: the variable at the root of the path `?P` is not
 /// free in `?s`.
-fn root_not_free(p: Var, e: Var) -> Check {
+pub(super) fn root_not_free(p: Var, e: Var) -> Check {
     check(move |g, s| path_of(g, s[p]).is_some_and(|(r, _)| !g.analysis.is_free(&g[s[e]].data, r)))
 }
 
 /// `rooted-at(?q, ?x)` / `not-rooted-at(?q, ?x)` (`yes` false): the path
 /// `?q` is (is not) an access to the tangent of `?x`.
-fn rooted_at(q: Var, x: Var, yes: bool) -> Check {
+pub(super) fn rooted_at(q: Var, x: Var, yes: bool) -> Check {
     check(move |g, s| match (path_of(g, s[q]), tangent_of(g, s[x])) {
         (Some((r, _)), Some(dx)) => (r == dx) == yes,
         (Some(_), None) => !yes,
@@ -185,25 +185,11 @@ fn rooted_at(q: Var, x: Var, yes: bool) -> Check {
 /// the bindings are turned around innermost first, as in the paper, and the
 /// e-graph does not hold every interleaving of the pending ones (a number
 /// exponential in the length of the chain).
-fn settled(b: Var) -> Check {
+pub(super) fn settled(b: Var) -> Check {
     check(move |g, s| {
         let nodes = &g[s[b]].nodes;
         !nodes.iter().any(|n| matches!(n, Atl::DLet(_)))
             || nodes.iter().any(|n| matches!(n, Atl::Let(_)))
-    })
-}
-
-/// The differentiation rules' condition `(name args...)` of `rules/`
-/// (`None`: not one of them, or a wrong number of arguments).
-pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
-    Some(match (name, args) {
-        ("tangent-free", &[a]) => tangent_free(a),
-        ("tangent-not-free", &[x, e]) => tangent_not_free(x, e),
-        ("root-not-free", &[p, e]) => root_not_free(p, e),
-        ("rooted-at", &[q, x]) => rooted_at(q, x, true),
-        ("not-rooted-at", &[q, x]) => rooted_at(q, x, false),
-        ("settled", &[b]) => settled(b),
-        _ => return None,
     })
 }
 
@@ -212,7 +198,7 @@ pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
 /// d-var `(D (var ?x))`: the tangent variable of `x` under sigma, or the
 /// zero of `x`'s type for inputs that are not differentiated (a lookup in
 /// the environment sigma, which patterns cannot do).
-fn d_var(c: &mut Ctx) -> Option<Built> {
+pub(super) fn d_var(c: &mut Ctx) -> Option<Built> {
     let x = c.name(0)?;
     if let Some(dx) = c.egraph.analysis.diff.tangents.get(&x).copied() {
         return Some(Built::Expr(Expr::Var(dx)));
@@ -240,7 +226,7 @@ fn d_var(c: &mut Ctx) -> Option<Built> {
 
 /// d-const `(D ?c)` for a constant `c`: zero (a pattern cannot say "any
 /// constant").
-fn d_const(c: &mut Ctx) -> Option<Built> {
+pub(super) fn d_const(c: &mut Ctx) -> Option<Built> {
     let id = c.id(0);
     c.egraph[id]
         .nodes
@@ -252,7 +238,7 @@ fn d_const(c: &mut Ctx) -> Option<Built> {
 /// d-let `(D (let ?x ?a ?b))` => `(let x a (let dx (D a) (D b)))` with
 /// sigma extended by x -> dx: the fresh name dx and the extension of sigma
 /// are beyond patterns.
-fn d_let(c: &mut Ctx) -> Option<Built> {
+pub(super) fn d_let(c: &mut Ctx) -> Option<Built> {
     let x = c.name(0)?;
     let (xid, a, b) = (c.id(0), c.id(1), c.id(2));
     let dx = match c.egraph.analysis.diff.tangents.get(&x) {
@@ -277,7 +263,7 @@ fn d_let(c: &mut Ctx) -> Option<Built> {
 /// adj-gen `(dot ?w (gen ?i ?n ?e))` => `(sum i n (dot (get w @i) e))`:
 /// the index `i` turns from a name (the binder) into an index expression
 /// (the access `w[i]`), which patterns cannot do.
-fn adj_gen(c: &mut Ctx) -> Option<Built> {
+pub(super) fn adj_gen(c: &mut Ctx) -> Option<Built> {
     let (w, i, n, e) = (c.id(0), c.name(1)?, c.id(2), c.id(3));
     if c.egraph.analysis.is_free(&c.egraph[w].data, i) {
         return None;
@@ -324,7 +310,7 @@ pub fn coefficients(g: &mut AtlGraph, t: &Type, key: &str, path: Id, s: Id) -> I
 /// type of `x` (a gen per tensor dimension, a pair per pair). Applies once
 /// `s` is a sum of inner products (the paper applies it when no ordinary
 /// binding is left between the differential binding and them).
-fn adj_rev_let(c: &mut Ctx) -> Option<Built> {
+pub(super) fn adj_rev_let(c: &mut Ctx) -> Option<Built> {
     let (xid, d, s) = (c.id(0), c.id(1), c.id(2));
     let x = c.name(0)?;
     if c.egraph[s]
@@ -357,7 +343,7 @@ fn adj_rev_let(c: &mut Ctx) -> Option<Built> {
 /// and an access `q` to a tangent: zero for another tangent or another side
 /// of a pair, else `[P's indices == q's indices] * w[P's remaining steps]`.
 /// Comparing two access paths of any depth is beyond a pattern.
-fn adj_coeff_dot(c: &mut Ctx) -> Option<Built> {
+pub(super) fn adj_coeff_dot(c: &mut Ctx) -> Option<Built> {
     let (p, w, q) = (c.id(0), c.id(1), c.id(2));
     let (pr, ps) = path_of(c.egraph, p)?;
     let (qr, qs) = path_of(c.egraph, q)?;
@@ -406,19 +392,6 @@ fn adj_coeff_dot(c: &mut Ctx) -> Option<Built> {
         None => out,
         Some(p) => g.add(Atl::Iverson([p, out])),
     }))
-}
-
-/// The differentiation rules' Rust appliers by the name used in `rules/`.
-pub fn applier_fn(name: &str) -> Option<ApplierFn> {
-    Some(match name {
-        "d-var" => d_var,
-        "d-const" => d_const,
-        "d-let" => d_let,
-        "adj-gen" => adj_gen,
-        "adj-rev-let" => adj_rev_let,
-        "adj-coeff-dot" => adj_coeff_dot,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

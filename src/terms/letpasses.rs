@@ -1,5 +1,5 @@
 //! Let-level passes of the optimizer, outside the e-graphs (see
-//! [`super::bindings`]): they see across bindings, which a binding's own
+//! [`crate::egraph::bindings`]): they see across bindings, which a binding's own
 //! e-graph cannot.
 //!
 //! * [`inline_free_bindings`]: a binding that does no arithmetic is
@@ -87,7 +87,7 @@ fn substitute_reduced(e: &Expr, defs: &HashMap<Symbol, Expr>, next_id: &mut u64)
     match e {
         Expr::Var(x) => match defs.get(x) {
             // binders of the definition made unique again at each use
-            Some(d) => crate::front::names::fresh_binders(d, &HashMap::new(), next_id),
+            Some(d) => crate::front::readable::fresh_binders(d, &HashMap::new(), next_id),
             None => e.clone(),
         },
         Expr::Fst(a) => match substitute_reduced(a, defs, next_id) {
@@ -153,7 +153,7 @@ pub fn index(e: Expr, i: &Affine, next_id: &mut u64) -> Expr {
 /// it (`e[i]`), when the loops around the subterm range over the binding's
 /// extents. Work only goes down; no binding moves.
 pub fn reuse_bindings(binds: Vec<(Symbol, Expr)>, result: Expr) -> (Vec<(Symbol, Expr)>, Expr) {
-    let mut known: HashMap<String, Known> = HashMap::new();
+    let mut known: HashMap<ReuseKey, Known> = HashMap::new();
     let mut out: Vec<(Symbol, Expr)> = vec![];
     let mut renamed: HashMap<Symbol, Symbol> = HashMap::new();
     for (x, e) in binds {
@@ -197,17 +197,22 @@ struct Known {
     dims: Vec<Affine>,
 }
 
+/// What the sharing passes compare: a whole definition, or an element (a
+/// subterm with its loop indices renamed by first occurrence), with its
+/// binders canonical. Compared as terms, never as text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum ReuseKey {
+    Whole(Expr),
+    Element(Expr),
+}
+
 /// A key for a whole definition that does work (copies and constants are
 /// left to inlining).
-fn whole_key(e: &Expr) -> Option<String> {
+fn whole_key(e: &Expr) -> Option<ReuseKey> {
     if !does_work(e) {
         return None;
     }
-    let canon = super::runner::canonical_binders(e);
-    Some(format!(
-        "whole:{}",
-        crate::backend::sexp::expr_to_string(&canon)
-    ))
+    Some(ReuseKey::Whole(super::canonical::canonical_binders(e)))
 }
 
 /// Does `e` do arithmetic?
@@ -217,7 +222,7 @@ fn does_work(e: &Expr) -> bool {
 
 /// The key of a binding's element: `x = ⊞[i1] .. ⊞[ik] body` with every
 /// `i` in `body`, the body with its indices renamed by first occurrence.
-fn element_key(x: Symbol, e: &Expr) -> Option<(String, Known)> {
+fn element_key(x: Symbol, e: &Expr) -> Option<(ReuseKey, Known)> {
     let mut gens: Vec<(Symbol, Affine)> = vec![];
     let mut body = e;
     while let Expr::Gen(i, d, b) = body {
@@ -246,10 +251,10 @@ fn element_key(x: Symbol, e: &Expr) -> Option<(String, Known)> {
     ))
 }
 
-/// The key of a subterm whose free indices are among `loops`: its text
+/// The key of a subterm whose free indices are among `loops`: the subterm
 /// with those indices renamed by first occurrence (and binders
 /// canonical), and the indices in that order.
-fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(String, Vec<Symbol>)> {
+fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(ReuseKey, Vec<Symbol>)> {
     let free = free_names(t);
     let mut seen: Vec<Symbol> = vec![];
     first_indices(t, &mut vec![], &mut seen);
@@ -264,11 +269,8 @@ fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(String, Vec<Symbol>)> {
             .expr(&renamed, &Replace::Index(*v, Affine::var(*s)))
             .ok()?;
     }
-    let canon = super::runner::canonical_binders(&renamed);
-    Some((
-        format!("elem:{}", crate::backend::sexp::expr_to_string(&canon)),
-        seen,
-    ))
+    let canon = super::canonical::canonical_binders(&renamed);
+    Some((ReuseKey::Element(canon), seen))
 }
 
 /// The free index names of `e`'s affine expressions and predicates, in
@@ -300,7 +302,7 @@ fn first_indices(e: &Expr, bound: &mut Vec<Symbol>, out: &mut Vec<Symbol>) {
 
 /// `e` with the subterms that an element key finds read from their
 /// binding; `loops`: the `gen`/`sum` indices around, with their extents.
-fn reuse_in(e: &Expr, known: &HashMap<String, Known>, loops: &mut Vec<(Symbol, Affine)>) -> Expr {
+fn reuse_in(e: &Expr, known: &HashMap<ReuseKey, Known>, loops: &mut Vec<(Symbol, Affine)>) -> Expr {
     if known.is_empty() {
         return e.clone();
     }
@@ -310,7 +312,7 @@ fn reuse_in(e: &Expr, known: &HashMap<String, Known>, loops: &mut Vec<(Symbol, A
             e,
             Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
         )
-        && super::bindings::term_size(e) <= MAX_REUSE_NODES
+        && super::size::term_size(e) <= MAX_REUSE_NODES
     {
         let names: Vec<Symbol> = loops.iter().map(|l| l.0).collect();
         if let Some((key, seen)) = subterm_key(e, &names) {
@@ -440,7 +442,7 @@ pub fn share_repeated_elements(
     next_id: &mut u64,
 ) -> (Vec<(Symbol, Expr)>, Expr) {
     for _ in 0..MAX_SHARED {
-        let mut found: HashMap<String, Occurrences> = HashMap::new();
+        let mut found: HashMap<ReuseKey, Occurrences> = HashMap::new();
         for (k, e) in binds.iter().map(|b| &b.1).chain([&result]).enumerate() {
             let mut visit = Visit::Collect {
                 k,
@@ -452,7 +454,7 @@ pub fn share_repeated_elements(
             .into_iter()
             .filter(|(_, o)| o.count >= 2 && o.consistent)
             .max_by(|a, b| {
-                let size = |o: &Occurrences| super::bindings::term_size(&o.term);
+                let size = |o: &Occurrences| super::size::term_size(&o.term);
                 size(&a.1).cmp(&size(&b.1)).then_with(|| b.0.cmp(&a.0))
             });
         let Some((key, occ)) = best else {
@@ -523,10 +525,10 @@ struct Occurrences {
 enum Visit<'a> {
     Collect {
         k: usize,
-        found: &'a mut HashMap<String, Occurrences>,
+        found: &'a mut HashMap<ReuseKey, Occurrences>,
     },
     Replace {
-        key: &'a str,
+        key: &'a ReuseKey,
         occ: &'a Occurrences,
         name: Symbol,
     },
@@ -580,7 +582,7 @@ fn visit_elements(
                 occ,
                 name,
             } => {
-                if key == *want && dims == occ.dims && *guards == occ.guards {
+                if key == **want && dims == occ.dims && *guards == occ.guards {
                     // the binding's ⊞s run over the indices in this order
                     return seen
                         .iter()
@@ -607,14 +609,17 @@ fn visit_elements(
 /// The key, indices (in order of first occurrence) and their extents of an
 /// elementwise subterm that does work, inside `loops` (not of a range that
 /// depends on them).
-fn element_of(e: &Expr, loops: &[(Symbol, Affine)]) -> Option<(String, Vec<Symbol>, Vec<Affine>)> {
+fn element_of(
+    e: &Expr,
+    loops: &[(Symbol, Affine)],
+) -> Option<(ReuseKey, Vec<Symbol>, Vec<Affine>)> {
     if loops.is_empty()
         || !matches!(
             e,
             Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
         )
         || !does_work(e)
-        || super::bindings::term_size(e) > MAX_REUSE_NODES
+        || super::size::term_size(e) > MAX_REUSE_NODES
     {
         return None;
     }
@@ -776,10 +781,10 @@ fn narrow_reads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::derive::normalize::{lift, unflatten, Fresh};
     use crate::front::ast::Program;
     use crate::front::parse_program;
     use crate::semantics::eval::evaluate;
+    use crate::terms::normalize::{lift, unflatten, Fresh};
 
     fn flat(text: &str) -> (Program, Vec<(Symbol, Expr)>, Expr) {
         let p = parse_program(text.as_bytes()).unwrap();
@@ -838,10 +843,12 @@ mod tests {
         )
         .unwrap();
         let q = drop_false_brackets(&p.body);
-        assert_eq!(
-            crate::backend::sexp::expr_to_string(&q),
-            "(pair (gen i n (get x i)) (iverson false (gen j n 1)))"
-        );
+        let expected = parse_program(
+            b"(fn f ((x (tensor n R)))
+               (pair (gen i n (get x i)) (iverson false (gen j n 1))))",
+        )
+        .unwrap();
+        assert_eq!(q, expected.body);
     }
 
     #[test]

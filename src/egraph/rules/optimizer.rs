@@ -1,0 +1,172 @@
+//! The optimizer's named conditions and Rust appliers (the rules of
+//! let-lifting, gen pushout, index elimination and the Iverson algebra that
+//! a pattern cannot express).
+
+use super::engine::{check, Built, Check, Ctx};
+use crate::egraph::analysis::{name_of, smallest, AtlGraph};
+use crate::egraph::language::FromRec;
+use crate::front::affine::Affine;
+use crate::front::ast::{build, CmpOp, Expr, Pred};
+use crate::front::subst::Replace;
+use egg::{Id, Symbol, Var};
+
+/// `not-free(?x, ?e)`: the name in class `?x` is not free in `?e`.
+pub(super) fn not_free(x: Var, e: Var) -> Check {
+    check(move |g, s| name_of(g, s[x]).is_some_and(|n| !g.analysis.is_free(&g[s[e]].data, n)))
+}
+
+/// `distinct(?x, ?y)`: two name classes hold different names.
+pub(super) fn distinct(x: Var, y: Var) -> Check {
+    check(move |g, s| name_of(g, s[x]) != name_of(g, s[y]))
+}
+
+/// `is-const(?k)`: the class holds a real constant.
+pub(super) fn is_const(k: Var) -> Check {
+    check(move |g, s| g[s[k]].data.num.is_some())
+}
+
+/// The conjuncts of the smallest predicate of class `id`.
+fn class_conjuncts(g: &AtlGraph, id: Id) -> Option<Vec<Pred>> {
+    let rec = smallest(g, id)?;
+    let root = Id::from(rec.as_ref().len() - 1);
+    let p = FromRec {
+        node: |i: Id| &rec[i],
+    }
+    .pred(root)
+    .ok()?;
+    let mut out = vec![];
+    conjuncts(p, &mut out);
+    Some(out)
+}
+
+/// `adds-conjunct(?p, ?q)`: neither predicate's conjuncts all appear among
+/// the other's, so `p ∧ q` says more than each alone. Merging `[p]·[q]·e`
+/// into `[p ∧ q]·e` only then keeps a class that holds both `x` and
+/// `[q]·x` from growing `p ∧ q`, `(p ∧ q) ∧ q`, ... without end (seen: 30,000
+/// merges in one iteration on a two-line program).
+pub(super) fn adds_conjunct(p: Var, q: Var) -> Check {
+    check(
+        move |g, s| match (class_conjuncts(g, s[p]), class_conjuncts(g, s[q])) {
+            (Some(a), Some(b)) => {
+                !b.iter().all(|x| a.contains(x)) && !a.iter().all(|x| b.contains(x))
+            }
+            _ => true,
+        },
+    )
+}
+
+/// `0 <= a < n` as a predicate.
+fn in_range(a: &Affine, n: &Affine) -> Pred {
+    Pred::And(vec![
+        Pred::Cmp(CmpOp::Le, Affine::constant(0), a.clone()),
+        Pred::Cmp(CmpOp::Lt, a.clone(), n.clone()),
+    ])
+}
+
+/// gen-pushout `(get (gen ?i ?n ?e) ?a)` => `[0 <= a < n] * e[i := a]`:
+/// substitution of an index, which patterns cannot express.
+pub(super) fn gen_pushout(c: &mut Ctx) -> Option<Built> {
+    let (i, n, e, a) = (c.name(0)?, c.aff(1)?, c.expr(2)?, c.aff(3)?);
+    let body = c.subst(&e, Replace::Index(i, a.clone()))?;
+    Some(Built::Expr(build::iverson(in_range(&a, &n), body)))
+}
+
+/// let-inline `(let ?x ?a ?b)` => `b[x := a]` (substitution).
+pub(super) fn let_inline(c: &mut Ctx) -> Option<Built> {
+    let (x, a, b) = (c.name(0)?, c.expr(1)?, c.expr(2)?);
+    Some(Built::Expr(c.subst(&b, Replace::Var(x, a))?))
+}
+
+/// let-lift out of gen/sum: `(gen i n (let x a b))` =>
+/// `(let x (gen i n a) (gen i n b[x := x[i]]))`: the substitution of `x`
+/// by `x[i]` is beyond patterns.
+fn let_lift_loop(c: &mut Ctx, is_sum: bool) -> Option<Built> {
+    let (i, n, x, a, b) = (c.name(0)?, c.aff(1)?, c.name(2)?, c.expr(3)?, c.expr(4)?);
+    let b = c.subst(
+        &b,
+        Replace::Var(x, build::get(Expr::Var(x), Affine::var(i))),
+    )?;
+    let outer = if is_sum {
+        build::sum(i, n.clone(), b)
+    } else {
+        build::gen(i, n.clone(), b)
+    };
+    Some(Built::Expr(build::let_(x, build::gen(i, n, a), outer)))
+}
+
+pub(super) fn let_lift_gen(c: &mut Ctx) -> Option<Built> {
+    let_lift_loop(c, false)
+}
+pub(super) fn let_lift_sum(c: &mut Ctx) -> Option<Built> {
+    let_lift_loop(c, true)
+}
+
+/// let-pair-split `(let ?x (pair ?a ?b) ?c)` =>
+/// `(let x0 a (let x1 b c[x := (pair x0 x1)]))` (Pair-Elimination's let rule,
+/// for definitions that are pairs; substitution).
+pub(super) fn let_pair_split(c: &mut Ctx) -> Option<Built> {
+    let (x, a, b, body) = (c.name(0)?, c.expr(1)?, c.expr(2)?, c.expr(3)?);
+    let (x0, x1) = (c.fresh(x), c.fresh(x));
+    let body = c.subst(
+        &body,
+        Replace::Var(x, build::pair(Expr::Var(x0), Expr::Var(x1))),
+    )?;
+    Some(Built::Expr(build::let_(x0, a, build::let_(x1, b, body))))
+}
+
+fn conjuncts(p: Pred, out: &mut Vec<Pred>) {
+    match p {
+        Pred::And(ps) => ps.into_iter().for_each(|q| conjuncts(q, out)),
+        Pred::True => {}
+        q => out.push(q),
+    }
+}
+
+/// Find a conjunct `a == b` that determines `i` (coefficient +-1) and return
+/// its solution and the other conjuncts.
+fn solve_for(i: Symbol, p: Pred) -> Option<(Affine, Vec<Pred>)> {
+    let mut cs = vec![];
+    conjuncts(p, &mut cs);
+    let k = cs.iter().position(|q| match q {
+        Pred::Cmp(CmpOp::Eq, a, b) => a.sub(b).is_ok_and(|d| d.coeff(i).abs() == 1),
+        _ => false,
+    })?;
+    let Pred::Cmp(_, a, b) = cs.remove(k) else {
+        unreachable!()
+    };
+    let d = a.sub(&b).ok()?;
+    let k = d.coeff(i);
+    // d = k*i + r = 0  =>  i = -r/k = -k*r
+    let r = d.substitute(i, &Affine::constant(0)).ok()?;
+    Some((r.scale(-k).ok()?, cs))
+}
+
+/// index elimination `(sum ?i ?n (iverson ?p ?e))` with `i == a` among the
+/// conjuncts of `p` => `[0 <= a < n and rest[i := a]] * e[i := a]`: solving
+/// an equation and substituting are beyond patterns.
+pub(super) fn sum_index_elim(c: &mut Ctx) -> Option<Built> {
+    let (i, n, p, e) = (c.name(0)?, c.aff(1)?, c.pred(2)?, c.expr(3)?);
+    let (s, rest) = solve_for(i, p)?;
+    if s.mentions(i) {
+        return None;
+    }
+    let rest = c.subst_pred(&Pred::And(rest), Replace::Index(i, s.clone()))?;
+    let e = c.subst(&e, Replace::Index(i, s.clone()))?;
+    let mut guard = vec![in_range(&s, &n)];
+    conjuncts(rest, &mut guard);
+    Some(Built::Expr(build::iverson(Pred::And(guard), e)))
+}
+
+/// `(exists ?i ?n ?p)` with `i == a` among the conjuncts of `p` =>
+/// `0 <= a < n and rest[i := a]`.
+pub(super) fn exists_index_elim(c: &mut Ctx) -> Option<Built> {
+    let (i, n, p) = (c.name(0)?, c.aff(1)?, c.pred(2)?);
+    let (s, rest) = solve_for(i, p)?;
+    if s.mentions(i) {
+        return None;
+    }
+    let rest = c.subst_pred(&Pred::And(rest), Replace::Index(i, s.clone()))?;
+    let mut out = vec![in_range(&s, &n)];
+    conjuncts(rest, &mut out);
+    Some(Built::Pred(Pred::And(out)))
+}

@@ -1,0 +1,16 @@
+//! Term-level passes over core ATL, outside any e-graph: shared by the
+//! optimizer ([`crate::egraph`]) and the derivatives ([`crate::derive`]),
+//! which both sit above this layer.
+//!
+//! * [`normalize`]: A-normal form, let-lifting ("tensor SSA"), dead bindings;
+//! * [`letpasses`]: the let-level passes of the optimizer (inlining, sharing,
+//!   broadcast dimensions, `[false]` terms, brackets of empty products);
+//! * [`canonical`]: index binders renamed by nesting depth and extent;
+//! * [`extents`]: the extent of every index binder of a term;
+//! * [`size`]: the number of nodes of a term.
+
+pub mod canonical;
+pub mod extents;
+pub mod letpasses;
+pub mod normalize;
+pub mod size;
