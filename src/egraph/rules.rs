@@ -346,6 +346,36 @@ fn adds_conjunct(p: Var, q: Var) -> Check {
     )
 }
 
+/// `index-fixed(?i, ?p)`: a conjunct of `p` is an equality that mentions
+/// the index `i` (so a sum over `i` under `[p]` has at most one term, and
+/// `∃i. p` has a closed form), and no conjunct is an `exists` (so moving
+/// the bracket out of a sum as `∃i. p` happens once, not again on the
+/// result).
+fn index_fixed(i: Var, p: Var) -> Check {
+    check(move |g, s| {
+        let (Some(i), Some(cs)) = (name_of(g, s[i]), class_conjuncts(g, s[p])) else {
+            return false;
+        };
+        let fixes = |q: &Pred| match q {
+            Pred::Cmp(CmpOp::Eq, a, b) => a.sub(b).is_ok_and(|d| d.coeff(i) != 0),
+            _ => false,
+        };
+        cs.iter().any(fixes) && !cs.iter().any(|q| matches!(q, Pred::Exists(..)))
+    })
+}
+
+/// `not-bracket(?e)`: the class holds no `iverson` node, so a match of
+/// `(iverson ?p ?e)` binds the whole bracket, not one of the nested brackets
+/// that splitting a conjunction makes.
+fn not_bracket(e: Var) -> Check {
+    check(move |g, s| !g[s[e]].nodes.iter().any(|n| matches!(n, Atl::Iverson(_))))
+}
+
+/// `not-exists(?p)`: the predicate class holds no `exists` node.
+fn not_exists(p: Var) -> Check {
+    check(move |g, s| !g[s[p]].nodes.iter().any(|n| matches!(n, Atl::Exists(_))))
+}
+
 /// The condition `(name args...)` of `rules/`: the optimizer's own here,
 /// the differentiation rules' in [`crate::derive::appliers`]; `None` for an
 /// unknown name or a wrong number of arguments.
@@ -355,6 +385,9 @@ fn condition(name: &str, args: &[Var]) -> Option<Check> {
         ("distinct", &[x, y]) => distinct(x, y),
         ("is-const", &[k]) => is_const(k),
         ("adds-conjunct", &[p, q]) => adds_conjunct(p, q),
+        ("index-fixed", &[i, p]) => index_fixed(i, p),
+        ("not-bracket", &[e]) => not_bracket(e),
+        ("not-exists", &[p]) => not_exists(p),
         _ => return crate::derive::appliers::condition(name, args),
     })
 }
