@@ -4,7 +4,7 @@
 
 use super::engine::{check, Built, Check, Ctx};
 use crate::egraph::analysis::{name_of, smallest, AtlGraph};
-use crate::egraph::language::FromRec;
+use crate::egraph::language::{Atl, FromRec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
 use crate::front::subst::Replace;
@@ -53,6 +53,36 @@ pub(super) fn adds_conjunct(p: Var, q: Var) -> Check {
             _ => true,
         },
     )
+}
+
+/// `index-fixed(?i, ?p)`: a conjunct of `p` is an equality that mentions
+/// the index `i` (so a sum over `i` under `[p]` has at most one term, and
+/// `∃i. p` has a closed form), and no conjunct is an `exists` (so moving
+/// the bracket out of a sum as `∃i. p` happens once, not again on the
+/// result).
+pub(super) fn index_fixed(i: Var, p: Var) -> Check {
+    check(move |g, s| {
+        let (Some(i), Some(cs)) = (name_of(g, s[i]), class_conjuncts(g, s[p])) else {
+            return false;
+        };
+        let fixes = |q: &Pred| match q {
+            Pred::Cmp(CmpOp::Eq, a, b) => a.sub(b).is_ok_and(|d| d.coeff(i) != 0),
+            _ => false,
+        };
+        cs.iter().any(fixes) && !cs.iter().any(|q| matches!(q, Pred::Exists(..)))
+    })
+}
+
+/// `not-bracket(?e)`: the class holds no `iverson` node, so a match of
+/// `(iverson ?p ?e)` binds the whole bracket, not one of the nested brackets
+/// that splitting a conjunction makes.
+pub(super) fn not_bracket(e: Var) -> Check {
+    check(move |g, s| !g[s[e]].nodes.iter().any(|n| matches!(n, Atl::Iverson(_))))
+}
+
+/// `not-exists(?p)`: the predicate class holds no `exists` node.
+pub(super) fn not_exists(p: Var) -> Check {
+    check(move |g, s| !g[s[p]].nodes.iter().any(|n| matches!(n, Atl::Exists(_))))
 }
 
 /// `0 <= a < n` as a predicate.

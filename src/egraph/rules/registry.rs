@@ -21,13 +21,18 @@ pub fn all_specs() -> Vec<RuleSpec> {
 /// or a wrong number of arguments.
 pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
     use derivatives::{root_not_free, rooted_at, settled, tangent_free, tangent_not_free};
-    use optimizer::{adds_conjunct, distinct, is_const, not_free};
+    use optimizer::{
+        adds_conjunct, distinct, index_fixed, is_const, not_bracket, not_exists, not_free,
+    };
     Some(match (name, args) {
         // the optimizer's
         ("not-free", &[x, e]) => not_free(x, e),
         ("distinct", &[x, y]) => distinct(x, y),
         ("is-const", &[k]) => is_const(k),
         ("adds-conjunct", &[p, q]) => adds_conjunct(p, q),
+        ("index-fixed", &[i, p]) => index_fixed(i, p),
+        ("not-bracket", &[e]) => not_bracket(e),
+        ("not-exists", &[p]) => not_exists(p),
         // the differentiation rules'
         ("tangent-free", &[a]) => tangent_free(a),
         ("tangent-not-free", &[x, e]) => tangent_not_free(x, e),

@@ -417,7 +417,16 @@ impl<'c, 'a> Compiler<'c, 'a> {
             out.extend(ids);
             return Ok(true);
         }
-        let plan = build_plan(&self.preds, &loops, &ids)?;
+        let mut plan = build_plan(&self.preds, &loops, &ids)?;
+        if let [(s, n)] = loops[..] {
+            let fixes = |&id: &u32| match &self.preds[id as usize].kind {
+                PKind::Cmp(c @ Con::Eq(_)) => c.form().coeff(s) != 0,
+                _ => false,
+            };
+            if ids.iter().any(fixes) {
+                plan.unique = Some(((s, n), ids.clone()));
+            }
+        }
         let mut slots = self.slots_of(&ids);
         slots.retain(|s| !loops.iter().any(|l| l.0 == *s));
         if slots.is_empty() {

@@ -38,6 +38,47 @@ pub(super) struct Plan {
     /// that the counted variable must also satisfy: then the counted
     /// variable's values are the shadow of a polygon.
     pub(super) counted_exists: Option<(u32, i64, Vec<Con>)>,
+    /// For an existential whose one variable an equality fixes (at most one
+    /// value satisfies it): that loop and the conjuncts, so that counting
+    /// where the existential holds counts that loop too
+    /// (`#{t : ∃c. P} = #{(t, c) : P}` when `c` is unique), in closed form
+    /// where the conjuncts allow, instead of testing it at every tuple.
+    pub(super) unique: Option<((u32, i64), Vec<u32>)>,
+}
+
+/// `loops` and `conj` with every existential of `conj` that has a unique
+/// witness ([`Plan::unique`]) made loops and conjuncts of the count.
+fn unfold_unique_exists(
+    preds: &[PNode],
+    loops: &[(u32, i64)],
+    conj: &[u32],
+) -> (Vec<(u32, i64)>, Vec<u32>) {
+    fn go(preds: &[PNode], ids: &[u32], loops: &mut Vec<(u32, i64)>, out: &mut Vec<u32>) {
+        let mut flat = Vec::new();
+        flat_ids(preds, ids, &mut flat);
+        for id in flat {
+            if out.contains(&id) {
+                continue;
+            }
+            match &preds[id as usize].kind {
+                PKind::Exists(p) => match &p.unique {
+                    // (a slot already looped over is the same binder: the
+                    // same existential, already unfolded)
+                    Some((l, c)) if !loops.iter().any(|x| x.0 == l.0) => {
+                        loops.push(*l);
+                        go(preds, c, loops, out);
+                    }
+                    Some(_) => {}
+                    None => out.push(id),
+                },
+                _ => out.push(id),
+            }
+        }
+    }
+    let mut loops = loops.to_vec();
+    let mut out = Vec::with_capacity(conj.len());
+    go(preds, conj, &mut loops, &mut out);
+    (loops, out)
 }
 
 /// The existential `id` when it is over one variable with comparisons only
@@ -86,7 +127,8 @@ pub(super) struct Item {
 
 /// Plan the count of tuples of `loops` (slot, range) where all of `conj` hold.
 pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) -> Result<Plan> {
-    let mut loops = loops.to_vec();
+    let (mut loops, conj) = unfold_unique_exists(preds, loops, conj);
+    let conj = &conj[..];
     loops.sort_unstable();
     if loops.iter().any(|l| l.1 <= 0) {
         return Ok(Plan::empty());
@@ -105,6 +147,9 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
             for (s, _) in &solved {
                 c = ck(c.substitute(s))?;
             }
+            // divided by its coefficients' gcd (`2c == 2c'` is `c == c'`,
+            // `2c == 2c' + 1` never holds), so more equalities are unit
+            c = c.normalize();
             let cand = loops.iter().rev().find(|(v, _)| {
                 matches!(c.form().coeff(*v), 1 | -1) && !solved.iter().any(|x| x.0.var == *v)
             });
@@ -284,6 +329,7 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
             },
         }),
         counted_exists,
+        unique: None,
     })
 }
 

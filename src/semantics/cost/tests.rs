@@ -1223,3 +1223,32 @@ fn strided_and_triangular_nests_count_in_closed_form_at_ten_million() {
     let want = 2 * tuples - gs;
     assert_eq!(cost_expr_budget(&strided, &ctx, 1000).unwrap(), want);
 }
+
+#[test]
+fn existentials_with_a_fixed_witness_count_in_closed_form() {
+    // the gathered adjoint of a stride-2 gen: each sum holds at one c for a
+    // live g, its bracket moved out as an existential; the addition of the
+    // odd and the even branch is charged nowhere (they never both hold), and
+    // every count is in closed form (`#{g : ∃c. p} = #{(g, c) : p}`)
+    let text = "(fn f ((ct (tensor n R)))
+      (gen g n (+
+        (iverson (exists c n (and (< (+ (* 4 c) 2) n) (== g (+ (* 2 c) 1))))
+          (sum c1 n (iverson (and (< (+ (* 4 c1) 2) n) (== g (+ (* 2 c1) 1))) (* (get ct c1) -1))))
+        (iverson (exists c2 n (and (< (+ (* 4 c2) 2) n) (== g (* 2 c2))))
+          (sum c3 n (iverson (and (< (+ (* 4 c3) 2) n) (== g (* 2 c3))) (get ct c3)))))))";
+    let e = crate::front::parse_program(text.as_bytes()).unwrap().body;
+    let rels = no_rels();
+    for n in [0i64, 1, 2, 3, 5, 8, 13, 37] {
+        let sz = sizes(&[("n", n)]);
+        assert_eq!(
+            c(&e, &sz).unwrap() as i128,
+            brute(&e, &sz, &rels, &[]),
+            "n = {n}"
+        );
+    }
+    let n = 10_000_000i64;
+    let sz = sizes(&[("n", n)]);
+    let live = ((n - 3) / 4 + 1) as u128;
+    let ctx = CostCtx::new(&sz, &rels);
+    assert_eq!(cost_expr_budget(&e, &ctx, 1000).unwrap(), live);
+}
