@@ -107,6 +107,8 @@ impl Lowerer {
             let inner = dest.index_unchecked(&iv, lw)?;
             lw.store(body, &inner)
         })?;
+        self.disjoint
+            .insert(iv.clone(), super::parallel::buffers(dest));
         self.out.push(Stmt::For {
             var: iv,
             lo: "0".into(),

@@ -311,6 +311,7 @@ impl Lowerer {
         let mut full: Vec<(Symbol, V, Type)> = vec![];
         let mut rows: Vec<(Symbol, V, Type)> = vec![];
         let mut old_types = vec![];
+        let mut local_rows = vec![];
         for m in &members {
             if let Member::Let(x, _, _) = m {
                 let Expr::Let(_, e0, _) = find_let(e, *x) else {
@@ -325,6 +326,11 @@ impl Lowerer {
                     let p = self.place(x.as_str(), &ty)?;
                     full.push((*x, p.clone(), ty.clone()));
                     rows.push((*x, p.index_unchecked(&c, self)?, (**elem).clone()));
+                } else if **elem == Type::Real {
+                    // One real a row: a local of the loop body.
+                    let b = self.fresh("b", x.as_str());
+                    local_rows.push(Stmt::Line(format!("double {b}[1];")));
+                    rows.push((*x, V::leaf(b, vec![]), Type::Real));
                 } else {
                     let p = self.place(x.as_str(), elem)?;
                     rows.push((*x, p, (**elem).clone()));
@@ -369,7 +375,7 @@ impl Lowerer {
                 reds.push((buf, off, flags, tmp));
             }
         }
-        let (stmts, ()) = self.block(|lw| {
+        let (mut stmts, ()) = self.block(|lw| {
             let mut acc_it = accs.iter();
             // The rows computed so far in this iteration: name, row symbol.
             let mut done: Vec<(Symbol, Symbol)> = vec![];
@@ -444,6 +450,18 @@ impl Lowerer {
             }
             Ok(())
         })?;
+        stmts.splice(0..0, local_rows);
+        // The rows of full members and of the result's gens are disjoint.
+        let mut row_bufs: Vec<String> = full
+            .iter()
+            .flat_map(|(_, p, _)| super::parallel::buffers(p))
+            .collect();
+        for m in &members {
+            if let Member::Out(_, _, ld) = m {
+                row_bufs.extend(super::parallel::buffers(ld));
+            }
+        }
+        self.disjoint.insert(c.clone(), row_bufs);
         self.out.push(Stmt::For {
             var: c,
             lo: "0".into(),
