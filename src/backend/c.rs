@@ -62,15 +62,20 @@ const PRELUDE: &str = r#"#include <stdint.h>
 /* Parallel loops (built with -fopenmp; see lower/parallel.rs): a loop runs
    on all threads when its estimated work, in statements, is at least
    ATL_PAR_WORK; a parallel sum is cut into ATL_CHUNKS chunks whatever the
-   number of threads. Never in the counting build, which runs serially. */
+   number of threads; slots that live for one iteration get a copy per chunk
+   when the copies fit in ATL_SCRATCH_MAX reals (the loop runs serially
+   otherwise). Never in the counting build, which runs serially. */
 #ifndef ATL_PAR_WORK
 #define ATL_PAR_WORK 32768.0
 #endif
 #define ATL_CHUNKS 64
+#define ATL_SCRATCH_MAX 8388608
 #if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
 #define ATL_PARALLEL_FOR(c) ATL_PRAGMA(omp parallel for schedule(static) if(c))
+#define ATL_THREADS() omp_get_max_threads()
 #else
 #define ATL_PARALLEL_FOR(c)
+#define ATL_THREADS() 1
 #endif
 #ifdef ATL_COUNT_OPS
 uint64_t atlpacked_ops[3];

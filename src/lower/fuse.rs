@@ -312,6 +312,7 @@ impl Lowerer {
         let mut rows: Vec<(Symbol, V, Type)> = vec![];
         let mut old_types = vec![];
         let mut local_rows = vec![];
+        let mut contracted = vec![];
         for m in &members {
             if let Member::Let(x, _, _) = m {
                 let Expr::Let(_, e0, _) = find_let(e, *x) else {
@@ -333,6 +334,7 @@ impl Lowerer {
                     rows.push((*x, V::leaf(b, vec![]), Type::Real));
                 } else {
                     let p = self.place(x.as_str(), elem)?;
+                    contracted.extend(super::parallel::buffers(&p));
                     rows.push((*x, p, (**elem).clone()));
                 }
             }
@@ -375,6 +377,7 @@ impl Lowerer {
                 reds.push((buf, off, flags, tmp));
             }
         }
+        let first_slot = self.slots.len();
         let (mut stmts, ()) = self.block(|lw| {
             let mut acc_it = accs.iter();
             // The rows computed so far in this iteration: name, row symbol.
@@ -462,6 +465,9 @@ impl Lowerer {
             }
         }
         self.disjoint.insert(c.clone(), row_bufs);
+        // Contracted rows and the body's own slots live for one row.
+        contracted.extend(self.slots[first_slot..].iter().map(|s| s.cname.clone()));
+        self.scratch.insert(c.clone(), contracted);
         self.out.push(Stmt::For {
             var: c,
             lo: "0".into(),

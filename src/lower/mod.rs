@@ -59,7 +59,7 @@ use value::V;
 pub fn lower(prog: &Program) -> Result<Function> {
     let mut lw = Lowerer::default();
     let mut f = lw.function(prog)?;
-    parallel::parallelize(&mut f.body, &lw.disjoint);
+    parallel::parallelize(&mut f.body, &lw.disjoint, &lw.scratch, &f.slots, &f.dims);
     Ok(f)
 }
 
@@ -89,4 +89,7 @@ pub(crate) struct Lowerer {
     /// Loops whose iterations write disjoint parts of buffers (a `gen`'s
     /// rows), for [`parallel`].
     disjoint: parallel::Disjoint,
+    /// Slots whose contents do not outlive one iteration of a loop, by
+    /// the loop's variable (a parallel loop gives each chunk its own).
+    scratch: parallel::Disjoint,
 }

@@ -17,8 +17,13 @@
 //!   local, in parallel, and the chunks' sums are added serially in chunk
 //!   order. The result is the serial one up to that reassociation, and the
 //!   same for every number of threads;
-//! * anything else (a slot reused by every iteration, a row accumulated by
-//!   every iteration, an `exists` search) stays serial.
+//! * a slot that lives for one iteration (the lowering records them in
+//!   `scratch`: slots allocated while lowering the body, a fused loop's
+//!   contracted rows) gets a copy per chunk, allocated only when the loop
+//!   is large, there are several threads and the copies fit in
+//!   `ATL_SCRATCH_MAX` reals; otherwise the loop runs serially as it is;
+//! * anything else (a row accumulated by every iteration, an `exists`
+//!   search) stays serial.
 //!
 //! A loop runs in parallel only when its estimated work is at least
 //! `ATL_PAR_WORK` statements (an `if` clause evaluated at run time from the
@@ -29,8 +34,9 @@
 //! chunks, and combining the chunks' sums is not counted: together they
 //! add exactly the terms the serial sum adds).
 
-use super::ir::Stmt;
+use super::ir::{Slot, Stmt};
 use super::value::V;
+use crate::front::affine::Affine;
 use std::collections::{HashMap, HashSet};
 
 /// Loops whose iterations write disjoint parts of buffers: the loop's C
@@ -62,25 +68,70 @@ const COUNTING: [&str; 6] = [
 ];
 
 /// Mark the outermost loops of `body` that may run in parallel.
-pub(super) fn parallelize(body: &mut Vec<Stmt>, disjoint: &Disjoint) {
+pub(super) fn parallelize(
+    body: &mut Vec<Stmt>,
+    disjoint: &Disjoint,
+    scratch: &Disjoint,
+    slots: &[Slot],
+    dims: &[(String, Affine)],
+) {
     let mut next = 0;
-    mark(body, disjoint, &mut next);
+    let cx = Context {
+        disjoint,
+        scratch,
+        slots,
+        dims,
+    };
+    mark(body, &cx, &mut next);
 }
 
-fn mark(ss: &mut Vec<Stmt>, disjoint: &Disjoint, next: &mut usize) {
+/// What the lowering knows about the loops and the frame.
+struct Context<'a> {
+    disjoint: &'a Disjoint,
+    scratch: &'a Disjoint,
+    slots: &'a [Slot],
+    dims: &'a [(String, Affine)],
+}
+
+impl Context<'_> {
+    /// A slot's number of reals as a C expression over the dimension
+    /// locals.
+    fn slot_size(&self, name: &str) -> Option<String> {
+        let slot = self.slots.iter().find(|s| s.cname == name)?;
+        let mut parts = vec!["(int64_t)1".to_string()];
+        for d in &slot.dims {
+            parts.push(self.dims.iter().find(|(_, a)| a == d)?.0.clone());
+        }
+        Some(parts.join(" * "))
+    }
+}
+
+fn mark(ss: &mut Vec<Stmt>, cx: &Context, next: &mut usize) {
+    let disjoint = cx.disjoint;
     let old = std::mem::take(ss);
     for s in old {
         match s {
             Stmt::For { var, lo, hi, body } => {
                 let shared = shared_writes(&var, &body);
                 let rows = disjoint.get(&var).cloned().unwrap_or_default();
+                let own = cx.scratch.get(&var).cloned().unwrap_or_default();
+                // Slots of one iteration: a copy per chunk.
+                let privs: Option<Vec<(String, String)>> = shared
+                    .iter()
+                    .filter(|w| own.contains(w) && !rows.contains(w))
+                    .map(|w| cx.slot_size(w).map(|n| (w.clone(), n)))
+                    .collect();
+                let Some(privs) = privs else {
+                    ss.push(Stmt::For { var, lo, hi, body });
+                    continue;
+                };
                 let breaks = body
                     .iter()
                     .any(|s| matches!(s, Stmt::Line(l) if l.contains("break;")));
                 // Shared writes that are not disjoint rows must be sums.
                 let accs: Vec<String> = shared
                     .iter()
-                    .filter(|w| !rows.contains(w))
+                    .filter(|w| !rows.contains(w) && !own.contains(w))
                     .cloned()
                     .collect();
                 let parallel = !breaks
@@ -88,6 +139,10 @@ fn mark(ss: &mut Vec<Stmt>, disjoint: &Disjoint, next: &mut usize) {
                     && accs.iter().all(|a| a != "?" && only_accumulates(a, &body));
                 if !parallel {
                     ss.push(Stmt::For { var, lo, hi, body });
+                } else if !privs.is_empty() {
+                    *next += 1;
+                    let lp = Loop { var, lo, hi, body };
+                    ss.push(with_scratch(&accs, &privs, lp, *next));
                 } else if accs.is_empty() {
                     let cond = work_condition(&var, &lo, &hi, &body);
                     ss.push(Stmt::If {
@@ -109,7 +164,7 @@ fn mark(ss: &mut Vec<Stmt>, disjoint: &Disjoint, next: &mut usize) {
                     }
                     *next += 1;
                     let lp = Loop { var, lo, hi, body };
-                    ss.push(chunked_sums(&accs, lp, simd, *next));
+                    ss.push(chunked_sums(&accs, &[], lp, simd, *next));
                 }
             }
             Stmt::If {
@@ -117,8 +172,8 @@ fn mark(ss: &mut Vec<Stmt>, disjoint: &Disjoint, next: &mut usize) {
                 mut then,
                 mut els,
             } => {
-                mark(&mut then, disjoint, next);
-                mark(&mut els, disjoint, next);
+                mark(&mut then, cx, next);
+                mark(&mut els, cx, next);
                 ss.push(Stmt::If { cond, then, els });
             }
             s => ss.push(s),
@@ -134,21 +189,72 @@ struct Loop {
     body: Vec<Stmt>,
 }
 
+/// A loop whose iterations use the slots `privs` (name, size) only for
+/// themselves: when it is large, there are several threads and the copies
+/// fit in `ATL_SCRATCH_MAX` reals, in chunks each with its own copy of
+/// those slots (and its own partial sums of `accs`); otherwise as it is.
+fn with_scratch(accs: &[String], privs: &[(String, String)], lp: Loop, k: usize) -> Stmt {
+    let per_chunk = format!("atlpar_n{k}");
+    let scratch = format!("atlpar_scratch{k}");
+    let total: Vec<&str> = privs.iter().map(|(_, n)| n.as_str()).collect();
+    let cond = work_condition(&lp.var, &lp.lo, &lp.hi, &lp.body);
+    let serial = Stmt::For {
+        var: lp.var.clone(),
+        lo: lp.lo.clone(),
+        hi: lp.hi.clone(),
+        body: lp.body.clone(),
+    };
+    let parallel = chunked_sums(accs, privs, lp, false, k);
+    Stmt::If {
+        cond: "1".into(),
+        then: vec![
+            Stmt::Decl {
+                ty: "const int64_t",
+                name: per_chunk.clone(),
+                init: total.join(" + "),
+            },
+            Stmt::Line(format!(
+                "double *{scratch} = (ATL_THREADS() > 1 && {per_chunk} <= ATL_SCRATCH_MAX / ATL_CHUNKS && {cond}) ? (double *)malloc((size_t)({per_chunk} * ATL_CHUNKS) * sizeof(double)) : NULL;"
+            )),
+            Stmt::If {
+                cond: format!("{scratch} != NULL"),
+                then: vec![parallel, Stmt::Line(format!("free({scratch});"))],
+                els: vec![serial],
+            },
+        ],
+        els: vec![],
+    }
+}
+
 /// A loop whose iterations add into the scalars `accs` (and write only
-/// disjoint rows otherwise), in `ATL_CHUNKS` chunks run in parallel, each
-/// with its own partial sums, which are then added in chunk order.
-fn chunked_sums(accs: &[String], lp: Loop, simd: bool, k: usize) -> Stmt {
+/// disjoint rows and the slots `privs` otherwise), in `ATL_CHUNKS` chunks
+/// run in parallel, each with its own partial sums (and copies of the
+/// slots), the sums then added in chunk order.
+fn chunked_sums(
+    accs: &[String],
+    privs: &[(String, String)],
+    lp: Loop,
+    simd: bool,
+    k: usize,
+) -> Stmt {
     let Loop { var, lo, hi, body } = lp;
     let name = |what: &str| format!("atlpar_{what}{k}");
     let (from, len, c, combine) = (name("lo"), name("len"), name("c"), name("k"));
     let (a, b) = (name("a"), name("b"));
-    let locals: Vec<(String, String)> = accs
+    let mut locals: Vec<(String, String)> = accs
         .iter()
         .enumerate()
         .map(|(j, acc)| (acc.clone(), format!("atlpar_acc{k}_{j}")))
         .collect();
+    let own: Vec<(String, String)> = privs
+        .iter()
+        .enumerate()
+        .map(|(j, (slot, _))| (slot.clone(), format!("atlpar_slot{k}_{j}")))
+        .collect();
+    locals.extend(own.iter().cloned());
     let parts = |j: usize| format!("atlpar_parts{k}_{j}");
     let body: Vec<Stmt> = body.iter().map(|s| rename_stmt(s, &locals)).collect();
+    locals.truncate(accs.len());
     let cond = work_condition(&var, &lo, &hi, &body);
     let int = |name: &str, init: String| Stmt::Decl {
         ty: "const int64_t",
@@ -159,6 +265,12 @@ fn chunked_sums(accs: &[String], lp: Loop, simd: bool, k: usize) -> Stmt {
         int(&a, format!("{from} + atlh_chunk({len}, {c})")),
         int(&b, format!("{from} + atlh_chunk({len}, {c} + 1)")),
     ];
+    // Each chunk's copies of the slots, one after the other.
+    let mut offset = format!("atlpar_scratch{k} + {c} * atlpar_n{k}");
+    for ((_, local), (_, size)) in own.iter().zip(privs) {
+        chunk.push(Stmt::Line(format!("double *const {local} = {offset};")));
+        offset = format!("{local} + {size}");
+    }
     for (_, local) in &locals {
         chunk.push(Stmt::Decl {
             ty: "double",
@@ -339,8 +451,12 @@ fn declarations(ss: &[Stmt], out: &mut HashSet<String>) {
                 if let Some(rest) = l.strip_prefix("ATL_FIRST_AT(") {
                     out.insert(rest.split(',').next().unwrap_or("").trim().to_string());
                 }
-                // A local array: `double NAME[N];`.
-                if let Some(rest) = l.strip_prefix("double ") {
+                // A local array `double NAME[N];`, a pointer `double *const NAME = ...;`.
+                if let Some(rest) = l.strip_prefix("double *const ") {
+                    if let Some((name, _)) = rest.split_once(' ') {
+                        out.insert(name.to_string());
+                    }
+                } else if let Some(rest) = l.strip_prefix("double ") {
                     if let Some((name, _)) = rest.split_once('[') {
                         out.insert(name.to_string());
                     }
@@ -501,7 +617,7 @@ mod tests {
             hi: "d0".into(),
             body,
         }];
-        parallelize(&mut ss, &disjoint);
+        parallelize(&mut ss, &disjoint, &Disjoint::new(), &[], &[]);
         assert!(matches!(ss[0], Stmt::For { .. }));
     }
 
@@ -522,7 +638,7 @@ mod tests {
             hi: "d0".into(),
             body,
         }];
-        parallelize(&mut ss, &disjoint);
+        parallelize(&mut ss, &disjoint, &Disjoint::new(), &[], &[]);
         let Stmt::If { then, .. } = &ss[0] else {
             panic!("not marked: {ss:?}")
         };
@@ -544,7 +660,7 @@ mod tests {
                 body,
             },
         ];
-        parallelize(&mut ss, &Disjoint::new());
+        parallelize(&mut ss, &Disjoint::new(), &Disjoint::new(), &[], &[]);
         assert_eq!(ss.len(), 1);
         let text = format!("{ss:?}");
         assert!(text.contains("atlpar_acc1_0 += t1_x[i2];"), "{text}");
