@@ -196,6 +196,7 @@ fn generated_c_is_warning_free() {
             &[][..],
             &["-DATL_COUNT_OPS"][..],
             &["-fopenmp-simd", "-DATL_SIMD"][..],
+            &["-fopenmp", "-DATL_SIMD"][..],
         ] {
             let out = Command::new(build::compiler())
                 .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", "-c", "-o"])
@@ -827,4 +828,75 @@ fn deep_expressions_run_as_evaluated() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The corpus programs whose derivatives the parallel-loop test also runs:
+/// the dense ones (contractions, convolutions, stencils, fused rows).
+const DENSE: [&str; 8] = [
+    "matmul",
+    "deconv_signal_loss",
+    "deconv_kernel_loss",
+    "causal_attention",
+    "two_layer_mlp",
+    "stencil_chain",
+    "rank3_batched_bilinear",
+    "nested_lets",
+];
+
+/// Parallel loops, forced at every size (`-DATL_PAR_WORK=0`), at one and at
+/// two threads: every corpus program, and the gradient (or vector-Jacobian
+/// product) of the dense ones, at its largest sizes equals `eval` within
+/// 1e-12 relative to the largest magnitude (a parallel sum adds its
+/// chunks' sums, a reassociation).
+#[test]
+fn parallel_loops_run_as_evaluated_at_one_and_two_threads() {
+    if !have_cc() {
+        return;
+    }
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let (mut failures, mut parallel, mut total) = (vec![], 0, 0);
+    for p in &progs {
+        let prog = &p.program;
+        let wrt = p.wrt_or_all();
+        let mut runs = vec![("f", prog.clone())];
+        if DENSE.contains(&p.name.as_str()) {
+            let derivative = if prog.ret == atl_egg::front::ast::Type::Real {
+                derive::grad(prog, &wrt, &options())
+            } else {
+                derive::vjp(prog, &wrt, &options())
+            };
+            runs.push(("derivative", derivative.expect("derivative").program));
+        }
+        for (what, prog) in runs {
+            let sizes = p.size_sets.last().expect("a size set");
+            let mut rng = Rng::new(p.seed);
+            let inputs = random_inputs(&prog, sizes, &mut rng).expect("inputs");
+            let want = eval::evaluate(&prog, &inputs).expect("eval");
+            let src = backend::generate(&prog).expect("generate").source;
+            total += 1;
+            if src.contains("ATL_PARALLEL_FOR(") {
+                parallel += 1;
+            }
+            let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+            for threads in [1, 2] {
+                compiled.set_threads(threads).expect("threads");
+                let got = compiled.call(&inputs).expect("run");
+                let tol = Tolerance {
+                    rel: 1e-12,
+                    abs: 0.0,
+                };
+                if let Err(e) = compare_values(&want, &got, tol) {
+                    failures.push(format!("{} {what} at {threads} threads: {e}", p.name));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Most programs have a loop that runs in parallel.
+    assert!(
+        2 * parallel >= total,
+        "only {parallel} of {total} programs have a parallel loop"
+    );
 }

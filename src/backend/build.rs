@@ -2,10 +2,15 @@
 //! of the source, the flags and the compiler's version.
 //!
 //! The compiler is `$CC` (default `cc`); flags `-O3 -march=native
-//! -ffp-contract=off -fno-math-errno -fopenmp-simd -DATL_SIMD -fPIC -shared`
-//! (never `-ffast-math`: results must equal the evaluator's up to
-//! reassociation; `-fopenmp-simd` only enables the `omp simd reduction`
-//! pragmas the emitter puts on innermost sums, the one reassociation).
+//! -ffp-contract=off -fno-math-errno -fopenmp -DATL_SIMD -fPIC -shared
+//! -Wl,-z,nodelete` (never `-ffast-math`: results must equal the
+//! evaluator's up to reassociation). `-fopenmp` enables the `omp simd
+//! reduction` pragmas on innermost sums and the parallel loops (see
+//! `lower/parallel.rs`); where the build fails with it (a compiler
+//! without OpenMP), it is retried with `-fopenmp-simd` instead (SIMD
+//! only, every loop serial), cached under the same key. `-z nodelete` keeps a library
+//! loaded once it is: unloading it could unload the OpenMP runtime under
+//! its own idle threads.
 //!
 //! The cache trusts nothing it did not write. It is `$ATL_EGG_CACHE`, else
 //! `$XDG_CACHE_HOME/atl-egg`, else `$HOME/.cache/atl-egg`, created with
@@ -39,10 +44,11 @@ impl Default for Flags {
                 "-march=native",
                 "-ffp-contract=off",
                 "-fno-math-errno",
-                "-fopenmp-simd",
+                "-fopenmp",
                 "-DATL_SIMD",
                 "-fPIC",
                 "-shared",
+                "-Wl,-z,nodelete",
             ]
             .map(String::from)
             .to_vec(),
@@ -158,7 +164,21 @@ impl Cache {
     /// only once the library is in place.
     fn build(&self, job: &BuildJob) -> Result<PathBuf> {
         let lib = self.library_path(&job.key);
-        compile_to(&job.cc, &job.source, &job.flags, &lib)?;
+        if let Err(e) = compile_to(&job.cc, &job.source, &job.flags, &lib) {
+            // A compiler without OpenMP: SIMD pragmas only, loops serial.
+            if !job.flags.iter().any(|f| f == "-fopenmp") {
+                return Err(e);
+            }
+            let serial: Vec<String> = job
+                .flags
+                .iter()
+                .map(|f| match f.as_str() {
+                    "-fopenmp" => "-fopenmp-simd".to_string(),
+                    _ => f.clone(),
+                })
+                .collect();
+            compile_to(&job.cc, &job.source, &serial, &lib).map_err(|_| e)?;
+        }
         let bytes = std::fs::read(&lib)
             .map_err(|e| Error::eval(format!("cannot read {}: {e}", lib.display())))?;
         write_atomically(

@@ -12,7 +12,8 @@
 //! additions, multiplications and black-box calls it executes into the
 //! exported `uint64_t atlpacked_ops[3]` (reset on every call).
 //! `atlpacked_entry` is the same function with its arguments in arrays,
-//! for callers that do not know the signature at compile time.
+//! for callers that do not know the signature at compile time;
+//! `atlpacked_threads(n)` sets the threads of its parallel loops.
 
 use super::split;
 use crate::front::affine::Affine;
@@ -37,6 +38,9 @@ pub const INDEX_OVERFLOW_MESSAGE: &str =
 const PRELUDE: &str = r#"#include <stdint.h>
 #include <stdlib.h>
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define ATL_MAYBE_UNUSED __attribute__((unused))
@@ -46,7 +50,7 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_NOINLINE
 #endif
 
-/* ATL_SIMD (set by the default build flags with -fopenmp-simd): an
+/* ATL_SIMD (set by the default build flags with -fopenmp): an
    innermost sum may add its terms in any order (SIMD lanes); never in the
    counting build, whose first-term flag is a loop-carried dependence. */
 #define ATL_PRAGMA(x) _Pragma(#x)
@@ -54,6 +58,24 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_SIMD_REDUCE(a) ATL_PRAGMA(omp simd reduction(+:a))
 #else
 #define ATL_SIMD_REDUCE(a)
+#endif
+/* Parallel loops (built with -fopenmp; see lower/parallel.rs): a loop runs
+   on all threads when its estimated work, in statements, is at least
+   ATL_PAR_WORK; a parallel sum is cut into ATL_CHUNKS chunks whatever the
+   number of threads; slots that live for one iteration get a copy per chunk
+   when the copies fit in ATL_SCRATCH_MAX reals (the loop runs serially
+   otherwise). Never in the counting build, which runs serially. */
+#ifndef ATL_PAR_WORK
+#define ATL_PAR_WORK 32768.0
+#endif
+#define ATL_CHUNKS 64
+#define ATL_SCRATCH_MAX 8388608
+#if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
+#define ATL_PARALLEL_FOR(c) ATL_PRAGMA(omp parallel for schedule(static) if(c))
+#define ATL_THREADS() omp_get_max_threads()
+#else
+#define ATL_PARALLEL_FOR(c)
+#define ATL_THREADS() 1
 #endif
 #ifdef ATL_COUNT_OPS
 uint64_t atlpacked_ops[3];
@@ -80,6 +102,10 @@ static inline int64_t atlh_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t atlh_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && a < 0) ? q - 1 : q; }
 static inline int64_t atlh_ceildiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && a > 0) ? q + 1 : q; }
 static inline int64_t atlh_mod(int64_t a, int64_t b) { int64_t r = a % b; return r < 0 ? r + b : r; }
+/* Work estimates and chunks of parallel loops. */
+static inline double atlh_trip(int64_t lo, int64_t hi) { return hi > lo ? (double)hi - (double)lo : 0.0; }
+static inline int64_t atlh_mid(int64_t lo, int64_t hi) { return hi > lo ? lo / 2 + hi / 2 : lo; }
+static inline int64_t atlh_chunk(int64_t len, int64_t c) { return (len / ATL_CHUNKS) * c + (c < len % ATL_CHUNKS ? c : len % ATL_CHUNKS); }
 
 /* Overflow checks: does c + k0*x0 + k1*x1 + ..., evaluated left to right
    (a term with k < 0 subtracted as |k|*x), stay in int64_t at every step
@@ -487,8 +513,14 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         f.name,
         call.join(", ")
     );
+    out += THREADS;
     out
 }
+
+/// `atlpacked_threads(n)`: later calls from the calling thread run their
+/// parallel loops on `n` threads (`n <= 0`, or a build without OpenMP:
+/// no change). The default is `OMP_NUM_THREADS`, else one per core.
+const THREADS: &str = "\nvoid atlpacked_threads(int n) {\n#ifdef _OPENMP\n  if (n > 0) omp_set_num_threads(n);\n#else\n  (void)n;\n#endif\n}\n";
 
 fn dims_json(dims: &[Affine]) -> serde_json::Value {
     serde_json::Value::Array(

@@ -117,8 +117,17 @@ pub fn compile(prog: &Program) -> Result<Compiled> {
 /// As [`compile`]; `count_ops` builds the instrumented variant
 /// (`-DATL_COUNT_OPS`), whose calls also report the operations executed.
 pub fn compile_with(prog: &Program, count_ops: bool) -> Result<Compiled> {
+    compile_with_flags(prog, count_ops, &build::Flags::default())
+}
+
+/// As [`compile_with`], with the C compiler's flags given.
+pub fn compile_with_flags(
+    prog: &Program,
+    count_ops: bool,
+    flags: &build::Flags,
+) -> Result<Compiled> {
     let src = generate(prog)?;
-    let (library, cached) = build::load_library(&src.source, count_ops, &build::Flags::default())?;
+    let (library, cached) = build::load_library(&src.source, count_ops, flags)?;
     Ok(Compiled {
         program: prog.clone(),
         function: src.function,
@@ -135,6 +144,19 @@ impl Compiled {
     /// The library's path.
     pub fn path(&self) -> &std::path::Path {
         &self.cached.path
+    }
+
+    /// Run the parallel loops of later calls from this thread on `threads`
+    /// threads (the default is `OMP_NUM_THREADS`, else one per core).
+    pub fn set_threads(&self, threads: usize) -> Result<()> {
+        let n = i32::try_from(threads.max(1)).unwrap_or(i32::MAX);
+        // SAFETY: `atlpacked_threads` has this signature (see `c::emit`).
+        let set: libloading::Symbol<unsafe extern "C" fn(i32)> =
+            unsafe { self.library.get(b"atlpacked_threads\0") }
+                .map_err(|e| Error::eval(format!("compiled library has no thread setting: {e}")))?;
+        // SAFETY: it only sets the OpenMP thread count of the calling thread.
+        unsafe { set(n) };
+        Ok(())
     }
 
     /// Run on `inputs`: the program's value (as `eval` gives it).

@@ -103,10 +103,15 @@ impl Lowerer {
         let dn = self.dim(d)?;
         let iv = self.bind_index(i, d)?;
         self.full_range.insert(i, d.clone());
+        let first_slot = self.slots.len();
         let (stmts, ()) = self.block(|lw| {
             let inner = dest.index_unchecked(&iv, lw)?;
             lw.store(body, &inner)
         })?;
+        self.disjoint
+            .insert(iv.clone(), super::parallel::buffers(dest));
+        let scratch = self.slots[first_slot..].iter().map(|s| s.cname.clone());
+        self.scratch.insert(iv.clone(), scratch.collect());
         self.out.push(Stmt::For {
             var: iv,
             lo: "0".into(),

@@ -311,6 +311,8 @@ impl Lowerer {
         let mut full: Vec<(Symbol, V, Type)> = vec![];
         let mut rows: Vec<(Symbol, V, Type)> = vec![];
         let mut old_types = vec![];
+        let mut local_rows = vec![];
+        let mut contracted = vec![];
         for m in &members {
             if let Member::Let(x, _, _) = m {
                 let Expr::Let(_, e0, _) = find_let(e, *x) else {
@@ -325,8 +327,14 @@ impl Lowerer {
                     let p = self.place(x.as_str(), &ty)?;
                     full.push((*x, p.clone(), ty.clone()));
                     rows.push((*x, p.index_unchecked(&c, self)?, (**elem).clone()));
+                } else if **elem == Type::Real {
+                    // One real a row: a local of the loop body.
+                    let b = self.fresh("b", x.as_str());
+                    local_rows.push(Stmt::Line(format!("double {b}[1];")));
+                    rows.push((*x, V::leaf(b, vec![]), Type::Real));
                 } else {
                     let p = self.place(x.as_str(), elem)?;
+                    contracted.extend(super::parallel::buffers(&p));
                     rows.push((*x, p, (**elem).clone()));
                 }
             }
@@ -369,7 +377,8 @@ impl Lowerer {
                 reds.push((buf, off, flags, tmp));
             }
         }
-        let (stmts, ()) = self.block(|lw| {
+        let first_slot = self.slots.len();
+        let (mut stmts, ()) = self.block(|lw| {
             let mut acc_it = accs.iter();
             // The rows computed so far in this iteration: name, row symbol.
             let mut done: Vec<(Symbol, Symbol)> = vec![];
@@ -444,6 +453,21 @@ impl Lowerer {
             }
             Ok(())
         })?;
+        stmts.splice(0..0, local_rows);
+        // The rows of full members and of the result's gens are disjoint.
+        let mut row_bufs: Vec<String> = full
+            .iter()
+            .flat_map(|(_, p, _)| super::parallel::buffers(p))
+            .collect();
+        for m in &members {
+            if let Member::Out(_, _, ld) = m {
+                row_bufs.extend(super::parallel::buffers(ld));
+            }
+        }
+        self.disjoint.insert(c.clone(), row_bufs);
+        // Contracted rows and the body's own slots live for one row.
+        contracted.extend(self.slots[first_slot..].iter().map(|s| s.cname.clone()));
+        self.scratch.insert(c.clone(), contracted);
         self.out.push(Stmt::For {
             var: c,
             lo: "0".into(),

@@ -23,7 +23,9 @@
 //! * loop order and fusion change only memory traffic, never which terms
 //!   are added or their order per element: a gen over a reduction whose
 //!   accesses are strided is interchanged (`order.rs`), and a let spine's
-//!   gens over one extent run as one loop over rows (`fuse.rs`).
+//!   gens over one extent run as one loop over rows (`fuse.rs`);
+//! * a loop whose iterations write disjoint rows, and a large outer sum,
+//!   run on all cores (`parallel.rs`).
 //!
 //! Where each part lives: the function's frame (parameters, results,
 //! dimensions, arena slots) in `frame.rs`; expressions, lets and stores in
@@ -36,6 +38,7 @@ mod frame;
 mod fuse;
 pub mod ir;
 mod order;
+mod parallel;
 mod pred;
 mod sum;
 mod value;
@@ -55,7 +58,9 @@ use value::V;
 /// Lower a program to the loop IR.
 pub fn lower(prog: &Program) -> Result<Function> {
     let mut lw = Lowerer::default();
-    lw.function(prog)
+    let mut f = lw.function(prog)?;
+    parallel::parallelize(&mut f.body, &lw.disjoint, &lw.scratch, &f.slots, &f.dims);
+    Ok(f)
 }
 
 #[derive(Default)]
@@ -81,4 +86,10 @@ pub(crate) struct Lowerer {
     slots: Vec<Slot>,
     out: Vec<Stmt>,
     next: usize,
+    /// Loops whose iterations write disjoint parts of buffers (a `gen`'s
+    /// rows), for [`parallel`].
+    disjoint: parallel::Disjoint,
+    /// Slots whose contents do not outlive one iteration of a loop, by
+    /// the loop's variable (a parallel loop gives each chunk its own).
+    scratch: parallel::Disjoint,
 }
