@@ -146,7 +146,10 @@ fn every_command_prints_the_same_bytes_on_a_loaded_machine() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("corpus")
             .join(format!("{name}.atl"));
-        assert!(path.is_file(), "the hvp sample names {name}, not in corpus/");
+        assert!(
+            path.is_file(),
+            "the hvp sample names {name}, not in corpus/"
+        );
     }
     let started = Instant::now();
     let cases: Vec<(&'static str, std::path::PathBuf)> = programs()
