@@ -37,6 +37,7 @@ mod fuse;
 pub mod ir;
 mod order;
 mod pred;
+mod relation;
 mod sum;
 mod value;
 
@@ -79,6 +80,10 @@ pub(crate) struct Lowerer {
     tenv: TypeEnv,
     dims: Vec<(String, Affine)>,
     slots: Vec<Slot>,
+    /// Permuted relation layouts the loops iterate (built on entry).
+    permuted: Vec<ir::PermutedRelation>,
+    /// Loop variables whose loop iterates a relation's stored tuples.
+    driven: HashMap<Symbol, relation::DrivenLevel>,
     out: Vec<Stmt>,
     next: usize,
 }
