@@ -162,9 +162,12 @@ def _relation_arg(what, value, arity):
 def _sorted_tuples(what, tuples, shape, duplicates_ok):
     if tuples.size and tuples.min() < 0:
         raise ValueError("%s: a tuple has a negative coordinate" % what)
-    if len(tuples):
-        order = np.lexsort(tuples.T[::-1])
-        tuples = tuples[order]
+    if len(tuples) > 1 and tuples.shape[1] > 0:
+        # already sorted (the usual case) unless some tuple is below the previous
+        step = tuples[1:] - tuples[:-1]
+        first = np.argmax(step != 0, axis=1)
+        if (step[np.arange(len(step)), first] < 0).any():
+            tuples = tuples[np.lexsort(tuples.T[::-1])]
         same = np.all(tuples[1:] == tuples[:-1], axis=1)
         if same.any():
             if not duplicates_ok:
