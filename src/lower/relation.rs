@@ -81,6 +81,11 @@ impl Drive {
     }
 }
 
+/// A relation parameter's layout and dimensions, the permutation putting an
+/// atom's bound arguments first and its loop variables next (in loop
+/// order), and the atom's arguments.
+type DriveShape = (String, Vec<Affine>, Vec<usize>, Vec<Affine>);
+
 /// What to restore after a nest's driven loops are emitted.
 pub(crate) type Engaged = Vec<(Symbol, Option<DrivenLevel>)>;
 
@@ -116,7 +121,7 @@ impl Lowerer {
         atom: &Pred,
         loop_vars: &[Symbol],
         nest_vars: &[Symbol],
-    ) -> Option<(String, Vec<Affine>, Vec<usize>, Vec<Affine>)> {
+    ) -> Option<DriveShape> {
         let Pred::Rel(r, args) = atom else {
             return None;
         };
