@@ -18,10 +18,15 @@ Arguments, by position, by name, or as a mapping `inputs={...}` (a name that
 is not a Python identifier, such as `a.b`, is passed as `f(**{"a.b": v})`
 or in `inputs`):
 * a tensor is an array of exactly its declared rank and shape, of real
-  numbers (passed as float64, C-contiguous); a relation a boolean (or 0/1)
-  array; a real a real number; a pair a 2-tuple. A wrong argument raises
-  TypeError (wrong kind) or ValueError (wrong shape) naming it and the
-  expected shape;
+  numbers (passed as float64, C-contiguous); a real a real number; a pair
+  a 2-tuple. A relation is its tuples: an integer array of shape
+  (nnz, arity), a SciPy sparse matrix or array (arity 2: its stored
+  nonzeros), or its dense map, a boolean (or 0/1) array of the declared
+  rank (an integer array of shape (k, arity) is always read as tuples). The
+  compiled code takes it in a compressed layout (CSR for arity 2), built
+  here in time linear in the tuples. A wrong argument raises TypeError
+  (wrong kind) or ValueError (wrong shape, a coordinate out of range, a
+  repeated tuple) naming it and the expected shape;
 * sizes are inferred from the inputs' shapes or given as
   `sizes={"n": 4}`: exact integers in [0, 2^63) (not bool, not float).
 
@@ -115,6 +120,94 @@ def _real_scalar(what, value):
     ):
         raise TypeError("%s must be a real number, got %s" % (what, _describe(value)))
     return float(value)
+
+
+class _Relation:
+    """A relation argument: its tuples (sorted, distinct, an (nnz, arity)
+    int64 array) and the dimensions its form fixes (None where unknown)."""
+
+    def __init__(self, tuples, shape):
+        self.tuples = tuples
+        self.shape = shape
+
+
+def _is_scipy_sparse(value):
+    mod = type(value).__module__ or ""
+    return mod.startswith("scipy.sparse") and hasattr(value, "tocoo")
+
+
+def _relation_arg(what, value, arity):
+    """A relation argument in any accepted form, as its sorted tuples."""
+    if _is_scipy_sparse(value):
+        if arity != 2:
+            raise TypeError("%s has %d argument(s); a SciPy sparse matrix gives 2" % (what, arity))
+        m = value.tocoo()
+        keep = np.asarray(m.data) != 0
+        tuples = np.stack([np.asarray(m.row)[keep], np.asarray(m.col)[keep]], axis=1).astype(np.int64)
+        # a COO matrix may store a coordinate twice: its tuple is in the relation once
+        return _sorted_tuples(what, tuples, tuple(m.shape), duplicates_ok=True)
+    if value is None or isinstance(value, (str, bytes, dict, bool, int, float, complex, np.generic)):
+        raise TypeError("%s must be an array of tuples or of %d dimension(s), got %s" % (
+            what, arity, _describe(value)))
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise TypeError("%s must be an array of tuples or of %d dimension(s): %s" % (what, arity, e))
+    if arr.dtype.kind in "iu" and arr.ndim == 2 and arr.shape[1] == arity:
+        return _sorted_tuples(what, arr.astype(np.int64), None, duplicates_ok=False)
+    dense = _array_of_rank(what, arr, arity, True)
+    return _Relation(np.argwhere(dense).astype(np.int64).reshape(-1, arity), dense.shape)
+
+
+def _sorted_tuples(what, tuples, shape, duplicates_ok):
+    if tuples.size and tuples.min() < 0:
+        raise ValueError("%s: a tuple has a negative coordinate" % what)
+    if len(tuples) > 1 and tuples.shape[1] > 0:
+        # already sorted (the usual case) unless some tuple is below the previous
+        step = tuples[1:] - tuples[:-1]
+        first = np.argmax(step != 0, axis=1)
+        if (step[np.arange(len(step)), first] < 0).any():
+            tuples = tuples[np.lexsort(tuples.T[::-1])]
+        same = np.all(tuples[1:] == tuples[:-1], axis=1)
+        if same.any():
+            if not duplicates_ok:
+                raise ValueError("%s: the tuple %s is given twice" % (
+                    what, tuple(int(c) for c in tuples[1:][same][0])))
+            tuples = tuples[np.concatenate([[True], ~same])]
+    return _Relation(np.ascontiguousarray(tuples), shape)
+
+
+def _compressed_layout(tuples, dims):
+    """The compressed layout of sorted distinct tuples (see atl-egg's
+    docs/cli.md): a header (arity, nnz, per level the offsets of its
+    positions and coordinates), then the arrays; level 0 dense from arity
+    2 on."""
+    k, nnz = len(dims), len(tuples)
+    start = 1 if k >= 2 else 0
+    header = np.zeros(2 + 2 * k, dtype=np.int64)
+    header[0], header[1] = k, nnz
+    parts, at = [header], 2 + 2 * k
+    # first[i]: the first argument where tuple i differs from tuple i - 1
+    first = np.zeros(nnz, dtype=np.int64)
+    if nnz > 1:
+        first[1:] = np.argmax(tuples[1:] != tuples[:-1], axis=1)
+    for level in range(start, k):
+        new = first <= level
+        if level == start:
+            parents = dims[0] if start else 1
+            parent_ids = tuples[new, 0] if start else np.zeros(int(new.sum()), dtype=np.int64)
+        else:
+            new_parent = first < level
+            parents = int(new_parent.sum())
+            parent_ids = (np.cumsum(new_parent) - 1)[new]
+        pos = np.concatenate([[0], np.cumsum(np.bincount(parent_ids, minlength=parents))]).astype(np.int64)
+        crd = tuples[new, level].astype(np.int64)
+        header[2 + 2 * level] = at
+        at += len(pos)
+        header[3 + 2 * level] = at
+        at += len(crd)
+        parts += [pos, crd]
+    return np.ascontiguousarray(np.concatenate(parts), dtype=np.int64)
 
 
 def _array_of_rank(what, value, rank, relation):
@@ -239,6 +332,10 @@ class AtlFunction:
                 v = _component(given[name], steps, "input %r" % name)
                 if p["kind"] == "real":
                     leaves[p["source"]] = _real_scalar(what, v)
+                elif p["kind"] == "relation":
+                    shape = "(%s)" % ", ".join(p["shape"])
+                    leaves[p["source"]] = _relation_arg(
+                        "%s (shape %s)" % (what, shape), v, len(p["shape"]))
                 else:
                     shape = "(%s)" % ", ".join(p["shape"])
                     leaves[p["source"]] = _array_of_rank(
@@ -258,7 +355,10 @@ class AtlFunction:
                 continue
             for p in self.manifest["params"]:
                 if p["kind"] in ("tensor", "relation") and s in p["shape"]:
-                    known[s] = leaves[p["source"]].shape[p["shape"].index(s)]
+                    shape = leaves[p["source"]].shape
+                    if shape is None:
+                        continue  # tuples do not fix the dimensions
+                    known[s] = shape[p["shape"].index(s)]
                     break
             if s not in known:
                 raise ValueError("size %s cannot be inferred; give it with sizes={%r: ...}" % (s, s))
@@ -275,12 +375,27 @@ class AtlFunction:
         given = self._bind(args, inputs, kwargs)
         leaves = self._leaf_values(given)
         known = self._sizes(sizes, leaves)
-        call = []
+        call, keep = [], []
         for p in self.manifest["params"]:
             if p["kind"] == "size":
                 call.append(known[p["source"]])
             elif p["kind"] == "real":
                 call.append(leaves[p["source"]])
+            elif p["kind"] == "relation":
+                rel = leaves[p["source"]]
+                want = self._shape(p["shape"], known, "input %s" % p["source"])
+                if rel.shape is not None and tuple(rel.shape) != want:
+                    raise ValueError("input %s has shape %s, expected (%s) = %s" % (
+                        p["source"], tuple(rel.shape), ", ".join(p["shape"]), want))
+                if len(rel.tuples):
+                    over = rel.tuples >= np.asarray(want, dtype=np.int64)
+                    if over.any():
+                        bad = tuple(int(c) for c in rel.tuples[over.any(axis=1)][0])
+                        raise ValueError("input %s: the tuple %s is out of range (shape (%s) = %s)" % (
+                            p["source"], bad, ", ".join(p["shape"]), want))
+                layout = _compressed_layout(rel.tuples, want)
+                keep.append(layout)
+                call.append(layout.ctypes.data_as(ctypes.c_void_p))
             else:
                 arr = leaves[p["source"]]
                 want = self._shape(p["shape"], known, "input %s" % p["source"])

@@ -95,6 +95,53 @@ class Loader(unittest.TestCase):
         got = f(E=E, x=x, lam=0.5)
         self.assertTrue(close(got, eval_json(path, {"E": E, "x": x, "lam": 0.5})))
 
+    def test_relations_by_their_tuples(self):
+        path = os.path.join(CORPUS, "graph_smoothness.atl")
+        f = atl_egg.load(path)
+        E = self.rng.uniform(0, 1, (7, 7)) < 0.3
+        x = self.rng.uniform(-1, 1, 7)
+        want = eval_json(path, {"E": E, "x": x, "lam": 0.5})
+        idx = np.argwhere(E)
+        shuffled = idx[self.rng.permutation(len(idx))]
+        self.assertTrue(close(f(E=shuffled, x=x, lam=0.5), want))
+        # a relation of arity 3, tuples in any order, against its dense map
+        T = self.rng.uniform(0, 1, (4, 4, 3)) < 0.4
+        y = self.rng.uniform(-1, 1, 4)
+        tuples = np.argwhere(T)[::-1].copy()
+        with tempfile.TemporaryDirectory() as d:
+            path3 = os.path.join(d, "t.atl")
+            with open(path3, "w") as out:
+                out.write("(fn t ((T (relation n n m)) (x (tensor n R))) (sum i n (sum j n "
+                          "(sum k m (iverson (T j i k) (* (get x i) (get x j)))))))")
+            g = atl_egg.load(path3)
+            want3 = eval_json(path3, {"T": T, "x": y})
+        self.assertTrue(close(g(T=tuples, x=y, sizes={"m": 3}), want3))
+
+    def test_relations_from_scipy_sparse(self):
+        try:
+            import scipy.sparse as sp
+        except ImportError:
+            self.skipTest("SciPy is not installed")
+        path = os.path.join(CORPUS, "graph_smoothness.atl")
+        f = atl_egg.load(path)
+        E = self.rng.uniform(0, 1, (6, 6)) < 0.4
+        x = self.rng.uniform(-1, 1, 6)
+        want = eval_json(path, {"E": E, "x": x, "lam": 0.25})
+        for m in (sp.csr_array(E.astype(float)), sp.coo_array(E.astype(float)), sp.csr_matrix(E)):
+            self.assertTrue(close(f(E=m, x=x, lam=0.25), want))
+
+    def test_bad_tuples_are_named_errors(self):
+        f = atl_egg.load(os.path.join(CORPUS, "graph_smoothness.atl"))
+        x = np.zeros(3)
+        with self.assertRaisesRegex(ValueError, "input E.*out of range"):
+            f(E=np.array([[0, 1], [2, 3]]), x=x, lam=0.5)
+        with self.assertRaisesRegex(ValueError, "input 'E'.*negative"):
+            f(E=np.array([[0, -1]]), x=x, lam=0.5)
+        with self.assertRaisesRegex(ValueError, "input 'E'.*given twice"):
+            f(E=np.array([[0, 1], [0, 1]]), x=x, lam=0.5)
+        with self.assertRaisesRegex((TypeError, ValueError), "input 'E'"):
+            f(E=np.array([[0, 1, 2]]), x=x, lam=0.5)
+
     def test_shapes_are_checked(self):
         f = atl_egg.load(os.path.join(CORPUS, "deconv_signal_loss.atl"))
         with self.assertRaises(ValueError):

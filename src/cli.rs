@@ -626,7 +626,8 @@ fn run_cmd(
         );
     }
     // last on stderr, as docs/cli.md says
-    if let Some([a, m, c]) = ops {
+    if let Some([a, m, c, iterations, tests]) = ops {
+        eprintln!("loops: {iterations} iterations, {tests} tests");
         eprintln!("ops: {a} {m} {c}");
     }
     Ok(text)

@@ -12,7 +12,8 @@
 //! * an input is the array named after its parameter (`x.npy` or the
 //!   member `x` of the archive); reals may be stored as any float, integer
 //!   or bool dtype; a real is a 0-d array (or one element);
-//! * a relation is a boolean array (integer 0/1 arrays are accepted);
+//! * a relation is a boolean array (integer 0/1 arrays are accepted), or
+//!   its tuples as the integer array `E.tuples` of shape `(nnz, arity)`;
 //! * a pair-typed input `p` is given as two arrays `p.0` and `p.1` (nested
 //!   pairs as `p.1.0`, ...);
 //! * results: `result` for a real or a tensor, `result.0`, `result.1`, ...
@@ -54,6 +55,7 @@ pub fn npy_to_json(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
         path: vec![],
         dims: None,
         is_real: false,
+        tuples: false,
     };
     Ok(read_array(bytes, name, &spec, &Sizes::default())?.0)
 }
@@ -156,6 +158,9 @@ struct MemberSpec {
     dims: Option<Vec<Affine>>,
     /// The parameter is a real (a 0-d array, or a single element).
     is_real: bool,
+    /// The member is a relation's tuples (`E.tuples`, an integer array of
+    /// shape `(nnz, arity)`), checked as JSON tuples are.
+    tuples: bool,
 }
 
 /// A dimension's value at the sizes known so far (`None` if it needs one
@@ -190,6 +195,21 @@ fn split_member<'p>(prog: &'p Program, stem: &str) -> Option<(&'p Param, Vec<u64
 /// What the member `stem` must hold (`None`: it names no parameter, and is
 /// not read). An index out of its pair or tensor is an error.
 fn member_spec(prog: &Program, sizes: &Sizes, stem: &str) -> Result<Option<MemberSpec>> {
+    if let Some(name) = stem.strip_suffix(".tuples") {
+        let relation = prog
+            .params
+            .iter()
+            .any(|p| p.name.as_str() == name && matches!(p.kind, ParamKind::Relation(_)));
+        if relation {
+            return Ok(Some(MemberSpec {
+                param: name.to_string(),
+                path: vec![],
+                dims: None,
+                is_real: false,
+                tuples: true,
+            }));
+        }
+    }
     let Some((param, path)) = split_member(prog, stem) else {
         return Ok(None);
     };
@@ -248,6 +268,7 @@ fn member_spec(prog: &Program, sizes: &Sizes, stem: &str) -> Result<Option<Membe
         is_real: dims.as_ref().is_some_and(Vec::is_empty),
         path,
         dims,
+        tuples: false,
     }))
 }
 
@@ -412,6 +433,20 @@ pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_j
         .map(|stem| member_spec(prog, given, stem))
         .collect::<Result<Vec<_>>>()?;
     check_member_numbering(&specs)?;
+    for t in specs.iter().flatten().filter(|s| s.tuples) {
+        if specs
+            .iter()
+            .flatten()
+            .filter(|s| s.param == t.param)
+            .count()
+            > 1
+        {
+            return Err(Error::input(format!(
+                "relation '{}' is given both as its tuples ('{0}.tuples') and as an array",
+                t.param
+            )));
+        }
+    }
     let mut known = given.clone();
     let mut read = |reader: &mut dyn Read, label: &str, spec: &MemberSpec| {
         let (value, shape) = read_array(reader, label, spec, &known)?;
@@ -420,6 +455,12 @@ pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_j
     };
     let mut obj = serde_json::Map::new();
     let mut put = |stem: &str, spec: &Option<MemberSpec>, value: serde_json::Value| match spec {
+        Some(spec) if spec.tuples => insert(
+            &mut obj,
+            &spec.param,
+            &[],
+            serde_json::json!({ "tuples": value }),
+        ),
         Some(spec) => insert(&mut obj, &spec.param, &spec.path, value),
         None => {
             obj.entry(stem.to_string())

@@ -113,7 +113,7 @@ fn planted_library(dir: &Path, marker: &Path) -> Vec<u8> {
 __attribute__((constructor)) static void planted(void) {{
   FILE *f = fopen("{}", "w"); if (f) {{ fputs("ran", f); fclose(f); }}
 }}
-int atlpacked_entry(const int64_t *s, const double **r, const uint8_t **b, double **o) {{
+int atlpacked_entry(const int64_t *s, const double **r, const int64_t **b, double **o) {{
   (void)s; (void)r; (void)b; o[0][0] = 666.0; return 0;
 }}
 "#,

@@ -50,13 +50,84 @@ fn check(prog: &Program, inputs: &Inputs, what: &str) -> Result<(u128, u128), St
     )
     .map_err(|e| format!("{what}: run differs from eval: {e}"))?;
     let ops = ops.ok_or("no counters")?;
-    let total: u128 = ops.iter().map(|&k| k as u128).sum();
+    let total: u128 = ops[..3].iter().map(|&k| k as u128).sum();
     let c = cost::cost(prog, &inputs.sizes, &inputs.relations)
         .map_err(|e| format!("{what}: cost: {e}"))?;
     if total > 2 * c + 1 {
         return Err(format!("{what}: executed {total} ops ({ops:?}), cost {c}"));
     }
+    let overhead = ops[3] as u128 + ops[4] as u128;
+    let scale = c + data_size(prog, inputs).map_err(|e| format!("{what}: sizes: {e}"))?;
+    if overhead > LOOP_OVERHEAD * scale {
+        return Err(format!(
+            "{what}: {} loop iterations and {} tests, above {LOOP_OVERHEAD} x (cost {c} + data {})",
+            ops[3],
+            ops[4],
+            scale - c
+        ));
+    }
+    WORST_OVERHEAD.with(|w| {
+        let mut w = w.borrow_mut();
+        if overhead * w.1 > w.0 * scale.max(1) {
+            *w = (overhead, scale.max(1), what.to_string());
+        }
+    });
     Ok((total, c))
+}
+
+/// The loop overhead bound: loop iterations plus predicate tests are at most
+/// this many times the work cost plus the data's size ([`data_size`]).
+const LOOP_OVERHEAD: u128 = 8;
+
+thread_local! {
+    /// The largest overhead ratio seen: overhead, scale, which run.
+    static WORST_OVERHEAD: std::cell::RefCell<(u128, u128, String)> =
+        const { std::cell::RefCell::new((0, 1, String::new())) };
+}
+
+/// The reals and relation tuples the compiled code is given, the reals it
+/// returns and the reals of its intermediates (each relation also counts
+/// its first dimension: the rows its dense level has), the sizes loops over
+/// data cannot avoid visiting.
+fn data_size(prog: &Program, inputs: &Inputs) -> Result<u128, String> {
+    use atl_egg::front::ast::ParamKind;
+    use atl_egg::semantics::value::type_size;
+    let mut n = type_size(&prog.ret, &inputs.sizes).map_err(|e| e.to_string())?;
+    for p in &prog.params {
+        match &p.kind {
+            ParamKind::Real(t) => n += type_size(t, &inputs.sizes).map_err(|e| e.to_string())?,
+            ParamKind::Relation(_) => {
+                let r = &inputs.relations[&p.name];
+                n += r.bits.iter().filter(|&&b| b).count() as u128;
+                n += r.dims.first().copied().unwrap_or(0) as u128;
+            }
+            ParamKind::Size => {}
+        }
+    }
+    let env: std::collections::HashMap<egg::Symbol, i64> =
+        inputs.sizes.iter().map(|(k, v)| (*k, *v)).collect();
+    let f = backend::generate(prog).map_err(|e| e.to_string())?.function;
+    for slot in &f.slots {
+        let mut k: u128 = 1;
+        for d in &slot.dims {
+            k *= d.eval(&env).map_err(|e| e.to_string())?.max(0) as u128;
+        }
+        n += k;
+    }
+    Ok(n)
+}
+
+fn report_worst_overhead() {
+    WORST_OVERHEAD.with(|w| {
+        let w = w.borrow();
+        eprintln!(
+            "largest loop overhead: {} / {} = {:.2} ({})",
+            w.0,
+            w.1,
+            w.0 as f64 / w.1 as f64,
+            w.2
+        );
+    });
 }
 
 fn options() -> egraph::Options {
@@ -113,6 +184,7 @@ fn corpus_dir(dir: &Path) {
             }
         }
     }
+    report_worst_overhead();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -147,6 +219,7 @@ fn random_programs_run_as_evaluated() {
             failures.push(e);
         }
     }
+    report_worst_overhead();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -326,14 +399,15 @@ fn sanitizer_driver(src: &backend::CSource, prog: &Program, inputs: &Inputs) -> 
             }
             ParamKind::Relation(_) => {
                 let k = rels.len();
-                let bits: Vec<String> = inputs.relations[&p.name]
-                    .bits
-                    .iter()
-                    .map(|&b| (b as u8).to_string())
-                    .collect();
+                let r = &inputs.relations[&p.name];
+                let layout = backend::marshal::compressed_layout(
+                    &r.dims,
+                    &backend::marshal::relation_tuples(r),
+                );
+                let words: Vec<String> = layout.iter().map(|w| w.to_string()).collect();
                 s += &format!(
-                    "  static const uint8_t q{k}[] = {{0, {}}};\n",
-                    bits.join(", ")
+                    "  static const int64_t q{k}[] = {{0, {}}};\n",
+                    words.join(", ")
                 );
                 rels.push(format!("q{k} + 1"));
             }
@@ -358,7 +432,7 @@ fn sanitizer_driver(src: &backend::CSource, prog: &Program, inputs: &Inputs) -> 
         })
         .collect();
     s += &format!(
-        "  const double *re[] = {{0{}}};\n  const uint8_t *rel[] = {{0{}}};\n  double *out[] = {{0{}}};\n",
+        "  const double *re[] = {{0{}}};\n  const int64_t *rel[] = {{0{}}};\n  double *out[] = {{0{}}};\n",
         reals.iter().map(|x| format!(", {x}")).collect::<String>(),
         rels.iter().map(|x| format!(", {x}")).collect::<String>(),
         outs.iter().map(|x| format!(", {x}")).collect::<String>(),
@@ -898,5 +972,99 @@ fn parallel_loops_run_as_evaluated_at_one_and_two_threads() {
     assert!(
         2 * parallel >= total,
         "only {parallel} of {total} programs have a parallel loop"
+    );
+}
+
+/// Programs whose loops iterate relations' stored tuples (`src/lower/relation.rs`):
+/// atoms in and out of loop order (permuted layouts), of arity 1 to 3, with
+/// bound arguments, beside other conjuncts, under `exists` and in `or` (whose
+/// later parts test the earlier ones negated), over ranges unlike the relation's dimensions, and gens over a
+/// relation's pattern; each against eval on empty, sparse and full relations.
+#[test]
+fn loops_over_relations_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let programs = [
+        "(fn a ((E (relation n n)) (x (tensor n R))) (sum i n (sum j n (iverson (E j i) (* (get x i) (get x j))))))",
+        "(fn b ((E (relation n m)) (x (tensor n R)) (y (tensor m R))) (gen i n (sum j m (iverson (and (E i j) (< j i)) (* (get y j) (get x i))))))",
+        "(fn c ((E (relation n m)) (y (tensor m R))) (gen i m (sum j n (iverson (E j i) (get y i)))))",
+        "(fn d ((T (relation n n m)) (x (tensor n R))) (sum i n (sum k m (sum j n (iverson (T j k i) (* (get x i) (get x j)))))))",
+        "(fn e ((S (relation n)) (x (tensor n R))) (+ (sum i n (iverson (S i) (get x i))) (sum i (+ n 2) (iverson (or (< i 1) (S i)) 1.0))))",
+        "(fn f ((E (relation n n)) (x (tensor n R))) (sum i n (iverson (exists j n (and (E i j) (< i j) (E j i))) (get x i))))",
+        "(fn g ((E (relation n n)) (x (tensor n R))) (gen i n (gen j n (iverson (or (E i j) (E j i)) (* (get x i) (get x j))))))",
+        "(fn h ((E (relation n n)) (x (tensor n R))) (sum i (+ n 1) (sum j (- n 1) (iverson (E i j) (* 2.0 (get x j))))))",
+        "(fn k ((E (relation n n)) (x (tensor n R))) (sum i n (iverson (exists j (- n 1) (E j i)) (get x i))))",
+        "(fn l ((E (relation n n)) (x (tensor n R))) (sum i n (sum j n (iverson (and (E i j) (E j i) (== (+ i j) 3)) (get x j)))))",
+    ];
+    let mut failures = vec![];
+    for (k, src) in programs.iter().enumerate() {
+        let prog = atl_egg::front::parse_program(src.as_bytes()).expect("program");
+        for (density, n) in [(0.0, 4), (0.3, 5), (1.0, 3), (0.2, 9)] {
+            let mut rng = Rng::new(k as u64);
+            let sizes = prog
+                .sizes
+                .iter()
+                .map(|s| (*s, if s.as_str() == "m" { n - 1 } else { n }))
+                .collect();
+            let inputs = common::values::inputs_at(&prog, &mut rng, sizes, density);
+            if let Err(e) = check(&prog, &inputs, &format!("{src} at density {density}")) {
+                failures.push(e);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A loss over a graph's edges and its gradient visit the edges, not all
+/// pairs of nodes: at 300 nodes and 3 edges a node, their loop iterations
+/// and tests stay within a few times the edges (not 90,000).
+#[test]
+fn graph_loss_loops_over_its_edges() {
+    if !have_cc() {
+        return;
+    }
+    let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let p = progs
+        .iter()
+        .find(|p| p.name == "graph_smoothness")
+        .expect("graph_smoothness");
+    let n = 300usize;
+    let mut rng = Rng::new(7);
+    let mut bits = vec![false; n * n];
+    for i in 0..n {
+        for _ in 0..3 {
+            let j = rng.range(0, n as i64 - 1) as usize;
+            bits[i * n + j] = true;
+        }
+    }
+    let edges = bits.iter().filter(|&&b| b).count() as u64;
+    let sizes: atl_egg::semantics::value::Sizes =
+        [(egg::Symbol::from("n"), n as i64)].into_iter().collect();
+    let mut inputs = common::values::inputs_at(&p.program, &mut rng, sizes, 0.0);
+    inputs.relations.insert(
+        egg::Symbol::from("E"),
+        atl_egg::semantics::value::Relation {
+            dims: vec![n, n],
+            bits,
+        },
+    );
+    let compiled = backend::compile_with(&p.program, true).expect("compile");
+    let (got, ops) = compiled.call_counted(&inputs).expect("run");
+    let want = eval::evaluate(&p.program, &inputs).expect("eval");
+    compare_values(
+        &want,
+        &got,
+        Tolerance {
+            rel: 1e-8,
+            abs: 1e-12,
+        },
+    )
+    .expect("values");
+    let ops = ops.expect("counters");
+    let loops = ops[3] + ops[4];
+    assert!(
+        loops <= 8 * (edges + n as u64),
+        "{loops} iterations and tests for {edges} edges on {n} nodes"
     );
 }

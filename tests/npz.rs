@@ -394,3 +394,70 @@ fn sizes_from_earlier_arrays_bound_later_headers() {
         &["(40000000,)", "input 'y' expects (3,)"],
     );
 }
+
+/// An `.npy` file of int64 values (little-endian, C order).
+fn npy_i64(shape: &[usize], data: &[i64]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!(
+        "{{'descr': '<i8', 'fortran_order': False, 'shape': ({},), }}",
+        dims.join(", ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(data.iter().flat_map(|x| x.to_le_bytes()));
+    out
+}
+
+/// A relation given by its tuples (`E.tuples`, shape `(nnz, 2)`, any order)
+/// in an `.npz` archive: `eval` and `run` print what its dense map gives;
+/// tuples out of range or given twice are errors naming the relation.
+#[test]
+fn relations_as_tuples() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npz-tuples");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let prog = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/graph_smoothness.atl");
+    let prog = prog.to_str().unwrap();
+    std::fs::write(
+        dir.join("in.json"),
+        r#"{"E": [[false, true, false], [true, false, true], [false, false, false]],
+            "x": [0.5, -1.0, 2.0], "lam": 0.25}"#,
+    )
+    .unwrap();
+    let x = npy(&[3], &[0.5, -1.0, 2.0]);
+    let lam = npy(&[], &[0.25]);
+    let tuples = |t: &[i64]| npy_i64(&[t.len() / 2, 2], t);
+    npz_of(
+        &dir.join("in.npz"),
+        &[
+            ("E.tuples", tuples(&[1, 2, 0, 1, 1, 0])),
+            ("x", x.clone()),
+            ("lam", lam.clone()),
+        ],
+    );
+    let (code, want, err) = atl(&["eval", prog, "--inputs", "in.json"], &dir);
+    assert_eq!(code, 0, "{err}");
+    for cmd in ["eval", "run"] {
+        let (code, got, err) = atl(&[cmd, prog, "--inputs", "in.npz"], &dir);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        assert_eq!(got, want, "{cmd}");
+    }
+    for (bad, needle) in [
+        (tuples(&[0, 1, 0, 3]), "out of range"),
+        (tuples(&[0, 1, 0, 1]), "given twice"),
+        (npy_i64(&[1, 3], &[0, 1, 2]), "3 coordinate(s)"),
+    ] {
+        npz_of(
+            &dir.join("bad.npz"),
+            &[("E.tuples", bad), ("x", x.clone()), ("lam", lam.clone())],
+        );
+        let (code, _, err) = atl(&["run", prog, "--inputs", "bad.npz"], &dir);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("input 'E'") && err.contains(needle), "{err}");
+    }
+}

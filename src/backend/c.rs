@@ -4,13 +4,17 @@
 //! `int atl_NAME(...)` takes the implicit sizes (in declaration order),
 //! then the parameters in order: sizes as `int64_t`, reals as `double`,
 //! tensors as `const double *` (row-major, contiguous), relations as
-//! `const uint8_t *` (row-major), parameters of pair type as their leaves;
+//! `const int64_t *` (their compressed layout,
+//! [`super::marshal::compressed_layout`]), parameters of pair type as
+//! their leaves;
 //! then one `double *` per leaf of the result (pairs flattened left to
 //! right, a tensor of pairs as one array per leaf). It returns
 //! [`RET_OK`], or [`RET_NEGATIVE_DIMENSION`], [`RET_ALLOCATION`],
 //! [`RET_OVERFLOW`], [`RET_INDEX_OVERFLOW`]. Compiled with `-DATL_COUNT_OPS` it also counts the
-//! additions, multiplications and black-box calls it executes into the
-//! exported `uint64_t atlpacked_ops[3]` (reset on every call).
+//! additions, multiplications and black-box calls it executes, the loop
+//! iterations (bodies entered) and the predicate tests (conditions and
+//! relation lookups evaluated) into the exported `uint64_t
+//! atlpacked_ops[5]` (reset on every call).
 //! `atlpacked_entry` is the same function with its arguments in arrays,
 //! for callers that do not know the signature at compile time;
 //! `atlpacked_threads(n)` sets the threads of its parallel loops.
@@ -78,7 +82,9 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_THREADS() 1
 #endif
 #ifdef ATL_COUNT_OPS
-uint64_t atlpacked_ops[3];
+uint64_t atlpacked_ops[5];
+#define ATL_ITER() (atlpacked_ops[3]++)
+#define ATL_TEST(c) (atlpacked_ops[4]++, (c))
 #define ATL_ADD(c) (atlpacked_ops[0] += (uint64_t)((c) != 0))
 #define ATL_MUL() (atlpacked_ops[1]++)
 #define ATL_CALL() (atlpacked_ops[2]++)
@@ -87,6 +93,8 @@ uint64_t atlpacked_ops[3];
 #define ATL_SUMADD_AT(h, i) (atlpacked_ops[0] += (uint64_t)(h)[i], (h)[i] = 1)
 #define ATL_FIRST_AT_END(h) free(h)
 #else
+#define ATL_ITER() ((void)0)
+#define ATL_TEST(c) (c)
 #define ATL_ADD(c) ((void)0)
 #define ATL_MUL() ((void)0)
 #define ATL_CALL() ((void)0)
@@ -106,6 +114,114 @@ static inline int64_t atlh_mod(int64_t a, int64_t b) { int64_t r = a % b; return
 static inline double atlh_trip(int64_t lo, int64_t hi) { return hi > lo ? (double)hi - (double)lo : 0.0; }
 static inline int64_t atlh_mid(int64_t lo, int64_t hi) { return hi > lo ? lo / 2 + hi / 2 : lo; }
 static inline int64_t atlh_chunk(int64_t len, int64_t c) { return (len / ATL_CHUNKS) * c + (c < len % ATL_CHUNKS ? c : len % ATL_CHUNKS); }
+
+/* Relations in their compressed layout (one int64_t array): arity k,
+   the number of tuples, then per level l the offsets of its positions and
+   coordinates. Level 0 is dense when k >= 2 (a position is the first
+   coordinate); every other level is compressed: the children of position
+   p are pos[p] .. pos[p + 1] - 1, their coordinates crd[...] ascending. A
+   relation of arity 1 is one compressed level under the root position 0. */
+#define ATL_RPOS(r, l) ((r) + (r)[2 + 2 * (l)])
+#define ATL_RCRD(r, l) ((r) + (r)[3 + 2 * (l)])
+/* The position in [lo, hi) of the coordinate x (ascending c), or -1. */
+static inline int64_t atlh_find(const int64_t *c, int64_t lo, int64_t hi, int64_t x) {
+  const int64_t end = hi;
+  while (lo < hi) {
+    const int64_t m = lo + (hi - lo) / 2;
+    if (c[m] < x) lo = m + 1; else hi = m;
+  }
+  return lo < end && c[lo] == x ? lo : -1;
+}
+/* The position of the tuple prefix idx[0 .. n) (n >= 1, idx[0] within
+   the first dimension when level 0 is dense), or -1 if no tuple has it. */
+static inline int64_t atlh_rel_at(const int64_t *r, int n, const int64_t *idx) {
+  int l = 0;
+  int64_t p = 0;
+  if (r[0] >= 2) { p = idx[0]; l = 1; }
+  for (; l < n && p >= 0; l++) {
+    const int64_t *pos = ATL_RPOS(r, l);
+    p = atlh_find(ATL_RCRD(r, l), pos[p], pos[p + 1], idx[l]);
+  }
+  return p;
+}
+/* A membership test (counted as a predicate test). */
+#define ATL_REL_HAS(r, n, ...) (ATL_TEST(atlh_rel_at((r), (n), (const int64_t[]){__VA_ARGS__}) >= 0))
+static void atlh_rel_walk(const int64_t *r, int64_t l, int64_t p, int64_t *tup, int64_t *out, int64_t *n) {
+  const int64_t k = r[0];
+  if (l == k) {
+    for (int64_t j = 0; j < k; j++) out[*n * k + j] = tup[j];
+    (*n)++;
+    return;
+  }
+  const int64_t *pos = ATL_RPOS(r, l), *crd = ATL_RCRD(r, l);
+  for (int64_t q = pos[p]; q < pos[p + 1]; q++) { tup[l] = crd[q]; atlh_rel_walk(r, l + 1, q, tup, out, n); }
+}
+/* The layout of r (dimensions dims) with its arguments permuted: a tuple t
+   becomes (t[perm[0]], ..., t[perm[k - 1]]). Linear in the tuples and the
+   dimensions (counting sorts); NULL when out of memory. */
+static ATL_MAYBE_UNUSED int64_t *atlh_rel_permute(const int64_t *r, const int64_t *dims, const int *perm) {
+  const int64_t k = r[0], nnz = r[1], start = k >= 2 ? 1 : 0;
+  int64_t tup[16], n = 0, dmax = 1;
+  for (int64_t j = 0; j < k; j++) if (dims[j] > dmax) dmax = dims[j];
+  int64_t *t = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nnz * k + 1));
+  int64_t *u = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nnz * k + 1));
+  int64_t *ord = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nnz + 1));
+  int64_t *tmp = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nnz + 1));
+  int64_t *cnt = (int64_t *)malloc(sizeof(int64_t) * (size_t)(dmax + 1));
+  const int64_t d0 = k >= 1 ? dims[perm[0]] : 0;
+  const int64_t cap = 2 + 2 * k + d0 + 1 + k * (2 * nnz + 1);
+  int64_t *out = (int64_t *)malloc(sizeof(int64_t) * (size_t)cap);
+  if (!t || !u || !ord || !tmp || !cnt || !out || k > 16) {
+    free(t); free(u); free(ord); free(tmp); free(cnt); free(out);
+    return NULL;
+  }
+  if (k >= 2) {
+    for (int64_t i = 0; i < dims[0]; i++) { tup[0] = i; atlh_rel_walk(r, 1, i, tup, t, &n); }
+  } else if (k == 1) {
+    atlh_rel_walk(r, 0, 0, tup, t, &n);
+  }
+  for (int64_t i = 0; i < nnz; i++) { ord[i] = i; for (int64_t m = 0; m < k; m++) u[i * k + m] = t[i * k + perm[m]]; }
+  for (int64_t m = k - 1; m >= 0; m--) { /* stable counting sort by key m */
+    const int64_t dm = dims[perm[m]];
+    for (int64_t x = 0; x <= dm; x++) cnt[x] = 0;
+    for (int64_t i = 0; i < nnz; i++) cnt[u[ord[i] * k + m] + 1]++;
+    for (int64_t x = 0; x < dm; x++) cnt[x + 1] += cnt[x];
+    for (int64_t i = 0; i < nnz; i++) tmp[cnt[u[ord[i] * k + m]]++] = ord[i];
+    for (int64_t i = 0; i < nnz; i++) ord[i] = tmp[i];
+  }
+  /* tmp[i]: the first argument where sorted tuple i differs from i - 1. */
+  for (int64_t i = 0; i < nnz; i++) {
+    int64_t m = 0;
+    if (i > 0) while (m < k && u[ord[i] * k + m] == u[ord[i - 1] * k + m]) m++;
+    tmp[i] = m;
+  }
+  out[0] = k; out[1] = nnz;
+  int64_t at = 2 + 2 * k, prev_nodes = 0;
+  for (int64_t l = 0; l < 2 * k; l++) out[2 + l] = 0;
+  for (int64_t l = start; l < k; l++) {
+    const int64_t parents = l == start ? (start ? d0 : 1) : prev_nodes;
+    int64_t *pos = out + at, c_prev = 0, c = 0;
+    out[2 + 2 * l] = at;
+    for (int64_t x = 0; x <= parents; x++) pos[x] = 0;
+    at += parents + 1;
+    int64_t *crd = out + at;
+    out[3 + 2 * l] = at;
+    for (int64_t i = 0; i < nnz; i++) {
+      const int64_t *v = u + ord[i] * k;
+      if (l > start && tmp[i] < l) c_prev++;
+      if (tmp[i] <= l) {
+        const int64_t parent = l == start ? (start ? v[0] : 0) : c_prev - 1;
+        crd[c++] = v[l];
+        pos[parent + 1]++;
+      }
+    }
+    for (int64_t x = 0; x < parents; x++) pos[x + 1] += pos[x];
+    at += c;
+    prev_nodes = c;
+  }
+  free(t); free(u); free(ord); free(tmp); free(cnt);
+  return out;
+}
 
 /* Overflow checks: does c + k0*x0 + k1*x1 + ..., evaluated left to right
    (a term with k < 0 subtracted as |k|*x), stay in int64_t at every step
@@ -177,11 +293,12 @@ fn stmts(out: &mut String, ss: &[Stmt], depth: usize) {
                     out,
                     "{pad}for (int64_t {var} = {lo}; {var} < {hi}; {var}++) {{"
                 );
+                let _ = writeln!(out, "{pad}  ATL_ITER();");
                 stmts(out, body, depth + 1);
                 let _ = writeln!(out, "{pad}}}");
             }
             Stmt::If { cond, then, els } => {
-                let _ = writeln!(out, "{pad}if ({cond}) {{");
+                let _ = writeln!(out, "{pad}if (ATL_TEST({cond})) {{");
                 stmts(out, then, depth + 1);
                 if els.is_empty() {
                     let _ = writeln!(out, "{pad}}}");
@@ -272,11 +389,13 @@ const PART_NAMES: [&str; 5] = [
     "atlv_si",
 ];
 
-/// The C names of the function's parameters and outputs, in order.
+/// The C names of the function's parameters, permuted relation layouts
+/// and outputs, in order.
 fn arg_names(f: &Function) -> Vec<String> {
     f.params
         .iter()
         .map(|p| p.cname.clone())
+        .chain(f.permuted.iter().map(|p| p.cname.clone()))
         .chain(f.outputs.iter().map(|(c, _, _)| c.clone()))
         .collect()
 }
@@ -361,7 +480,7 @@ fn c_type(k: &ParamC) -> &'static str {
         ParamC::Size => "int64_t",
         ParamC::Real => "double",
         ParamC::Tensor(_) => "const double *",
-        ParamC::Relation(_) => "const uint8_t *",
+        ParamC::Relation(_) => "const int64_t *",
     }
 }
 
@@ -394,14 +513,26 @@ pub fn emit(f: &Function, source_name: &str) -> String {
             )
         })
         .collect();
+    let public_args = args.clone();
+    args.extend(
+        f.permuted
+            .iter()
+            .map(|p| format!("const int64_t *{}", p.cname)),
+    );
     args.extend(f.outputs.iter().map(|(c, _, _)| format!("double *{c}")));
     if let Some(sp) = &split {
         parts(&mut out, f, sp, &args);
     }
+    // With permuted relation layouts the body is a function of its own,
+    // called by the public one once they are built.
+    let header = if f.permuted.is_empty() {
+        format!("int {}", f.name)
+    } else {
+        format!("static int {}_body", f.name)
+    };
     let _ = writeln!(
         out,
-        "\nint {}({}) {{",
-        f.name,
+        "\n{header}({}) {{",
         if args.is_empty() {
             "void".into()
         } else {
@@ -411,7 +542,10 @@ pub fn emit(f: &Function, source_name: &str) -> String {
     for p in &f.params {
         let _ = writeln!(out, "  (void){};", p.cname);
     }
-    out += "#ifdef ATL_COUNT_OPS\n  atlpacked_ops[0] = atlpacked_ops[1] = atlpacked_ops[2] = 0;\n#endif\n";
+    for p in &f.permuted {
+        let _ = writeln!(out, "  (void){};", p.cname);
+    }
+    out += "#ifdef ATL_COUNT_OPS\n  for (int atlv_k = 0; atlv_k < 5; atlv_k++) atlpacked_ops[atlv_k] = 0;\n#endif\n";
     for p in &f.params {
         if p.kind == ParamC::Size {
             let _ = writeln!(
@@ -481,6 +615,9 @@ pub fn emit(f: &Function, source_name: &str) -> String {
             }
         }
     }
+    if !f.permuted.is_empty() {
+        permuting_entry(&mut out, f, &public_args);
+    }
     // The packed entry.
     let mut call = vec![];
     let (mut ns, mut nr, mut nrel) = (0, 0, 0);
@@ -509,7 +646,7 @@ pub fn emit(f: &Function, source_name: &str) -> String {
     }
     let _ = writeln!(
         out,
-        "\nint atlpacked_entry(const int64_t *sz, const double *const *re, const uint8_t *const *rel, double *const *out) {{\n  (void)sz; (void)re; (void)rel; (void)out;\n  return {}({});\n}}",
+        "\nint atlpacked_entry(const int64_t *sz, const double *const *re, const int64_t *const *rel, double *const *out) {{\n  (void)sz; (void)re; (void)rel; (void)out;\n  return {}({});\n}}",
         f.name,
         call.join(", ")
     );
@@ -521,6 +658,64 @@ pub fn emit(f: &Function, source_name: &str) -> String {
 /// parallel loops on `n` threads (`n <= 0`, or a build without OpenMP:
 /// no change). The default is `OMP_NUM_THREADS`, else one per core.
 const THREADS: &str = "\nvoid atlpacked_threads(int n) {\n#ifdef _OPENMP\n  if (n > 0) omp_set_num_threads(n);\n#else\n  (void)n;\n#endif\n}\n";
+
+/// The public function of a body that reads permuted relation layouts:
+/// it checks the relations' dimensions, builds each layout (linear in the
+/// tuples), calls the body and frees them.
+fn permuting_entry(out: &mut String, f: &Function, public_args: &[String]) {
+    let mut args = public_args.to_vec();
+    args.extend(f.outputs.iter().map(|(c, _, _)| format!("double *{c}")));
+    let _ = writeln!(out, "\nint {}({}) {{", f.name, args.join(", "));
+    let mut built = vec![];
+    for p in &f.permuted {
+        let mut dims = vec![];
+        for d in &p.dims {
+            let (value, check) = dim_form(d, f);
+            let _ = writeln!(
+                out,
+                "  if (!{}) return {RET_INDEX_OVERFLOW};",
+                check_call(&check)
+            );
+            dims.push(format!("({value})"));
+        }
+        let ds = format!("atlv_dims_{}", p.cname);
+        let _ = writeln!(
+            out,
+            "  const int64_t {ds}[] = {{{}}};\n  for (int atlv_k = 0; atlv_k < {}; atlv_k++) if ({ds}[atlv_k] < 0) {{ {}return {RET_NEGATIVE_DIMENSION}; }}",
+            dims.join(", "),
+            dims.len(),
+            built.iter().map(|b| format!("free({b}); ")).collect::<String>()
+        );
+        let perm: Vec<String> = p.perm.iter().map(|k| k.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "  int64_t *{} = atlh_rel_permute({}, {ds}, (const int[]){{{}}});",
+            p.cname,
+            p.of,
+            perm.join(", ")
+        );
+        built.push(p.cname.clone());
+        let _ = writeln!(
+            out,
+            "  if ({} == NULL) {{ {}return {RET_ALLOCATION}; }}",
+            p.cname,
+            built
+                .iter()
+                .map(|b| format!("free({b}); "))
+                .collect::<String>()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  const int atlv_rc = {}_body({});",
+        f.name,
+        arg_names(f).join(", ")
+    );
+    for b in &built {
+        let _ = writeln!(out, "  free({b});");
+    }
+    out.push_str("  return atlv_rc;\n}\n");
+}
 
 fn dims_json(dims: &[Affine]) -> serde_json::Value {
     serde_json::Value::Array(
@@ -566,6 +761,6 @@ pub fn manifest(f: &Function) -> serde_json::Value {
             "3": "the intermediates' size overflows 64 bits",
             "4": INDEX_OVERFLOW_MESSAGE,
         },
-        "count_ops": "compile with -DATL_COUNT_OPS: uint64_t atlpacked_ops[3] = additions, multiplications, black-box calls of the last call",
+        "count_ops": "compile with -DATL_COUNT_OPS: uint64_t atlpacked_ops[5] = additions, multiplications, black-box calls, loop iterations, predicate tests of the last call",
     })
 }

@@ -98,3 +98,111 @@ pub fn value_from_leaves(t: &Type, sizes: &Sizes, leaves: &[Vec<f64>]) -> Result
     let mut pos = vec![0; leaves.len()];
     go(t, sizes, leaves, &mut pos)
 }
+
+/// The compressed layout of a relation the compiled code reads (one
+/// `int64_t` array, see `docs/cli.md`): a header `arity, nnz`, then per
+/// level `l` the offsets of its position and coordinate arrays, then the
+/// arrays. Level 0 is dense when the arity is at least 2 (CSR for arity
+/// 2: row pointers and column indices; a compressed sparse fibre in
+/// general); a relation of arity 1 is one compressed level under a single
+/// root, its sorted list. `tuples` must be sorted and distinct, each
+/// coordinate within `dims`.
+pub fn compressed_layout(dims: &[usize], tuples: &[Vec<usize>]) -> Vec<i64> {
+    let k = dims.len();
+    let start = usize::from(k >= 2);
+    // Level l's coordinates and the number of children of each parent.
+    let mut crd: Vec<Vec<i64>> = vec![vec![]; k];
+    let mut counts: Vec<Vec<i64>> = (0..k)
+        .map(|l| match l {
+            _ if l < start => vec![],
+            _ if l == start => vec![0; if start == 1 { dims[0] } else { 1 }],
+            _ => vec![],
+        })
+        .collect();
+    let mut prev: Option<&Vec<usize>> = None;
+    for t in tuples {
+        let first_new = prev.map_or(0, |p| p.iter().zip(t).take_while(|(a, b)| a == b).count());
+        for l in first_new.max(start)..k {
+            let parent = if l == start {
+                if start == 1 {
+                    t[0]
+                } else {
+                    0
+                }
+            } else {
+                crd[l - 1].len() - 1
+            };
+            if l > start {
+                counts[l].resize(crd[l - 1].len(), 0);
+            }
+            crd[l].push(t[l] as i64);
+            counts[l][parent] += 1;
+        }
+        prev = Some(t);
+    }
+    let header = 2 + 2 * k;
+    let mut out = vec![0i64; header];
+    out[0] = k as i64;
+    out[1] = tuples.len() as i64;
+    for l in start..k {
+        if l > start {
+            counts[l].resize(crd[l - 1].len(), 0);
+        }
+        out[2 + 2 * l] = out.len() as i64;
+        let mut acc = 0i64;
+        out.push(0);
+        for c in &counts[l] {
+            acc += c;
+            out.push(acc);
+        }
+        out[3 + 2 * l] = out.len() as i64;
+        out.extend_from_slice(&crd[l]);
+    }
+    out
+}
+
+/// The stored tuples of a relation given as its dense map, in order
+/// (linear in the map's size).
+pub fn relation_tuples(r: &crate::semantics::value::Relation) -> Vec<Vec<usize>> {
+    let mut out = vec![];
+    for (flat, _) in r.bits.iter().enumerate().filter(|(_, &b)| b) {
+        let mut t = vec![0; r.dims.len()];
+        let mut rest = flat;
+        for (slot, &d) in t.iter_mut().zip(&r.dims).rev() {
+            *slot = rest % d.max(1);
+            rest /= d.max(1);
+        }
+        out.push(t);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compressed_layout;
+
+    #[test]
+    fn csr_of_a_small_graph() {
+        // Edges 0→1, 0→2, 2→0 on 3 nodes.
+        let r = compressed_layout(&[3, 3], &[vec![0, 1], vec![0, 2], vec![2, 0]]);
+        // header: arity, nnz, (dense level 0), pos1 at 6, crd1 at 10
+        assert_eq!(r, vec![2, 3, 0, 0, 6, 10, 0, 2, 2, 3, 1, 2, 0]);
+    }
+
+    #[test]
+    fn sorted_list_of_a_set() {
+        let r = compressed_layout(&[5], &[vec![1], vec![4]]);
+        assert_eq!(r, vec![1, 2, 4, 6, 0, 2, 1, 4]);
+    }
+
+    #[test]
+    fn fibres_of_arity_three() {
+        let r = compressed_layout(&[2, 2, 2], &[vec![0, 0, 1], vec![0, 1, 0], vec![0, 1, 1]]);
+        // level 1: pos over 2 rows [0,2,2], crd [0,1]; level 2: pos over 2
+        // fibres [0,1,3], crd [1,0,1]
+        assert_eq!(
+            r,
+            vec![3, 3, 0, 0, 8, 11, 13, 16, 0, 2, 2, 0, 1, 0, 1, 3, 1, 0, 1]
+        );
+    }
+}

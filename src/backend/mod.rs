@@ -138,7 +138,15 @@ pub fn compile_with_flags(
 }
 
 type Entry =
-    unsafe extern "C" fn(*const i64, *const *const f64, *const *const u8, *const *mut f64) -> i32;
+    unsafe extern "C" fn(*const i64, *const *const f64, *const *const i64, *const *mut f64) -> i32;
+
+/// What the counting build (`-DATL_COUNT_OPS`) counts in one call.
+pub const COUNTERS: usize = 5;
+
+/// The counts of one call of the counting build: additions,
+/// multiplications, black-box calls, loop iterations (bodies entered) and
+/// predicate tests (conditions and relation lookups evaluated).
+pub type Counts = [u64; COUNTERS];
 
 impl Compiled {
     /// The library's path.
@@ -164,9 +172,9 @@ impl Compiled {
         Ok(self.call_counted(inputs)?.0)
     }
 
-    /// Run on `inputs`; with an instrumented build also the additions,
-    /// multiplications and black-box calls executed.
-    pub fn call_counted(&self, inputs: &Inputs) -> Result<(Value, Option<[u64; 3]>)> {
+    /// Run on `inputs`; with an instrumented build also what it executed
+    /// ([`Counts`]).
+    pub fn call_counted(&self, inputs: &Inputs) -> Result<(Value, Option<Counts>)> {
         let (v, ops, _) = self.call_timed(inputs, 1)?;
         Ok((v, ops))
     }
@@ -178,7 +186,7 @@ impl Compiled {
         &self,
         inputs: &Inputs,
         repeat: usize,
-    ) -> Result<(Value, Option<[u64; 3]>, Vec<f64>)> {
+    ) -> Result<(Value, Option<Counts>, Vec<f64>)> {
         let prog = &self.program;
         checked_inputs::<Value>(prog, inputs)?;
         // A negative or overflowing dimension, reported as eval reports it
@@ -202,7 +210,7 @@ impl Compiled {
             }
         }
         let mut reals: Vec<Vec<f64>> = vec![];
-        let mut rels: Vec<Vec<u8>> = vec![];
+        let mut rels: Vec<Vec<i64>> = vec![];
         for p in &prog.params {
             match &p.kind {
                 ParamKind::Size => {}
@@ -211,7 +219,10 @@ impl Compiled {
                         .relations
                         .get(&p.name)
                         .ok_or_else(|| Error::input(format!("missing input '{}'", p.name)))?;
-                    rels.push(r.bits.iter().map(|&b| b as u8).collect());
+                    rels.push(marshal::compressed_layout(
+                        &r.dims,
+                        &marshal::relation_tuples(r),
+                    ));
                 }
                 ParamKind::Real(t) => {
                     let v = &inputs.values[&p.name];
@@ -221,7 +232,7 @@ impl Compiled {
         }
         let mut outs = marshal::output_buffers(&prog.ret, &inputs.sizes)?;
         let real_ptrs: Vec<*const f64> = reals.iter().map(|v| v.as_ptr()).collect();
-        let rel_ptrs: Vec<*const u8> = rels.iter().map(|v| v.as_ptr()).collect();
+        let rel_ptrs: Vec<*const i64> = rels.iter().map(|v| v.as_ptr()).collect();
         let out_ptrs: Vec<*mut f64> = outs.iter_mut().map(|v| v.as_mut_ptr()).collect();
         // SAFETY: `atlpacked_entry` has the `Entry` signature (see `c::emit`).
         let entry: libloading::Symbol<Entry> = unsafe { self.library.get(b"atlpacked_entry\0") }
@@ -271,9 +282,9 @@ impl Compiled {
             }
         }
         let ops = if self.counts_ops {
-            // SAFETY: the instrumented build exports `uint64_t atlpacked_ops[3]`.
+            // SAFETY: the instrumented build exports `uint64_t atlpacked_ops[5]`.
             unsafe {
-                let sym: libloading::Symbol<*const [u64; 3]> =
+                let sym: libloading::Symbol<*const Counts> =
                     self.library.get(b"atlpacked_ops\0").map_err(|e| {
                         Error::eval(format!("instrumented library has no counters: {e}"))
                     })?;

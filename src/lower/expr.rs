@@ -62,7 +62,12 @@ impl Lowerer {
     /// Store the value of `e` into the place `dest` (every element written).
     pub(crate) fn store(&mut self, e: &Expr, dest: &V) -> Result<()> {
         match e {
-            Expr::Gen(i, d, body) => self.store_gen(*i, d, body, dest),
+            Expr::Gen(i, d, body) => {
+                if self.store_gen_pattern(e, dest)? {
+                    return Ok(());
+                }
+                self.store_gen(*i, d, body, dest)
+            }
             Expr::Iverson(p, body) if !dest.is_scalar_place() => {
                 let (pre, c) = self.block(|lw| lw.pred(p))?;
                 self.out.extend(pre);

@@ -75,6 +75,7 @@ impl Lowerer {
             outputs,
             dims: std::mem::take(&mut self.dims),
             slots: std::mem::take(&mut self.slots),
+            permuted: std::mem::take(&mut self.permuted),
             checks: self.checks.take(),
             body: std::mem::take(&mut self.out),
         })

@@ -41,7 +41,8 @@ pub enum ParamC {
     Real,
     /// `const double *`: a row-major tensor leaf.
     Tensor(Vec<Affine>),
-    /// `const uint8_t *`: a row-major relation.
+    /// `const int64_t *`: a relation in its compressed layout (see
+    /// [`crate::backend::marshal::compressed_layout`]).
     Relation(Vec<Affine>),
 }
 
@@ -72,6 +73,17 @@ pub struct IndexCheck {
     pub terms: Vec<(i64, String, String)>,
 }
 
+/// A relation's layout with its arguments permuted (a tuple `t` stored as
+/// `(t[perm[0]], ...)`), built once per call from the parameter `of`
+/// (dimensions `dims`, in the parameter's order) before the body runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PermutedRelation {
+    pub cname: String,
+    pub of: String,
+    pub dims: Vec<Affine>,
+    pub perm: Vec<usize>,
+}
+
 /// A lowered program.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Function {
@@ -86,6 +98,8 @@ pub struct Function {
     /// checked non-negative on entry.
     pub dims: Vec<(String, Affine)>,
     pub slots: Vec<Slot>,
+    /// Permuted layouts of relation parameters the loops iterate.
+    pub permuted: Vec<PermutedRelation>,
     /// The index forms checked on entry.
     pub checks: Vec<IndexCheck>,
     pub body: Vec<Stmt>,

@@ -40,6 +40,7 @@ pub mod ir;
 mod order;
 mod parallel;
 mod pred;
+mod relation;
 mod sum;
 mod value;
 
@@ -84,6 +85,10 @@ pub(crate) struct Lowerer {
     tenv: TypeEnv,
     dims: Vec<(String, Affine)>,
     slots: Vec<Slot>,
+    /// Permuted relation layouts the loops iterate (built on entry).
+    permuted: Vec<ir::PermutedRelation>,
+    /// Loop variables whose loop iterates a relation's stored tuples.
+    driven: HashMap<Symbol, relation::DrivenLevel>,
     out: Vec<Stmt>,
     next: usize,
     /// Loops whose iterations write disjoint parts of buffers (a `gen`'s

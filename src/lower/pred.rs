@@ -89,6 +89,9 @@ impl Lowerer {
                 if let Some(c) = self.exists_closed(*i, d, q)? {
                     return Ok(c);
                 }
+                if let Some(c) = self.exists_by_relation(*i, d, q)? {
+                    return Ok(c);
+                }
                 let dn = self.dim(d)?;
                 let e = self.fresh("e", "");
                 self.decl("int", &e, "0".into());

@@ -6,6 +6,8 @@
 
 use super::ir::Stmt;
 use super::pred::{self, conjuncts};
+use super::relation;
+use super::value::V;
 use super::Lowerer;
 use crate::constraints::{self, Constraint, LinForm};
 use crate::error::{Error, Result};
@@ -39,6 +41,18 @@ impl Lowerer {
         if let Acc::Row { gen, dim, .. } = acc {
             chain.push((*gen, dim));
         }
+        self.loop_nest(chain, p, body, acc)
+    }
+
+    /// The loops over `chain` where the bracket `p` holds, running `body`
+    /// into `acc` at each point.
+    pub(crate) fn loop_nest(
+        &mut self,
+        chain: Vec<(Symbol, &Affine)>,
+        p: Option<&Pred>,
+        body: &Expr,
+        acc: &Acc,
+    ) -> Result<()> {
         let vars: Vec<Symbol> = chain.iter().map(|(i, _)| *i).collect();
         let mut system = vec![];
         for (i, d) in &chain {
@@ -52,16 +66,20 @@ impl Lowerer {
             ));
         }
         let mut others: Vec<Pred> = vec![];
-        // A conjunct that is a disjunction of affine predicates splits the
-        // loops into disjoint parts: p1, then p2 where not p1, ... (so no
-        // tuple is counted twice, and each part gets its own bounds).
+        // A conjunct that is a disjunction of affine predicates and
+        // relation atoms splits the loops into disjoint parts: p1, then p2
+        // where not p1, ... (so no tuple is counted twice, and each part
+        // gets its own bounds or iterates its own relation).
         let mut split: Option<Vec<Pred>> = None;
         if let Some(p) = p {
             for atom in conjuncts(p) {
                 match (pred::affine(atom), atom) {
                     (Some(cs), _) => system.extend(cs),
                     (None, Pred::Or(ps))
-                        if split.is_none() && ps.iter().all(|q| pred::affine(q).is_some()) =>
+                        if split.is_none()
+                            && ps.iter().all(|q| {
+                                pred::affine(q).is_some() || matches!(q, Pred::Rel(..))
+                            }) =>
                     {
                         split = Some(ps.clone())
                     }
@@ -82,29 +100,52 @@ impl Lowerer {
             }
             r?;
         }
-        let parts: Vec<(Vec<Constraint>, Vec<Pred>)> = match &split {
-            None => vec![(vec![], vec![])],
+        // Each part: its constraints, its relation atom, the parts before.
+        type Part = (Vec<Constraint>, Option<Pred>, Vec<Pred>);
+        let parts: Vec<Part> = match &split {
+            None => vec![(vec![], None, vec![])],
             Some(ps) => ps
                 .iter()
                 .enumerate()
-                .map(|(j, q)| (pred::affine(q).unwrap_or_default(), ps[..j].to_vec()))
+                .map(|(j, q)| match pred::affine(q) {
+                    Some(cs) => (cs, None, ps[..j].to_vec()),
+                    None => (vec![], Some(q.clone()), ps[..j].to_vec()),
+                })
                 .collect(),
         };
-        for (extra, excluded) in parts {
+        for (extra, atom, excluded) in parts {
             let mut system = system.clone();
             system.extend(extra);
             let plan = match constraints::plan(&system, &vars) {
                 Some(plan) => plan,
                 None => return Err(overflow()),
             };
+            // Positive relation atoms over the loop variables drive loops
+            // (see `relation.rs`), each variable by one atom; the rest are
+            // guards.
+            let level_vars: Vec<Symbol> = plan.levels.iter().filter_map(|l| l.var).collect();
+            let mut guards = vec![];
+            let mut drives: Vec<relation::Drive> = vec![];
+            for q in others.iter().cloned().chain(atom) {
+                match self.drive_of(&q, &level_vars, &vars) {
+                    Some(dr)
+                        if !dr
+                            .driven_vars()
+                            .iter()
+                            .any(|v| drives.iter().any(|d| d.driven_vars().contains(v))) =>
+                    {
+                        drives.push(dr)
+                    }
+                    _ => guards.push(q),
+                }
+            }
             // Where a non-affine conjunct can be tested: the innermost level
             // binding one of its variables (after all loops if it mentions an
             // eliminated variable). `true` marks an excluded (negated) part.
-            let level_vars: Vec<Symbol> = plan.levels.iter().filter_map(|l| l.var).collect();
             let mut placed: Vec<Vec<(bool, Pred)>> = vec![vec![]; level_vars.len() + 1];
-            let tagged = others
-                .iter()
-                .map(|q| (false, q.clone()))
+            let tagged = guards
+                .into_iter()
+                .map(|q| (false, q))
                 .chain(excluded.into_iter().map(|q| (true, q)));
             for (neg, q) in tagged {
                 let mut free = std::collections::BTreeSet::new();
@@ -119,8 +160,16 @@ impl Lowerer {
                 };
                 placed[at].push((neg, q));
             }
-            let top = self.constraint_conds(&plan.top)?;
-            let (stmts, ()) = self.block(|lw| lw.levels(&plan, 0, &placed, body, acc, &chain))?;
+            let mut top = self.constraint_conds(&plan.top)?;
+            let mut engaged = vec![];
+            for d in &drives {
+                let (cond, saved) = self.engage(d)?;
+                top.extend(cond);
+                engaged.extend(saved);
+            }
+            let r = self.block(|lw| lw.levels(&plan, 0, &placed, body, acc, &chain));
+            self.disengage(engaged);
+            let (stmts, ()) = r?;
             if top.is_empty() {
                 self.out.extend(stmts);
             } else {
@@ -176,8 +225,19 @@ impl Lowerer {
                     }
                 }
                 let (stmts, ()) = lw.block(|lw| {
+                    if let Acc::Store { dest, gens } = acc {
+                        let mut place = dest.clone();
+                        for g in gens {
+                            let c = lw.names.get(g).cloned().ok_or_else(|| {
+                                Error::eval("a stored gen variable is unbound (internal error)")
+                            })?;
+                            place = place.index_unchecked(&c, lw)?;
+                        }
+                        return lw.store(body, &place);
+                    }
                     let x = lw.scalar(body, "v")?;
                     match acc {
+                        Acc::Store { .. } => {}
                         Acc::Scalar { acc, first } => {
                             lw.line(format!("{acc} += {x};"));
                             lw.line(format!("ATL_SUMADD({first});"));
@@ -222,6 +282,7 @@ impl Lowerer {
             if let Some((_, dim)) = chain.iter().find(|(i, _)| *i == v) {
                 lw.full_range.insert(v, (*dim).clone());
             }
+            lw.open_level(v, &c);
             let (stmts, ()) = lw.block(|lw| {
                 let g = lw.constraint_conds(&level.guards)?;
                 let (inner, ()) =
@@ -244,13 +305,7 @@ impl Lowerer {
                     lw.line(format!("ATL_SIMD_REDUCE({acc})"));
                 }
             }
-            lw.out.push(Stmt::For {
-                var: c,
-                lo,
-                hi: format!("{hi} + 1"),
-                body: stmts,
-            });
-            Ok(())
+            lw.level_loop(v, c, lo, hi, stmts)
         };
         if conds.is_empty() {
             inner(self)
@@ -268,6 +323,10 @@ impl Lowerer {
 
 /// Where a sum chain accumulates.
 pub(crate) enum Acc {
+    /// No accumulation: each point of a `gen` chain (variables `gens`,
+    /// outermost first) is stored into its element of `dest`, which is
+    /// zero filled before (a `gen` over a relation's pattern).
+    Store { dest: V, gens: Vec<Symbol> },
     /// A C local, with its first-term flag (the first term needs no addition).
     Scalar { acc: String, first: String },
     /// `buf[off + i]` for every `i` of `(gen gen dim ...)`, the gen's loop

@@ -23,7 +23,7 @@ pub(crate) enum V {
         conds: Vec<String>,
     },
     Pair(Box<V>, Box<V>),
-    /// A relation parameter (`uint8_t`, row-major).
+    /// A relation parameter (its compressed layout).
     Rel {
         buf: String,
         dims: Vec<Affine>,
@@ -416,7 +416,8 @@ impl V {
         }
     }
 
-    /// `(R a ...)` on a relation: false out of range.
+    /// `(R a ...)` on a relation: false out of range; a binary search in
+    /// the compressed layout.
     pub(crate) fn test(&self, args: &[Affine], lw: &mut Lowerer) -> Result<String> {
         let V::Rel { buf, dims } = self else {
             return Err(mismatch("relation test"));
@@ -424,9 +425,12 @@ impl V {
         if args.len() != dims.len() {
             return Ok("0".into());
         }
-        let mut off = "0".to_string();
+        if args.is_empty() {
+            return Ok(format!("({buf}[1] > 0)"));
+        }
+        let mut idxs = vec![];
         let mut conds = vec![];
-        for (k, (a, d)) in args.iter().zip(dims).enumerate() {
+        for (a, d) in args.iter().zip(dims) {
             let idx = lw.aff(a)?;
             let dn = lw.dim(d)?;
             // As for `get`: no test for a loop variable over exactly this range.
@@ -437,12 +441,13 @@ impl V {
             if !in_range {
                 conds.push(format!("0 <= {idx} && {idx} < {dn}"));
             }
-            off = V::offset(&off, &idx, &V::stride(&dims[k + 1..], lw)?);
+            idxs.push(idx);
         }
+        let has = format!("ATL_REL_HAS({buf}, {}, {})", idxs.len(), idxs.join(", "));
         Ok(if conds.is_empty() {
-            format!("{buf}[{off}]")
+            has
         } else {
-            format!("(({}) && {buf}[{off}])", conds.join(" && "))
+            format!("(({}) && {has})", conds.join(" && "))
         })
     }
 }

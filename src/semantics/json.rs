@@ -100,18 +100,25 @@ fn from_json(j: &serde_json::Value, ty: &Type, sizes: &Sizes, path: Path) -> Res
 }
 
 /// A relation of dimensions `dims` from nested JSON arrays of `true`/`false`
-/// (or `0`/`1`). Errors are input errors naming `path`.
+/// (or `0`/`1`), or from its tuples (`{"tuples": [[0, 1], ...]}`, any
+/// order). Errors are input errors naming `path`.
 pub fn relation_from_json(
     j: &serde_json::Value,
     dims: &[Affine],
     sizes: &Sizes,
     path: &str,
 ) -> Result<Relation> {
+    let name = path;
     let path = Path::Root(path);
     let concrete = dims
         .iter()
         .map(|d| input_dim(d, sizes, path))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(tuples) = super::tuples::tuples_from_json(&format!("input '{name}'"), j) {
+        let what = format!("input '{name}'");
+        super::tuples::check_json_shape(&what, j, &concrete)?;
+        return super::tuples::relation_from_tuples(&what, &concrete, &tuples?);
+    }
     let mut bits = vec![];
     rel_bits(j, &concrete, path, &mut bits)?;
     Ok(Relation {

@@ -7,4 +7,5 @@ pub mod eval;
 pub mod json;
 pub mod numerics;
 pub mod sizes;
+pub mod tuples;
 pub mod value;

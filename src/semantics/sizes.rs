@@ -232,6 +232,12 @@ fn infer(j: &serde_json::Value, ty: &Type, s: Symbol) -> Option<i64> {
 }
 
 fn infer_rel(mut j: &serde_json::Value, dims: &[Affine], s: Symbol) -> Option<i64> {
+    // Tuples fix a dimension only through their optional "shape".
+    if let Some(obj) = j.as_object() {
+        let shape = obj.get("shape")?.as_array()?;
+        let k = dims.iter().position(|d| *d == Affine::var(s))?;
+        return shape.get(k)?.as_i64();
+    }
     for d in dims {
         let xs = j.as_array()?;
         if *d == Affine::var(s) {

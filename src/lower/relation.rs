@@ -1,0 +1,435 @@
+//! Relations by their stored tuples. A relation parameter arrives in its
+//! compressed layout ([`crate::backend::marshal::compressed_layout`]:
+//! level 0 dense from arity 2 on, every other level a sorted list of
+//! coordinates under each position of the level above). A loop whose
+//! bracket conjoins a positive atom `(R a ...)` over its variables visits
+//! `R`'s stored tuples instead of its whole range:
+//!
+//! * the atom's arguments that mention no loop variable of the nest (the
+//!   bound prefix) are located once, before the loops (a binary search per
+//!   level); the loop variables among its arguments are driven, each at
+//!   the layout's next level, in loop order;
+//! * an atom whose driven variables are not in the layout's order reads a
+//!   permuted layout (bound arguments first, then the driven ones in loop
+//!   order), built once per call on entry, in time linear in the tuples;
+//! * a driven loop keeps its bounds and guards as conditions on each
+//!   stored coordinate; at a dense level it is the range loop, clipped to
+//!   the relation's dimension;
+//! * `(exists j d (and (R ... j) q))` walks the fibre of `j` (a test of its
+//!   extent alone when `q` is empty), stopping at the first witness.
+//!
+//! Atoms that cannot drive (negated, repeated variables, arguments that
+//! are forms of loop variables) stay membership tests ([`super::value::V::test`]).
+
+use super::ir::{PermutedRelation, Stmt};
+use super::pred::conjuncts;
+use super::sum::Acc;
+use super::value::V;
+use super::Lowerer;
+use crate::error::Result;
+use crate::front::affine::Affine;
+use crate::front::ast::{Expr, Pred};
+use egg::Symbol;
+
+/// The most arguments a permuted layout may have (the C helper's limit).
+const MAX_PERMUTED_ARITY: usize = 16;
+
+/// A loop variable iterating a level of a relation's layout.
+#[derive(Clone, Debug)]
+pub(crate) struct DrivenLevel {
+    /// The C name of the layout.
+    index: String,
+    level: usize,
+    /// The level is dense (its positions are the coordinates).
+    dense: bool,
+    /// The layout's dimension at this level.
+    dim: Affine,
+    parent: Parent,
+    /// The C name of this loop's position, once its loop is open.
+    position: Option<String>,
+}
+
+/// The position a compressed level's coordinates hang under.
+#[derive(Clone, Debug)]
+enum Parent {
+    Root,
+    /// A C local computed before the loops (the bound prefix).
+    Position(String),
+    /// The position of the loop of this variable (the level above).
+    Loop(Symbol),
+}
+
+/// An atom that drives loops: the layout it reads, its dimensions and
+/// bound arguments in that layout's order, its driven variables in loop
+/// order (driven variable `j` is at level `bound.len() + j`).
+pub(crate) struct Drive {
+    index: String,
+    dims: Vec<Affine>,
+    bound: Vec<Affine>,
+    driven: Vec<Symbol>,
+}
+
+/// Is the argument a loop variable itself?
+fn is_loop_arg(a: &Affine, loop_vars: &[Symbol]) -> bool {
+    a.constant == 0 && a.terms.len() == 1 && a.terms[0].1 == 1 && loop_vars.contains(&a.terms[0].0)
+}
+
+impl Drive {
+    /// The loop variables it drives, in loop order.
+    pub(crate) fn driven_vars(&self) -> &[Symbol] {
+        &self.driven
+    }
+}
+
+/// A relation parameter's layout and dimensions, the permutation putting an
+/// atom's bound arguments first and its loop variables next (in loop
+/// order), and the atom's arguments.
+type DriveShape = (String, Vec<Affine>, Vec<usize>, Vec<Affine>);
+
+/// What to restore after a nest's driven loops are emitted.
+pub(crate) type Engaged = Vec<(Symbol, Option<DrivenLevel>)>;
+
+impl Lowerer {
+    /// How `atom` can drive the loops of `loop_vars` (in loop order), none
+    /// of its other arguments mentioning any of `nest_vars`.
+    pub(crate) fn drive_of(
+        &mut self,
+        atom: &Pred,
+        loop_vars: &[Symbol],
+        nest_vars: &[Symbol],
+    ) -> Option<Drive> {
+        let (buf, dims, perm, args) = self.drive_shape(atom, loop_vars, nest_vars)?;
+        let nb = perm.len()
+            - perm
+                .iter()
+                .filter(|&&k| is_loop_arg(&args[k], loop_vars))
+                .count();
+        let index = self.permuted_index(&buf, &dims, &perm);
+        Some(Drive {
+            index,
+            dims: perm.iter().map(|&k| dims[k].clone()).collect(),
+            bound: perm[..nb].iter().map(|&k| args[k].clone()).collect(),
+            driven: perm[nb..].iter().map(|&k| args[k].terms[0].0).collect(),
+        })
+    }
+
+    /// The relation parameter an atom can drive loops by (its layout,
+    /// dimensions, the permutation putting its bound arguments first and
+    /// then its loop variables in loop order, its arguments).
+    fn drive_shape(
+        &self,
+        atom: &Pred,
+        loop_vars: &[Symbol],
+        nest_vars: &[Symbol],
+    ) -> Option<DriveShape> {
+        let Pred::Rel(r, args) = atom else {
+            return None;
+        };
+        let Some(V::Rel { buf, dims }) = self.vals.get(r).cloned() else {
+            return None;
+        };
+        if args.is_empty() || args.len() != dims.len() || args.len() > MAX_PERMUTED_ARITY {
+            return None;
+        }
+        let mut bound = vec![];
+        let mut driven: Vec<(usize, usize, Symbol)> = vec![];
+        for (k, a) in args.iter().enumerate() {
+            let plain = a.constant == 0 && a.terms.len() == 1 && a.terms[0].1 == 1;
+            if plain {
+                let v = a.terms[0].0;
+                if let Some(at) = loop_vars.iter().position(|x| *x == v) {
+                    if driven.iter().any(|d| d.2 == v) {
+                        return None;
+                    }
+                    driven.push((at, k, v));
+                    continue;
+                }
+            }
+            if a.terms.iter().any(|(v, _)| nest_vars.contains(v)) {
+                return None;
+            }
+            bound.push(k);
+        }
+        if driven.is_empty() {
+            return None;
+        }
+        driven.sort();
+        let perm: Vec<usize> = bound
+            .iter()
+            .copied()
+            .chain(driven.iter().map(|d| d.1))
+            .collect();
+        Some((buf, dims, perm, args.clone()))
+    }
+
+    /// `(gen i d ... (iverson p body))` where `p` has a relation atom (or
+    /// a disjunction of atoms and affine predicates) over the gen
+    /// variables: `dest` is zero filled, then only the stored tuples are
+    /// visited, each storing `body` into its element. False (nothing
+    /// emitted) for any other expression.
+    pub(crate) fn store_gen_pattern(&mut self, e: &Expr, dest: &V) -> Result<bool> {
+        let mut chain: Vec<(Symbol, &Affine)> = vec![];
+        let mut x = e;
+        while let Expr::Gen(i, d, b) = x {
+            chain.push((*i, d));
+            x = b;
+        }
+        let Expr::Iverson(p, body) = x else {
+            return Ok(false);
+        };
+        let vars: Vec<Symbol> = chain.iter().map(|c| c.0).collect();
+        let distinct = (1..vars.len()).all(|k| !vars[..k].contains(&vars[k]));
+        let drives = |q: &Pred| self.drive_shape(q, &vars, &vars).is_some();
+        let drivable = conjuncts(p).into_iter().any(|q| match q {
+            Pred::Rel(..) => drives(q),
+            Pred::Or(ps) => {
+                ps.iter().any(drives)
+                    && ps
+                        .iter()
+                        .all(|q| drives(q) || super::pred::affine(q).is_some())
+            }
+            _ => false,
+        });
+        if !distinct || !drivable {
+            return Ok(false);
+        }
+        dest.zero_fill(self)?;
+        let acc = Acc::Store {
+            dest: dest.clone(),
+            gens: vars,
+        };
+        self.loop_nest(chain, Some(p), body, &acc)?;
+        Ok(true)
+    }
+
+    /// The layout of the relation parameter `buf` with its arguments
+    /// permuted (the parameter's own when `perm` is the identity).
+    fn permuted_index(&mut self, buf: &str, dims: &[Affine], perm: &[usize]) -> String {
+        if perm.iter().enumerate().all(|(k, &p)| k == p) {
+            return buf.to_string();
+        }
+        if let Some(p) = self.permuted.iter().find(|p| p.of == buf && p.perm == perm) {
+            return p.cname.clone();
+        }
+        let cname = self.fresh("rt", buf);
+        self.permuted.push(PermutedRelation {
+            cname: cname.clone(),
+            of: buf.to_string(),
+            dims: dims.to_vec(),
+            perm: perm.to_vec(),
+        });
+        cname
+    }
+
+    /// Let `d` drive its variables' loops: the bound prefix is located now
+    /// (a local emitted here); returns the condition under which it is
+    /// stored (none without a prefix) and what to restore afterwards.
+    pub(crate) fn engage(&mut self, d: &Drive) -> Result<(Option<String>, Engaged)> {
+        let nb = d.bound.len();
+        let mut cond = None;
+        let prefix = if nb == 0 {
+            Parent::Root
+        } else {
+            let mut idxs = vec![];
+            let mut conds = vec![];
+            for (a, dim) in d.bound.iter().zip(&d.dims) {
+                let idx = self.aff(a)?;
+                let dn = self.dim(dim)?;
+                conds.push(format!("0 <= {idx} && {idx} < {dn}"));
+                idxs.push(idx);
+            }
+            let rp = self.fresh("rp", "");
+            self.decl(
+                "const int64_t",
+                &rp,
+                format!(
+                    "({}) ? atlh_rel_at({}, {nb}, (const int64_t[]){{{}}}) : -1",
+                    conds.join(" && "),
+                    d.index,
+                    idxs.join(", ")
+                ),
+            );
+            cond = Some(format!("{rp} >= 0"));
+            Parent::Position(rp)
+        };
+        let mut saved = vec![];
+        for (j, v) in d.driven.iter().enumerate() {
+            let level = nb + j;
+            let parent = if j == 0 {
+                prefix.clone()
+            } else {
+                Parent::Loop(d.driven[j - 1])
+            };
+            let dl = DrivenLevel {
+                index: d.index.clone(),
+                level,
+                dense: d.dims.len() >= 2 && level == 0,
+                dim: d.dims[level].clone(),
+                parent,
+                position: None,
+            };
+            saved.push((*v, self.driven.insert(*v, dl)));
+        }
+        Ok((cond, saved))
+    }
+
+    pub(crate) fn disengage(&mut self, saved: Engaged) {
+        for (v, old) in saved.into_iter().rev() {
+            match old {
+                Some(dl) => self.driven.insert(v, dl),
+                None => self.driven.remove(&v),
+            };
+        }
+    }
+
+    /// Open the loop of `v` (C name `c`): a driven loop's position gets
+    /// its C name, which the levels below read.
+    pub(crate) fn open_level(&mut self, v: Symbol, c: &str) {
+        let fresh = self.fresh("q", "");
+        if let Some(dl) = self.driven.get_mut(&v) {
+            dl.position = Some(if dl.dense { c.to_string() } else { fresh });
+        }
+    }
+
+    /// The C expression of a compressed level's parent position.
+    fn parent_position(&self, dl: &DrivenLevel) -> String {
+        match &dl.parent {
+            Parent::Root => "0".into(),
+            Parent::Position(p) => p.clone(),
+            Parent::Loop(s) => self
+                .driven
+                .get(s)
+                .and_then(|d| d.position.clone())
+                .unwrap_or_else(|| "0".into()),
+        }
+    }
+
+    /// The loop of `v` (C name `c`) over `[lo, hi]` running `body`: over
+    /// the range, or over the stored coordinates when a relation drives it.
+    pub(crate) fn level_loop(
+        &mut self,
+        v: Symbol,
+        c: String,
+        lo: String,
+        hi: String,
+        body: Vec<Stmt>,
+    ) -> Result<()> {
+        let Some(dl) = self.driven.get(&v).cloned() else {
+            self.out.push(Stmt::For {
+                var: c,
+                lo,
+                hi: format!("{hi} + 1"),
+                body,
+            });
+            return Ok(());
+        };
+        let dn = self.dim(&dl.dim)?;
+        if dl.dense {
+            self.out.push(Stmt::For {
+                var: c,
+                lo,
+                hi: format!("atlh_min({hi}, {dn} - 1) + 1"),
+                body,
+            });
+            return Ok(());
+        }
+        let q = dl.position.clone().unwrap_or_else(|| "0".into());
+        let parent = self.parent_position(&dl);
+        let pos = format!("ATL_RPOS({}, {})", dl.index, dl.level);
+        let crd = format!("ATL_RCRD({}, {})", dl.index, dl.level);
+        let inner = vec![
+            Stmt::Decl {
+                ty: "const int64_t",
+                name: c.clone(),
+                init: format!("{crd}[{q}]"),
+            },
+            Stmt::If {
+                cond: format!("{lo} <= {c} && {c} <= {hi}"),
+                then: body,
+                els: vec![],
+            },
+        ];
+        self.out.push(Stmt::For {
+            var: q,
+            lo: format!("{pos}[{parent}]"),
+            hi: format!("{pos}[{parent} + 1]"),
+            body: inner,
+        });
+        Ok(())
+    }
+
+    /// `∃ i < d. q` where a conjunct of `q` is a relation atom with `i` as
+    /// an argument (its other arguments free of `i`): the extent of `i`'s
+    /// fibre, or a walk over it with the other conjuncts as guards.
+    pub(crate) fn exists_by_relation(
+        &mut self,
+        i: Symbol,
+        d: &Affine,
+        q: &Pred,
+    ) -> Result<Option<String>> {
+        let cs = conjuncts(q);
+        let Some((k, drive)) = cs
+            .iter()
+            .enumerate()
+            .find_map(|(k, atom)| self.drive_of(atom, &[i], &[i]).map(|dr| (k, dr)))
+        else {
+            return Ok(None);
+        };
+        let rest: Vec<Pred> = cs
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != k)
+            .map(|(_, p)| (*p).clone())
+            .collect();
+        let same_range = drive.dims.last() == Some(d);
+        let (cond, saved) = self.engage(&drive)?;
+        let dl = self.driven[&i].clone();
+        self.disengage(saved);
+        let parent = self.parent_position(&dl);
+        let pos = format!("ATL_RPOS({}, {})", dl.index, dl.level);
+        let extent = format!("{pos}[{parent}] < {pos}[{parent} + 1]");
+        if rest.is_empty() && same_range {
+            return Ok(Some(match cond {
+                Some(c) => format!("({c} && {extent})"),
+                None => format!("({extent})"),
+            }));
+        }
+        let dn = self.dim(d)?;
+        let e = self.fresh("e", "");
+        self.decl("int", &e, "0".into());
+        let iv = self.bind_index(i, d)?;
+        let qv = self.fresh("q", "");
+        let (body, ()) = self.block(|lw| {
+            let mut guards = vec![format!("{iv} < {dn}")];
+            for p in &rest {
+                guards.push(lw.pred(p)?);
+            }
+            lw.line(format!(
+                "if ({}) {{ {e} = 1; break; }}",
+                guards.join(" && ")
+            ));
+            Ok(())
+        })?;
+        let mut inner = vec![Stmt::Decl {
+            ty: "const int64_t",
+            name: iv,
+            init: format!("ATL_RCRD({}, {})[{qv}]", dl.index, dl.level),
+        }];
+        inner.extend(body);
+        let walk = Stmt::For {
+            var: qv,
+            lo: format!("{pos}[{parent}]"),
+            hi: format!("{pos}[{parent} + 1]"),
+            body: inner,
+        };
+        match cond {
+            Some(c) => self.out.push(Stmt::If {
+                cond: c,
+                then: vec![walk],
+                els: vec![],
+            }),
+            None => self.out.push(walk),
+        }
+        Ok(Some(e))
+    }
+}
