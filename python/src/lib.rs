@@ -448,11 +448,32 @@ fn check_buffer<T: pyo3::buffer::Element>(
     Ok(())
 }
 
+/// The compressed layout the compiled code reads (see the library's
+/// `backend::marshal`) of a relation given as its dense map of `shape`
+/// (non-zero bytes hold), in time linear in the map.
+fn relation_layout(bits: &[u8], shape: &[usize]) -> Vec<i64> {
+    let tuples: Vec<Vec<usize>> = bits
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b != 0)
+        .map(|(flat, _)| {
+            let mut t = vec![0; shape.len()];
+            let mut rest = flat;
+            for (slot, &d) in t.iter_mut().zip(shape).rev() {
+                *slot = rest % d.max(1);
+                rest /= d.max(1);
+            }
+            t
+        })
+        .collect();
+    atl_egg::backend::marshal::compressed_layout(shape, &tuples)
+}
+
 /// The pointers of one call, moved to the thread that runs without the GIL.
 struct CallArgs {
     sizes: Vec<i64>,
     reals: Vec<*const f64>,
-    rels: Vec<*const u8>,
+    rels: Vec<*const i64>,
     outs: Vec<*mut f64>,
 }
 
@@ -521,7 +542,7 @@ impl Kernel {
             if *kind == Leaf::Relation {
                 let b = PyBuffer::<u8>::get(obj)?;
                 check_buffer(&b, &shape, &what)?;
-                held_rels.push(b);
+                held_rels.push(relation_layout(&b.to_vec(py)?, &shape));
             } else {
                 let b = PyBuffer::<f64>::get(obj)?;
                 check_buffer(&b, &shape, &what)?;
@@ -544,13 +565,13 @@ impl Kernel {
                 .iter()
                 .map(|b| b.buf_ptr() as *const f64)
                 .collect(),
-            rels: held_rels.iter().map(|b| b.buf_ptr() as *const u8).collect(),
+            rels: held_rels.iter().map(|l| l.as_ptr()).collect(),
             outs: held_outs.iter().map(|b| b.buf_ptr() as *mut f64).collect(),
         };
         let entry = self.entry;
         // SAFETY: every buffer was checked above to hold exactly the
         // elements the manifest gives at these sizes, C-contiguous, of the
-        // C type (float64, uint8), and the outputs writable; the buffers
+        // C type (float64; a relation is passed as its compressed layout, built above), and the outputs writable; the buffers
         // are held until the call returns.
         let rc = py.detach(move || {
             let a = args;

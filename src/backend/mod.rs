@@ -302,7 +302,7 @@ impl Compiled {
 /// ([`c`]): the sizes, the real leaves (a real as an array of one), the
 /// relations and the result's leaves, each an array in the manifest's order.
 pub type PackedEntry =
-    unsafe extern "C" fn(*const i64, *const *const f64, *const *const u8, *const *mut f64) -> i32;
+    unsafe extern "C" fn(*const i64, *const *const f64, *const *const i64, *const *mut f64) -> i32;
 
 /// For callers that marshal their own arguments (the Python extension):
 /// the manifest and the entry point of the loaded library.
