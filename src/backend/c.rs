@@ -293,12 +293,21 @@ fn stmts(out: &mut String, ss: &[Stmt], depth: usize) {
                     out,
                     "{pad}for (int64_t {var} = {lo}; {var} < {hi}; {var}++) {{"
                 );
-                let _ = writeln!(out, "{pad}  ATL_ITER();");
+                // the chunk loops of a parallel sum are its schedule, not
+                // the program's loops: their iterations are not counted
+                if hi != crate::lower::parallel::CHUNKS {
+                    let _ = writeln!(out, "{pad}  ATL_ITER();");
+                }
                 stmts(out, body, depth + 1);
                 let _ = writeln!(out, "{pad}}}");
             }
             Stmt::If { cond, then, els } => {
-                let _ = writeln!(out, "{pad}if (ATL_TEST({cond})) {{");
+                // `if (1)` only opens a scope: not a test
+                if cond == "1" {
+                    let _ = writeln!(out, "{pad}if (1) {{");
+                } else {
+                    let _ = writeln!(out, "{pad}if (ATL_TEST({cond})) {{");
+                }
                 stmts(out, then, depth + 1);
                 if els.is_empty() {
                     let _ = writeln!(out, "{pad}}}");

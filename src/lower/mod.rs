@@ -38,7 +38,7 @@ mod frame;
 mod fuse;
 pub mod ir;
 mod order;
-mod parallel;
+pub(crate) mod parallel;
 mod pred;
 mod relation;
 mod sum;

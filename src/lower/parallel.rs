@@ -39,6 +39,10 @@ use super::value::V;
 use crate::front::affine::Affine;
 use std::collections::{HashMap, HashSet};
 
+/// The bound of a parallel sum's chunk loops (the C macro): the number of
+/// chunks, fixed whatever the threads.
+pub(crate) const CHUNKS: &str = "ATL_CHUNKS";
+
 /// Loops whose iterations write disjoint parts of buffers: the loop's C
 /// variable and those buffers' C names.
 pub(crate) type Disjoint = HashMap<String, Vec<String>>;
@@ -144,10 +148,13 @@ fn mark(ss: &mut Vec<Stmt>, cx: &Context, next: &mut usize) {
                     let lp = Loop { var, lo, hi, body };
                     ss.push(with_scratch(&accs, &privs, lp, *next));
                 } else if accs.is_empty() {
-                    let cond = work_condition(&var, &lo, &hi, &body);
+                    *next += 1;
+                    let (work, cond) =
+                        work_condition(&var, &lo, &hi, &body, format!("atlpar_work{next}"));
                     ss.push(Stmt::If {
                         cond: "1".into(),
                         then: vec![
+                            work,
                             Stmt::Line(format!("ATL_PARALLEL_FOR({cond})")),
                             Stmt::For { var, lo, hi, body },
                         ],
@@ -197,7 +204,13 @@ fn with_scratch(accs: &[String], privs: &[(String, String)], lp: Loop, k: usize)
     let per_chunk = format!("atlpar_n{k}");
     let scratch = format!("atlpar_scratch{k}");
     let total: Vec<&str> = privs.iter().map(|(_, n)| n.as_str()).collect();
-    let cond = work_condition(&lp.var, &lp.lo, &lp.hi, &lp.body);
+    let (work, cond) = work_condition(
+        &lp.var,
+        &lp.lo,
+        &lp.hi,
+        &lp.body,
+        format!("atlpar_scratch_work{k}"),
+    );
     let serial = Stmt::For {
         var: lp.var.clone(),
         lo: lp.lo.clone(),
@@ -208,6 +221,7 @@ fn with_scratch(accs: &[String], privs: &[(String, String)], lp: Loop, k: usize)
     Stmt::If {
         cond: "1".into(),
         then: vec![
+            work,
             Stmt::Decl {
                 ty: "const int64_t",
                 name: per_chunk.clone(),
@@ -255,7 +269,7 @@ fn chunked_sums(
     let parts = |j: usize| format!("atlpar_parts{k}_{j}");
     let body: Vec<Stmt> = body.iter().map(|s| rename_stmt(s, &locals)).collect();
     locals.truncate(accs.len());
-    let cond = work_condition(&var, &lo, &hi, &body);
+    let (work, cond) = work_condition(&var, &lo, &hi, &body, name("work"));
     let int = |name: &str, init: String| Stmt::Decl {
         ty: "const int64_t",
         name: name.to_string(),
@@ -297,17 +311,18 @@ fn chunked_sums(
     then.extend([
         int(&from, lo),
         int(&len, format!("atlh_max({hi} - {from}, 0)")),
+        work,
         Stmt::Line(format!("ATL_PARALLEL_FOR({cond})")),
         Stmt::For {
             var: c,
             lo: "0".into(),
-            hi: "ATL_CHUNKS".into(),
+            hi: CHUNKS.into(),
             body: chunk,
         },
         Stmt::For {
             var: combine,
             lo: "0".into(),
-            hi: "ATL_CHUNKS".into(),
+            hi: CHUNKS.into(),
             body: sums,
         },
     ]);
@@ -318,15 +333,24 @@ fn chunked_sums(
     }
 }
 
-/// The C condition under which a loop is worth running in parallel.
-fn work_condition(var: &str, lo: &str, hi: &str, body: &[Stmt]) -> String {
+/// The C condition under which a loop is worth running in parallel, and
+/// the declaration of the local `name` it reads: the loop's estimated work,
+/// computed before the pragma (an OpenMP clause holding the estimate itself,
+/// with a relation lookup's compound literal, crashes GCC 12).
+fn work_condition(var: &str, lo: &str, hi: &str, body: &[Stmt], name: String) -> (Stmt, String) {
     let looped = [Stmt::For {
         var: var.to_string(),
         lo: lo.to_string(),
         hi: hi.to_string(),
         body: body.to_vec(),
     }];
-    format!("{} >= ATL_PAR_WORK", work(&looped, &mut HashMap::new()))
+    let cond = format!("{name} >= ATL_PAR_WORK");
+    let decl = Stmt::Decl {
+        ty: "const double",
+        name,
+        init: work(&looped, &mut HashMap::new()),
+    };
+    (decl, cond)
 }
 
 /// Longest substituted expression kept in a work estimate; a longer one
@@ -644,7 +668,15 @@ mod tests {
         };
         assert_eq!(
             then[0],
-            line("ATL_PARALLEL_FOR(0.0 + atlh_trip(0, d0) * (2.0) >= ATL_PAR_WORK)")
+            Stmt::Decl {
+                ty: "const double",
+                name: "atlpar_work1".into(),
+                init: "0.0 + atlh_trip(0, d0) * (2.0)".into(),
+            }
+        );
+        assert_eq!(
+            then[1],
+            line("ATL_PARALLEL_FOR(atlpar_work1 >= ATL_PAR_WORK)")
         );
     }
 
