@@ -452,21 +452,12 @@ fn check_buffer<T: pyo3::buffer::Element>(
 /// `backend::marshal`) of a relation given as its dense map of `shape`
 /// (non-zero bytes hold), in time linear in the map.
 fn relation_layout(bits: &[u8], shape: &[usize]) -> Vec<i64> {
-    let tuples: Vec<Vec<usize>> = bits
-        .iter()
-        .enumerate()
-        .filter(|(_, &b)| b != 0)
-        .map(|(flat, _)| {
-            let mut t = vec![0; shape.len()];
-            let mut rest = flat;
-            for (slot, &d) in t.iter_mut().zip(shape).rev() {
-                *slot = rest % d.max(1);
-                rest /= d.max(1);
-            }
-            t
-        })
-        .collect();
-    atl_egg::backend::marshal::compressed_layout(shape, &tuples)
+    use atl_egg::backend::marshal::{compressed_layout, relation_tuples};
+    let relation = atl_egg::semantics::value::Relation {
+        dims: shape.to_vec(),
+        bits: bits.iter().map(|&b| b != 0).collect(),
+    };
+    compressed_layout(shape, &relation_tuples(&relation))
 }
 
 /// The pointers of one call, moved to the thread that runs without the GIL.
