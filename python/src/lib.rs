@@ -506,16 +506,23 @@ impl Kernel {
     /// Call the function: `sizes` in order, `inputs` one buffer per
     /// non-size parameter leaf (float64; uint8 for a relation; a real as
     /// one element), `outputs` one writable float64 buffer per result
-    /// leaf. Every buffer is checked against the manifest first; a non-zero
-    /// return code raises `AtlError` with its `code`.
+    /// leaf; `threads` the threads of its parallel loops (default
+    /// `OMP_NUM_THREADS`, else one per core). Every buffer is checked
+    /// against the manifest first; a non-zero return code raises `AtlError`
+    /// with its `code`.
+    #[pyo3(signature = (sizes, inputs, outputs, threads=None))]
     fn call(
         &self,
         py: Python<'_>,
         sizes: Vec<i64>,
         inputs: Vec<Bound<'_, PyAny>>,
         outputs: Vec<Bound<'_, PyAny>>,
+        threads: Option<usize>,
     ) -> PyResult<()> {
         self.check_sizes(&sizes)?;
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
         if inputs.len() != self.leaves.len() || outputs.len() != self.outputs.len() {
             return Err(PyTypeError::new_err(format!(
                 "{} input and {} output buffers given, the function takes {} and {}",
@@ -559,6 +566,11 @@ impl Kernel {
             rels: held_rels.iter().map(|l| l.as_ptr()).collect(),
             outs: held_outs.iter().map(|b| b.buf_ptr() as *mut f64).collect(),
         };
+        // the thread count is per calling thread, and the call below runs on
+        // this one (detaching only releases the interpreter's lock)
+        self._compiled
+            .use_threads(threads)
+            .map_err(|e| atl_error(py, &e, None))?;
         let entry = self.entry;
         // SAFETY: every buffer was checked above to hold exactly the
         // elements the manifest gives at these sizes, C-contiguous, of the

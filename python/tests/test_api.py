@@ -179,3 +179,42 @@ def test_optimized_functions_keep_their_values_and_result_shape(rng):
     vg = ae.value_and_grad(f, wrt=["x"])
     v, (dx,) = vg.optimize()(x)
     assert close(v, f(x), 1e-12) and close(dx, vg(x)[1][0], 1e-12)
+
+
+MATMUL_LOSS = """
+(fn matmul_loss ((a (tensor n n R)) (b (tensor n n R)))
+  (sum i n (sum j n (* (sum k n (* (get (get a i) k) (get (get b k) j)))
+                       (sum k n (* (get (get a i) k) (get (get b k) j)))))))
+"""
+
+
+def test_threads_do_not_change_a_result(rng):
+    # at n = 48 the product's loops are large enough to run in parallel;
+    # parallel sums add their parts in a fixed order, so every thread
+    # count gives the same bits
+    a, b = rng.uniform(-1, 1, (48, 48)), rng.uniform(-1, 1, (48, 48))
+    f = ae.load(MATMUL_LOSS)
+    g = ae.grad(f, wrt=["a", "b"])
+    base_value, base_grads = f(a, b), g(a, b)
+    for threads in (1, 2, 3):
+        f.threads = g.threads = threads
+        assert f(a, b) == base_value
+        for got, want in zip(g(a, b), base_grads):
+            assert np.array_equal(got, want)
+    assert close(base_value, reference(f, a, b))
+
+
+def test_threads_are_set_by_load_and_the_transforms():
+    f = ae.load(MATMUL_LOSS, threads=2)
+    assert f.threads == 2
+    assert ae.grad(f).threads == 2
+    assert ae.grad(f, threads=1).threads == 1
+    assert ae.value_and_grad(f, threads=3).threads == 3
+    assert ae.load(f, threads=4).threads == 4 and f.threads == 2
+    assert ae.load(MATMUL_LOSS).threads is None
+    for bad, error in ((0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError),
+                       ("2", TypeError)):
+        with pytest.raises(error, match="threads"):
+            ae.load(MATMUL_LOSS, threads=bad)
+        with pytest.raises(error, match="threads"):
+            f.threads = bad

@@ -167,6 +167,14 @@ impl Compiled {
         Ok(())
     }
 
+    /// Run the parallel loops of later calls from this thread on `threads`
+    /// threads if given, else on [`default_threads`]: unlike
+    /// [`Compiled::set_threads`], a call with `None` undoes an earlier
+    /// setting on this thread.
+    pub fn use_threads(&self, threads: Option<usize>) -> Result<()> {
+        self.set_threads(threads.unwrap_or_else(default_threads))
+    }
+
     /// Run on `inputs`: the program's value (as `eval` gives it).
     pub fn call(&self, inputs: &Inputs) -> Result<Value> {
         Ok(self.call_counted(inputs)?.0)
@@ -326,4 +334,15 @@ impl Compiled {
                 .map_err(|e| Error::eval(format!("compiled library has no entry point: {e}")))?;
         Ok(*entry)
     }
+}
+
+/// The threads that parallel loops run on when none are set, as OpenMP
+/// chooses them: `OMP_NUM_THREADS` (its first number, if positive), else
+/// one per core.
+pub fn default_threads() -> usize {
+    std::env::var("OMP_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.split(',').next()?.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

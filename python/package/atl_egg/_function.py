@@ -38,10 +38,16 @@ class Function:
     pair. ``out=`` takes the arrays to write the result's leaves into
     (float64, C-contiguous, of the result's shapes): one array, or a tuple
     of them in the result's order; they are returned.
+
+    ``threads`` is the number of threads the compiled code's parallel loops
+    run on (``None``: ``OMP_NUM_THREADS``, else one per core); set it here,
+    by ``load(..., threads=)`` or a transform's ``threads=``. A result does
+    not depend on it: parallel sums add their parts in a fixed order.
     """
 
-    def __init__(self, program, flatten=0, source=None):
+    def __init__(self, program, flatten=0, source=None, threads=None):
         self._program = program
+        self.threads = threads
         # how many levels of right-nested pairs of the result to flatten
         # into one tuple (a derivative with respect to several inputs)
         self._flatten = flatten
@@ -53,6 +59,15 @@ class Function:
         #: The inputs to pass, in order (not the sizes).
         self.inputs = [n for n, kind in params if kind != "size"]
         self._kinds = dict(params)
+
+    @property
+    def threads(self):
+        """The threads of the parallel loops (``None``: the default)."""
+        return self._threads
+
+    @threads.setter
+    def threads(self, threads):
+        self._threads = _thread_count(threads)
 
     def __repr__(self):
         return "<atl_egg.Function %s(%s)>" % (self.name, ", ".join(self.inputs))
@@ -105,7 +120,7 @@ class Function:
         outs = layout.output_buffers(out, out_shapes)
         # flat views: the buffer protocol wants at least one dimension
         self._kernel.call(size_values, [a for arrays in leaves for a in arrays],
-                          [o.reshape(-1) for o in outs])
+                          [o.reshape(-1) for o in outs], self._threads)
         return _unflatten(layout.assemble(outs), self._flatten)
 
     def output_shapes(self, *args, sizes=None, **kwargs):
@@ -421,6 +436,17 @@ def _exact_size(name, value):
     return value
 
 
+def _thread_count(threads):
+    """``threads`` checked: None, or an integer of at least 1."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+        raise TypeError("threads takes a positive integer or None, got %s" % _describe(threads))
+    if threads < 1:
+        raise ValueError("threads must be at least 1, got %d" % threads)
+    return int(threads)
+
+
 def _looks_like_text(source):
     """Whether ``source`` is ATL text rather than a path: its first
     character that is not blank or in a comment is ``(``."""
@@ -431,20 +457,26 @@ def _looks_like_text(source):
     return False
 
 
-def load(source, name=None):
+def load(source, name=None, threads=None):
     """An ATL function from a file (a path) or from ATL text (a string
     whose first form starts with ``(``); ``name`` picks a function of a
-    text of several (default: the last). Errors of the program raise
+    text of several (default: the last); ``threads`` as
+    :attr:`Function.threads`. Errors of the program raise
     :class:`AtlError`, located in the file."""
     if isinstance(source, Function):
+        if threads is not None:
+            import copy
+
+            source = copy.copy(source)
+            source.threads = threads
         return source
     if isinstance(source, os.PathLike) or (isinstance(source, str) and not _looks_like_text(source)):
         path = os.fspath(source)
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        return Function(_native.Program.parse(text, path, name), source=path)
+        return Function(_native.Program.parse(text, path, name), source=path, threads=threads)
     if isinstance(source, str):
-        return Function(_native.Program.parse(source, "<string>", name))
+        return Function(_native.Program.parse(source, "<string>", name), threads=threads)
     raise TypeError("load takes a path or ATL text, got %s" % _describe(source))
 
 

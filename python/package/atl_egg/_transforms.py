@@ -1,7 +1,8 @@
 """The derivatives of a function, each a compiled :class:`Function` on
 NumPy arrays, with the conventions of JAX: ``wrt`` (JAX's ``argnums``)
 defaults to the first argument; a name or an index gives one gradient,
-a list or tuple of them a flat tuple of gradients."""
+a list or tuple of them a flat tuple of gradients. ``threads`` sets the
+derivative's :attr:`Function.threads` (default: ``f``'s)."""
 
 from ._function import Function, load
 
@@ -53,6 +54,11 @@ def _derivative(kind, f, wrt):
     return f, program, (len(names) if several and len(names) > 1 else 0), several
 
 
+def _compiled(program, flatten, f, threads):
+    """A Function of ``program`` whose threads are ``threads``, else ``f``'s."""
+    return Function(program, flatten, threads=f.threads if threads is None else threads)
+
+
 def _single_as_tuple(g, several, flatten):
     """A tuple of one gradient when ``wrt`` was a list of one name."""
     if several and flatten == 0:
@@ -60,47 +66,47 @@ def _single_as_tuple(g, several, flatten):
     return g
 
 
-def grad(f, wrt=None):
+def grad(f, wrt=None, threads=None):
     """The gradient of ``f`` (a function returning a real) with respect to
     ``wrt``: a Function of ``f``'s inputs returning one array (``wrt`` a
     name or position, default the first input) or a tuple of arrays
     (``wrt`` a list or tuple)."""
     f, program, flatten, several = _derivative("grad", f, wrt)
-    return _single_as_tuple(Function(program, flatten), several, flatten)
+    return _single_as_tuple(_compiled(program, flatten, f, threads), several, flatten)
 
 
-def value_and_grad(f, wrt=None):
+def value_and_grad(f, wrt=None, threads=None):
     """``f`` and its gradient in one compiled call: a Function of ``f``'s
     inputs returning ``(value, gradient)``, the gradient as :func:`grad`
     gives it."""
     f, program, flatten, several = _derivative("grad", f, wrt)
     paired = f._program.paired_with(program)
-    return _ValueAndGrad(Function(paired, 0), flatten, several)
+    return _ValueAndGrad(_compiled(paired, 0, f, threads), flatten, several)
 
 
-def jvp(f, wrt=None):
+def jvp(f, wrt=None, threads=None):
     """The forward derivative: a Function of ``f``'s inputs followed by one
     tangent per ``wrt`` input (named ``d`` + the input's name), returning
     the tangent of ``f``'s result."""
     f, program, _, _ = _derivative("jvp", f, wrt)
-    return Function(program, 0)
+    return _compiled(program, 0, f, threads)
 
 
-def vjp(f, wrt=None):
+def vjp(f, wrt=None, threads=None):
     """The reverse derivative: a Function of ``f``'s inputs followed by the
     cotangent ``ct`` of its result (of the result's type), returning the
     cotangent of each ``wrt`` input as :func:`grad` does."""
     f, program, flatten, several = _derivative("vjp", f, wrt)
-    return _single_as_tuple(Function(program, flatten), several, flatten)
+    return _single_as_tuple(_compiled(program, flatten, f, threads), several, flatten)
 
 
-def hvp(f, wrt=None):
+def hvp(f, wrt=None, threads=None):
     """The Hessian-vector product of ``f`` (returning a real): a Function
     of ``f``'s inputs followed by one direction per ``wrt`` input (named
     ``d`` + the input's name), returning the derivative of the gradient
     along the directions, as :func:`grad` returns gradients."""
     f, program, flatten, several = _derivative("hvp", f, wrt)
-    return _single_as_tuple(Function(program, flatten), several, flatten)
+    return _single_as_tuple(_compiled(program, flatten, f, threads), several, flatten)
 
 
 class _Wrapped(Function):
