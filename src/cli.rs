@@ -9,7 +9,7 @@
 
 use crate::cli_stats;
 use atl_egg::error::{Error, ErrorKind, Result};
-use atl_egg::front::{self, Program};
+use atl_egg::front::Program;
 use atl_egg::semantics::{cost, eval, json, sizes, value};
 use atl_egg::{backend, derive, egraph, npz};
 use clap::{Args, Parser, Subcommand};
@@ -369,7 +369,7 @@ pub fn load_program(file: &FileArg, session: &mut Session) -> Result<Program> {
         name.to_string(),
         String::from_utf8_lossy(&text).into_owned(),
     ));
-    front::parse_program_fn(&text, file.function.as_deref())
+    derive::forms::parse_program_fn(&text, file.function.as_deref())
 }
 
 /// The inputs as a JSON object: from a JSON file, standard input, an `.npz`

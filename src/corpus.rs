@@ -12,10 +12,8 @@
 //! ([`let_chain`]) that the benchmarks and the scaling report grow.
 
 use crate::error::{Error, Result};
-use crate::front::ast::{ParamKind, Program};
-use crate::front::parse_program;
-use crate::rng::Rng;
-use crate::semantics::value::{random_relation, random_value, Inputs, Sizes};
+use crate::front::ast::Program;
+use crate::semantics::value::Sizes;
 use egg::Symbol;
 use std::fmt::Write as _;
 
@@ -39,7 +37,7 @@ fn meta<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 
 impl CorpusProgram {
     pub fn parse(name: &str, text: &str) -> Result<CorpusProgram> {
-        let program = parse_program(text.as_bytes())?;
+        let program = crate::derive::forms::parse_program_fn(text.as_bytes(), None)?;
         let size_sets = match meta(text, "sizes") {
             Some(s) => s
                 .split('|')
@@ -97,25 +95,7 @@ impl CorpusProgram {
     }
 }
 
-/// Random inputs for a program at given sizes: reals uniform in [-1, 1],
-/// relations of density 0.3.
-pub fn random_inputs(prog: &Program, sizes: &Sizes, rng: &mut Rng) -> Result<Inputs> {
-    let mut inputs = Inputs::new(sizes.clone());
-    for p in &prog.params {
-        match &p.kind {
-            ParamKind::Real(t) => {
-                let v = random_value(t, sizes, &mut || rng.unit())?;
-                inputs.values.insert(p.name, v);
-            }
-            ParamKind::Relation(dims) => {
-                let r = random_relation(dims, sizes, 0.3, &mut || rng.unit())?;
-                inputs.relations.insert(p.name, r);
-            }
-            ParamKind::Size => {}
-        }
-    }
-    Ok(inputs)
-}
+pub use crate::semantics::value::random_inputs;
 
 /// A synthetic function of `k` lets over `x : [n]R`, each referencing the
 /// previous vector and an earlier one (`a(j/2)`), cycling through a product,

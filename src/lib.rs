@@ -117,7 +117,7 @@ pub fn nesting_depth(text: &[u8]) -> usize {
 /// assert_eq!(atl_egg::check(&f), "(fn f ((x R)) -> R)");
 /// ```
 pub fn parse(text: &str) -> Result<Program> {
-    front::parse_program(text.as_bytes())
+    derive::forms::parse_program_fn(text.as_bytes(), None)
 }
 
 /// Parse and type-check the function `name` of a program text (a file may
@@ -130,7 +130,7 @@ pub fn parse(text: &str) -> Result<Program> {
 /// assert_eq!(atl_egg::check(&f), "(fn sq ((x R)) -> R)");
 /// ```
 pub fn parse_fn(text: &str, name: &str) -> Result<Program> {
-    front::parse_program_fn(text.as_bytes(), Some(name))
+    derive::forms::parse_program_fn(text.as_bytes(), Some(name))
 }
 
 /// The signature of a checked program, `(fn NAME (PARAMS) -> TYPE)`, as

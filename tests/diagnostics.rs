@@ -349,6 +349,19 @@ const CASES: &[Case] = &[
         &["grad", "prog.atl", "--wrt", "n"],
         Some(b"(fn f ((n size) (x (tensor n R)))\n  (sum i n (get x i)))\n"),
     ),
+    // derivative forms
+    chk(
+        "grad-form-unknown-function",
+        b"(fn sq ((x R)) (* x x))\n(fn g ((x R))\n  (+ (sq x) (grad sqr x)))\n",
+    ),
+    chk(
+        "grad-form-of-a-pair",
+        b"(fn p ((x R)) (pair x x))\n(fn g ((x R))\n  (grad p x))\n",
+    ),
+    chk(
+        "grad-form-wrt-a-size",
+        b"(fn f ((n size) (x (tensor n R))) (sum i n (get x i)))\n(fn g ((n size) (x (tensor n R)))\n  (grad f (wrt n) n x))\n",
+    ),
 ];
 
 fn run_case(dir: &std::path::Path, case: &Case) -> String {

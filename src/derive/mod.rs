@@ -21,6 +21,7 @@
 
 pub mod adjoint;
 pub mod direct;
+pub mod forms;
 pub mod forward;
 pub mod forward_direct;
 pub mod phase;

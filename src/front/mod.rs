@@ -22,6 +22,17 @@ pub fn parse_program(text: &[u8]) -> crate::error::Result<Program> {
 /// Read, type-check and desugar a program text: the function named
 /// `function` (the last one when `None`), calls expanded.
 pub fn parse_program_fn(text: &[u8], function: Option<&str>) -> crate::error::Result<Program> {
+    parse_program_with(text, function, None)
+}
+
+/// As [`parse_program_fn`], with derivative forms expanded by `deriver`
+/// (the library's parse, `crate::derive::forms`, supplies one; without it
+/// a derivative form is an error).
+pub fn parse_program_with(
+    text: &[u8],
+    function: Option<&str>,
+    deriver: Option<elaborate::Deriver>,
+) -> crate::error::Result<Program> {
     let sexps = reader::read(text)?;
-    elaborate::elaborate_fn(&sexps, function)
+    elaborate::elaborate_fn_with(&sexps, function, deriver)
 }

@@ -631,3 +631,27 @@ mod tests {
         assert!(random_relation(&[n(), n()], &big, 0.5, &mut rng).is_err());
     }
 }
+
+/// Random inputs for a program at given sizes: reals uniform in [-1, 1],
+/// relations of density 0.3.
+pub fn random_inputs(
+    prog: &crate::front::ast::Program,
+    sizes: &Sizes,
+    rng: &mut crate::rng::Rng,
+) -> Result<Inputs> {
+    let mut inputs = Inputs::new(sizes.clone());
+    for p in &prog.params {
+        match &p.kind {
+            crate::front::ast::ParamKind::Real(t) => {
+                let v = random_value(t, sizes, &mut || rng.unit())?;
+                inputs.values.insert(p.name, v);
+            }
+            crate::front::ast::ParamKind::Relation(dims) => {
+                let r = random_relation(dims, sizes, 0.3, &mut || rng.unit())?;
+                inputs.relations.insert(p.name, r);
+            }
+            crate::front::ast::ParamKind::Size => {}
+        }
+    }
+    Ok(inputs)
+}

@@ -801,7 +801,9 @@ mod tests {
             ..p.clone()
         };
         let sizes: crate::semantics::value::Sizes = p.sizes.iter().map(|s| (*s, 5)).collect();
-        let inputs = crate::corpus::random_inputs(p, &sizes, &mut crate::rng::Rng::new(7)).unwrap();
+        let inputs =
+            crate::semantics::value::random_inputs(p, &sizes, &mut crate::rng::Rng::new(7))
+                .unwrap();
         assert_eq!(
             evaluate(p, &inputs).unwrap(),
             evaluate(&q, &inputs).unwrap()
@@ -867,7 +869,8 @@ mod tests {
             let sizes: crate::semantics::value::Sizes =
                 [(Symbol::from("n"), n)].into_iter().collect();
             let inputs =
-                crate::corpus::random_inputs(&p, &sizes, &mut crate::rng::Rng::new(3)).unwrap();
+                crate::semantics::value::random_inputs(&p, &sizes, &mut crate::rng::Rng::new(3))
+                    .unwrap();
             let real = |v| match v {
                 crate::semantics::value::Value::Real(x) => x,
                 crate::semantics::value::Value::Zero => 0.0,

@@ -23,6 +23,7 @@ use crate::front::ast::{build, Expr, ParamKind, Program, Type};
 use crate::front::reader::Sexp;
 use egg::Symbol;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 /// Most calls expanded while elaborating one function: nested calls expand
 /// multiplicatively, and a program past this is an error, not a hang.
@@ -48,7 +49,7 @@ pub(super) struct FnDef {
 const RESERVED: &[&str] = &[
     "+", "-", "*", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "tuple",
     "proj", "vec", "fn", "tensor", "relation", "size", "R", "<", "<=", "==", ">", ">=", "and",
-    "or", "exists", "true", "false",
+    "or", "exists", "true", "false", "grad", "jvp", "vjp", "hvp", "wrt",
 ];
 
 fn shape_error(pos: Pos) -> Error {
@@ -237,7 +238,20 @@ impl Elab {
         pos: Pos,
         claimed: &mut HashSet<String>,
     ) -> Result<(Expr, Type)> {
+        self.check_callable(index, pos)?;
+        if self.depth == 0 {
+            self.direct_calls.insert(index);
+        }
+        let def = self.fns[index].clone();
         let callee_name = self.names[index].clone();
+        self.expand_call(&callee_name, def, index, args, pos, claimed)
+    }
+
+    /// A call of function `index` is allowed where it stands: the function
+    /// is defined before the one being elaborated, and the expansions so
+    /// far stay under [`MAX_EXPANSIONS`].
+    pub(super) fn check_callable(&mut self, index: usize, pos: Pos) -> Result<()> {
+        let callee_name = &self.names[index];
         if index >= self.visible {
             let here = &self.names[self.visible];
             let msg = if index == self.visible {
@@ -264,10 +278,21 @@ impl Elab {
                 ),
             ));
         }
-        if self.depth == 0 {
-            self.direct_calls.insert(index);
-        }
-        let def = self.fns[index].clone();
+        Ok(())
+    }
+
+    /// Expand a call of `def` (named `callee_name`) with `args`: its body
+    /// elaborated in a scope of its parameters only, where it may call the
+    /// first `visible` functions of the file.
+    pub(super) fn expand_call(
+        &mut self,
+        callee_name: &FnName,
+        def: Rc<FnDef>,
+        visible: usize,
+        args: &[Sexp],
+        pos: Pos,
+        claimed: &mut HashSet<String>,
+    ) -> Result<(Expr, Type)> {
         let sig = &def.program;
         if args.len() != sig.params.len() {
             let names: Vec<String> = sig.params.iter().map(|p| p.name.to_string()).collect();
@@ -317,7 +342,7 @@ impl Elab {
                 .or_insert_with(|| Binding::Size(sizes[s].clone()));
         }
         let saved_scope = std::mem::replace(&mut self.scope, scope);
-        let saved_visible = std::mem::replace(&mut self.visible, index);
+        let saved_visible = std::mem::replace(&mut self.visible, visible);
         self.depth += 1;
         let body = self.expr(&def.body, claimed);
         self.depth -= 1;

@@ -245,6 +245,9 @@ impl Elab {
                 format!("'{h}' is not an expression form"),
             )),
             _ => {
+                if let Some(kind) = super::DerivativeKind::from_name(h) {
+                    return self.derivative_form(kind, args, pos, claimed);
+                }
                 if let Some(index) = self.names.iter().position(|f| f.name == h) {
                     return self.call_function(index, args, pos, claimed);
                 }

@@ -19,8 +19,11 @@
 mod calls;
 mod dims;
 mod expr;
+mod forms;
 mod pred;
 mod sugar;
+
+pub use forms::{DerivativeKind, Deriver};
 
 use super::affine::{Affine, Overflow};
 use super::ast::{Param, ParamKind, Program, Type};
@@ -73,6 +76,11 @@ struct Elab {
     /// The dimensions of each relation parameter, to check relations passed
     /// to a called function.
     rel_dims: HashMap<Symbol, Vec<Affine>>,
+    /// Takes the derivatives that derivative forms ask for (none: such a
+    /// form is an error).
+    deriver: Option<Deriver>,
+    /// The derived functions made so far in this file.
+    derived: forms::DerivedCache,
 }
 
 fn overflow(pos: Pos) -> impl Fn(Overflow) -> Error {
@@ -135,7 +143,19 @@ pub fn elaborate(data: &[Sexp]) -> Result<Program> {
 /// may call the functions before it, and each but the last must be called
 /// by a later one.
 pub fn elaborate_fn(data: &[Sexp], name: Option<&str>) -> Result<Program> {
+    elaborate_fn_with(data, name, None)
+}
+
+/// As [`elaborate_fn`], with derivative forms (`grad`, `jvp`, `vjp`,
+/// `hvp` of a function of the file) expanded by `deriver`; without one
+/// they are errors.
+pub fn elaborate_fn_with(
+    data: &[Sexp],
+    name: Option<&str>,
+    deriver: Option<Deriver>,
+) -> Result<Program> {
     let names: Rc<[FnName]> = calls::function_names(data)?.into();
+    let derived = forms::DerivedCache::default();
     let mut fns: Vec<Rc<FnDef>> = vec![];
     for (index, top) in data.iter().enumerate() {
         let Sexp::List(items, _) = top else {
@@ -151,6 +171,8 @@ pub fn elaborate_fn(data: &[Sexp], name: Option<&str>) -> Result<Program> {
             direct_calls: BTreeSet::new(),
             expansions: 0,
             rel_dims: HashMap::new(),
+            deriver,
+            derived: derived.clone(),
         };
         let program = el.function(items)?;
         fns.push(Rc::new(FnDef {
