@@ -10,8 +10,9 @@
 //!   when it returns R, else `vjp`) at every size set of the file;
 //! * time: native run time of f and of the derivative at a large size
 //!   (best of 5 to 50 calls, as many as fit in about 0.3 s, inputs
-//!   marshalled once), their ratio, and the
-//!   ratio at about a quarter of that size (flat as sizes grow?).
+//!   marshalled once), their ratio beside the model's (the io-cost ratio of
+//!   the derivative to f at those sizes), and the time ratio at about a
+//!   quarter of that size (flat as sizes grow?).
 
 use atl_egg::backend;
 use atl_egg::corpus::{random_inputs, CorpusProgram};
@@ -61,6 +62,27 @@ fn time(
         .call_timed(&inputs, repeat)
         .map_err(|e| e.to_string())?;
     Ok(times.into_iter().fold(f64::INFINITY, f64::min))
+}
+
+/// The io-cost of the derivative over the function's at `sizes` (the
+/// relations of the same random inputs the timing uses).
+fn io_ratio(
+    f: &Program,
+    d: &Program,
+    sizes: &atl_egg::semantics::value::Sizes,
+    seed: u64,
+) -> String {
+    let inputs = match random_inputs(f, sizes, &mut Rng::new(seed)) {
+        Ok(i) => i,
+        Err(e) => return format!("({e})"),
+    };
+    match (
+        cost::io_cost(f, &inputs.sizes, &inputs.relations),
+        cost::io_cost(d, &inputs.sizes, &inputs.relations),
+    ) {
+        (Ok(cf), Ok(cd)) => format!("{:.2}", cd as f64 / cf.max(1) as f64),
+        (Err(e), _) | (_, Err(e)) => format!("({e})"),
+    }
 }
 
 /// Large sizes per program (vectors of 10^6, matrices of 512-1024), and
@@ -146,9 +168,9 @@ fn main() {
     }
     if what != "ops" {
         println!(
-            "| program | sizes | t_f (ms) | t_derivative (ms) | t_derivative / t_f | ratio at about 1/4 size |"
+            "| program | sizes | t_f (ms) | t_derivative (ms) | t_derivative / t_f | io-cost ratio | t ratio at about 1/4 size |"
         );
-        println!("| --- | --- | --- | --- | --- | --- |");
+        println!("| --- | --- | --- | --- | --- | --- | --- |");
         for p in &progs {
             let Some((_, s, q)) = LARGE.iter().find(|(n, _, _)| *n == p.name) else {
                 continue;
@@ -165,7 +187,7 @@ fn main() {
                 || sizes.len() != p.program.sizes.len()
             {
                 println!(
-                    "| {} | {s} | (size names differ from the program's) | | | |",
+                    "| {} | {s} | (size names differ from the program's) | | | | |",
                     p.name
                 );
                 continue;
@@ -178,16 +200,17 @@ fn main() {
             let ((tf, td), (sf, sd)) = match (run(&sizes), run(&small)) {
                 (Ok(a), Ok(b)) => (a, b),
                 (Err(e), _) | (_, Err(e)) => {
-                    println!("| {} ({dname}) | {s} | not run: {e} | | | |", p.name);
+                    println!("| {} ({dname}) | {s} | not run: {e} | | | | |", p.name);
                     continue;
                 }
             };
             println!(
-                "| {} ({dname}) | {s} | {:.3} | {:.3} | {:.2} | {:.2} ({q}) |",
+                "| {} ({dname}) | {s} | {:.3} | {:.3} | {:.2} | {} | {:.2} ({q}) |",
                 p.name,
                 tf * 1e3,
                 td * 1e3,
                 td / tf.max(1e-9),
+                io_ratio(&p.program, &d, &sizes, p.seed),
                 sd / sf.max(1e-9)
             );
         }
