@@ -89,6 +89,30 @@ def first_call_table(results):
     return "\n".join(lines)
 
 
+def threads_table(single, multi, stat="best"):
+    """Per program and size: atl-egg's gradient on one thread and on all,
+    its speed-up from threads, and JAX's and PyTorch's gradients on all
+    threads against atl-egg's."""
+    head = ["program", "size", "atl-egg grad, 1 thread", "atl-egg grad, all threads",
+            "atl-egg speed-up from threads", "JAX grad, all threads", "JAX ÷ atl-egg (all threads)",
+            "PyTorch ÷ atl-egg (all threads)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows_multi = {(p["name"], r["label"]): r for p in multi["programs"] for r in p["sizes"]}
+    for prog in single["programs"]:
+        for row in prog["sizes"]:
+            other = rows_multi.get((prog["name"], row["label"]))
+            if other is None:
+                continue
+            one, all_ = _t(row, "atl.grad", stat), _t(other, "atl.grad", stat)
+            jax_all, torch_all = _t(other, "jax.grad", stat), _t(other, "torch.grad", stat)
+            lines.append("| " + " | ".join([
+                prog["name"], row["label"], fmt_time(one), fmt_time(all_),
+                fmt_ratio(_ratio(one, all_)), fmt_time(jax_all),
+                fmt_ratio(_ratio(jax_all, all_)), fmt_ratio(_ratio(torch_all, all_)),
+            ]) + " |")
+    return "\n".join(lines)
+
+
 def skipped(results):
     out = []
     for prog in results["programs"]:
@@ -119,6 +143,11 @@ def render(all_results, command, medians=True):
         sk = skipped(res)
         if sk:
             parts.append("Skipped (a size whose predicted time exceeds the run's limits):\n\n" + sk + "\n")
+    single = [r for r in all_results if r["threads"] == "1"]
+    multi = [r for r in all_results if r["threads"] != "1"]
+    if single and multi:
+        parts.append("### Threads: gradients on one thread and on all, best of repeated calls\n")
+        parts.append(threads_table(single[0], multi[0]) + "\n")
     v = all_results[0]["versions"] if all_results else {}
     parts.append(
         "Regenerate with `%s` (JAX %s, PyTorch %s, NumPy %s; float64 everywhere)."
