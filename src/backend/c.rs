@@ -548,13 +548,39 @@ pub fn emit(f: &Function, source_name: &str) -> String {
             args.join(", ")
         }
     );
+    entry_checks(&mut out, f);
+    arena(&mut out, f);
+    match &split {
+        None => {
+            stmts(&mut out, &f.body, 1);
+            out += "  free(atlv_arena);\n  return 0;\n}\n";
+        }
+        Some(sp) => {
+            part_calls(&mut out, f, sp);
+            for (n, _) in &sp.spilled {
+                let _ = writeln!(out, "#undef {n}");
+            }
+        }
+    }
+    if !f.permuted.is_empty() {
+        permuting_entry(&mut out, f, &public_args);
+    }
+    packed_entry(&mut out, f);
+    out += THREADS;
+    out
+}
+
+/// The start of the body: parameters marked used, the operation counters
+/// reset, then every size, dimension and index form checked (return codes
+/// for a negative dimension and an index overflow).
+fn entry_checks(out: &mut String, f: &Function) {
     for p in &f.params {
         let _ = writeln!(out, "  (void){};", p.cname);
     }
     for p in &f.permuted {
         let _ = writeln!(out, "  (void){};", p.cname);
     }
-    out += "#ifdef ATL_COUNT_OPS\n  for (int atlv_k = 0; atlv_k < 5; atlv_k++) atlpacked_ops[atlv_k] = 0;\n#endif\n";
+    *out += "#ifdef ATL_COUNT_OPS\n  for (int atlv_k = 0; atlv_k < 5; atlv_k++) atlpacked_ops[atlv_k] = 0;\n#endif\n";
     for p in &f.params {
         if p.kind == ParamC::Size {
             let _ = writeln!(
@@ -581,8 +607,12 @@ pub fn emit(f: &Function, source_name: &str) -> String {
             check_call(c)
         );
     }
-    // The arena: one block per call, one slot per intermediate.
-    out += "  int64_t atlv_total = 0;\n";
+}
+
+/// The arena: one block per call, one slot per intermediate, its size
+/// computed with overflow checks.
+fn arena(out: &mut String, f: &Function) {
+    *out += "  int64_t atlv_total = 0;\n";
     for s in &f.slots {
         let _ = writeln!(out, "  const int64_t atlv_at_{} = atlv_total;", s.cname);
         let _ = writeln!(out, "  {{\n    int64_t atlv_n = 1;");
@@ -612,22 +642,11 @@ pub fn emit(f: &Function, source_name: &str) -> String {
     for s in &f.slots {
         let _ = writeln!(out, "  double *{0} = atlv_arena + atlv_at_{0};", s.cname);
     }
-    match &split {
-        None => {
-            stmts(&mut out, &f.body, 1);
-            out += "  free(atlv_arena);\n  return 0;\n}\n";
-        }
-        Some(sp) => {
-            part_calls(&mut out, f, sp);
-            for (n, _) in &sp.spilled {
-                let _ = writeln!(out, "#undef {n}");
-            }
-        }
-    }
-    if !f.permuted.is_empty() {
-        permuting_entry(&mut out, f, &public_args);
-    }
-    // The packed entry.
+}
+
+/// `atlpacked_entry`: the function called with its arguments packed in
+/// arrays by kind (sizes, reals and tensors, relations, outputs).
+fn packed_entry(out: &mut String, f: &Function) {
     let mut call = vec![];
     let (mut ns, mut nr, mut nrel) = (0, 0, 0);
     for p in &f.params {
@@ -659,8 +678,6 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         f.name,
         call.join(", ")
     );
-    out += THREADS;
-    out
 }
 
 /// `atlpacked_threads(n)`: later calls from the calling thread run their

@@ -186,286 +186,37 @@ impl Lowerer {
     /// leading run of gens over one extent (module doc). `Ok(false)`: no
     /// run of two or more, nothing emitted.
     pub(crate) fn store_fused(&mut self, e: &Expr, dest: &V) -> Result<bool> {
-        let n = match e {
-            Expr::Let(_, first, _) => match &**first {
-                Expr::Gen(_, n, _) => n,
-                _ => return Ok(false),
-            },
-            Expr::Pair(..) => {
-                let mut ls = vec![];
-                leaves(e, dest, &mut ls);
-                let first = ls.iter().find_map(|(le, _)| match le {
-                    Expr::Gen(_, n, _) | Expr::Sum(_, n, _) => Some(n),
-                    _ => None,
-                });
-                match first {
-                    Some(n) => n,
-                    None => return Ok(false),
-                }
-            }
-            _ => return Ok(false),
+        let Some(n) = run_extent(e, dest) else {
+            return Ok(false);
         };
-        let qualifies = |body: &Expr, v: Symbol, names: &[Symbol]| {
-            names.iter().all(|x| *x != v && row_only(body, *x, v))
-        };
-        // The lets of the run.
-        let mut names: Vec<Symbol> = vec![];
-        let mut members: Vec<Member> = vec![];
-        let mut rest = e;
-        // A scalar let of one sum over the rows ends the run as its last
-        // member (its value exists only after the loop).
-        let mut trailing = None;
-        while let Expr::Let(x, e0, b) = rest {
-            let Expr::Gen(v, d, body) = &**e0 else {
-                if let Some((sum, v, inner)) = scalar_sum(e0, n) {
-                    let zero = Expr::Const(crate::front::ast::Real(0.0));
-                    let outside = super::order::replace(e0, &[(sum as *const Expr, zero)]);
-                    let free = free_names(&outside);
-                    if !names.is_empty()
-                        && !names.contains(x)
-                        && names.iter().all(|y| !free.contains(y))
-                        && qualifies(inner, v, &names)
-                    {
-                        members.push(Member::LetSum {
-                            x: *x,
-                            v,
-                            inner,
-                            e0,
-                            sum,
-                        });
-                        trailing = Some(*x);
-                        rest = b;
-                    }
-                }
-                break;
-            };
-            // A view (no work) joins only with scalar rows (one copy per row).
-            let view_of_rows = super::expr::lazy_gen(e0).is_some_and(|(ps, _)| ps.len() > 1);
-            if d != n
-                || view_of_rows
-                || names.contains(x)
-                || !qualifies(body, *v, &names)
-                || self.wants_interchange(*v, body)
-            {
-                break;
-            }
-            names.push(*x);
-            members.push(Member::Let(*x, *v, body));
-            rest = b;
-        }
-        // Then the result's leaves, when every let joined.
-        let mut others: Vec<(&Expr, V)> = vec![];
-        let mut after: Vec<&Expr> = vec![];
-        if matches!(rest, Expr::Let(..)) || trailing.is_some() {
-            after.push(rest);
-        } else {
-            let mut ls = vec![];
-            leaves(rest, dest, &mut ls);
-            for (le, ld) in ls {
-                match le {
-                    Expr::Gen(v, d, body)
-                        if d == n
-                            && qualifies(body, *v, &names)
-                            && !self.wants_interchange(*v, body) =>
-                    {
-                        members.push(Member::Out(*v, body, ld))
-                    }
-                    Expr::Sum(v, d, body)
-                        if d == n
-                            && ld.is_scalar_place()
-                            && !matches!(&**body, Expr::Sum(..) | Expr::Iverson(..))
-                            && qualifies(body, *v, &names) =>
-                    {
-                        members.push(Member::Sum(*v, body, ld))
-                    }
-                    Expr::Gen(g, dm, body) if !names.is_empty() => {
-                        match self.reduction_member(*g, dm, body, n, &names, &ld) {
-                            Some((s, inner)) => members.push(Member::Reduce {
-                                g: *g,
-                                dim: dm,
-                                body,
-                                sum: s,
-                                inner,
-                                dest: ld,
-                            }),
-                            None => {
-                                after.push(le);
-                                others.push((le, ld));
-                            }
-                        }
-                    }
-                    _ => {
-                        after.push(le);
-                        others.push((le, ld));
-                    }
-                }
-            }
-        }
-        if members.len() < 2 {
+        let mut run = self.run_lets(e, n);
+        self.run_leaves(&mut run, dest);
+        if run.members.len() < 2 {
             return Ok(false);
         }
-        // Places: full for members read after the run, one row otherwise.
-        let read_after = |x: Symbol| after.iter().any(|a| free_names(a).contains(&x));
         let dn = self.dim(n)?;
         let c = self.fresh("i", "row");
-        let mut full: Vec<(Symbol, V, Type)> = vec![];
-        let mut rows: Vec<(Symbol, V, Type)> = vec![];
-        let mut old_types = vec![];
-        let mut local_rows = vec![];
-        let mut contracted = vec![];
-        for m in &members {
-            if let Member::Let(x, _, _) = m {
-                let Expr::Let(_, e0, _) = find_let(e, *x) else {
-                    unreachable!("a member let is in the spine")
-                };
-                let ty = self.type_of(e0)?;
-                old_types.push((*x, self.tenv.insert(*x, ty.clone())));
-                let Type::Tensor(_, elem) = &ty else {
-                    unreachable!("a gen has a tensor type")
-                };
-                if read_after(*x) {
-                    let p = self.place(x.as_str(), &ty)?;
-                    full.push((*x, p.clone(), ty.clone()));
-                    rows.push((*x, p.index_unchecked(&c, self)?, (**elem).clone()));
-                } else if **elem == Type::Real {
-                    // One real a row: a local of the loop body.
-                    let b = self.fresh("b", x.as_str());
-                    local_rows.push(Stmt::Line(format!("double {b}[1];")));
-                    rows.push((*x, V::leaf(b, vec![]), Type::Real));
-                } else {
-                    let p = self.place(x.as_str(), elem)?;
-                    contracted.extend(super::parallel::buffers(&p));
-                    rows.push((*x, p, (**elem).clone()));
-                }
-            }
-        }
-        // Sum members' accumulators.
-        let mut accs = vec![];
-        for m in &members {
-            if let Member::Sum(..) | Member::LetSum { .. } = m {
-                let acc = self.fresh("acc", "row");
-                let first = self.fresh("h", "");
-                self.decl("double", &acc, "0.0".into());
-                self.decl("int", &first, "0".into());
-                accs.push((acc, first));
-            }
-        }
-        // Reductions' rows (the destination, or a fresh row the body then
-        // reads), zero filled, with their first-term flags.
-        let mut reds: Vec<(String, String, String, Option<Symbol>)> = vec![];
-        for m in &members {
-            if let Member::Reduce {
-                dim,
-                body,
-                sum,
-                dest,
-                ..
-            } = m
-            {
-                let dn = self.dim(dim)?;
-                let (buf, off, tmp) = match dest {
-                    V::Leaf { buf, off, .. } if std::ptr::eq(*sum, *body) => {
-                        (buf.clone(), off.clone(), None)
-                    }
-                    _ => {
-                        let t = self.slot("row", std::slice::from_ref(*dim))?;
-                        let sym = self.internal_symbol("row");
-                        (t, "0".to_string(), Some(sym))
-                    }
-                };
-                let flags = self.zero_row(&buf, &off, &dn);
-                reds.push((buf, off, flags, tmp));
-            }
-        }
+        let places = self.member_places(e, &run, &c)?;
+        let accs = self.member_accumulators(&run.members);
+        let reds = self.reduction_rows(&run.members)?;
         let first_slot = self.slots.len();
-        let (mut stmts, ()) = self.block(|lw| {
-            let mut acc_it = accs.iter();
-            // The rows computed so far in this iteration: name, row symbol.
-            let mut done: Vec<(Symbol, Symbol)> = vec![];
-            let mut saved = vec![];
-            let mut red_it = reds.iter();
-            for m in &members {
-                let (v, body) = match m {
-                    Member::Let(_, v, b) | Member::Out(v, b, _) | Member::Sum(v, b, _) => (*v, *b),
-                    Member::Reduce { inner, .. } => *inner,
-                    Member::LetSum { v, inner, .. } => (*v, *inner),
-                };
-                let mut body = body.clone();
-                for (x, to) in &done {
-                    body = rewrite(&body, *x, v, *to);
-                }
-                let old_name = lw.names.insert(v, c.clone());
-                let old_range = lw.full_range.insert(v, n.clone());
-                let old_c_range = lw.ranges.insert(v, dn.clone());
-                match m {
-                    Member::Let(x, _, _) => {
-                        let (_, row, elem) = rows
-                            .iter()
-                            .find(|(y, _, _)| y == x)
-                            .expect("a row per member let");
-                        lw.store(&body, row)?;
-                        let sym = lw.internal_symbol("row");
-                        lw.vals.insert(sym, row.clone());
-                        saved.push(sym);
-                        lw.tenv.insert(sym, elem.clone());
-                        done.push((*x, sym));
-                    }
-                    Member::Out(_, _, ld) => {
-                        let row = ld.index_unchecked(&c, lw)?;
-                        lw.store(&body, &row)?;
-                    }
-                    Member::Sum(..) | Member::LetSum { .. } => {
-                        let (acc, first) = acc_it.next().expect("an accumulator per sum");
-                        let x = lw.scalar(&body, "v")?;
-                        lw.line(format!("{acc} += {x};"));
-                        lw.line(format!("ATL_SUMADD({first});"));
-                    }
-                    Member::Reduce { g, dim, .. } => {
-                        let (buf, off, flags, _) = red_it.next().expect("a row per reduction");
-                        lw.sum_nest(
-                            &body,
-                            &super::sum::Acc::Row {
-                                gen: *g,
-                                dim: (*dim).clone(),
-                                buf: buf.clone(),
-                                off: off.clone(),
-                                flags: flags.clone(),
-                            },
-                        )?;
-                    }
-                }
-                match old_name {
-                    Some(o) => lw.names.insert(v, o),
-                    None => lw.names.remove(&v),
-                };
-                match old_range {
-                    Some(o) => lw.full_range.insert(v, o),
-                    None => lw.full_range.remove(&v),
-                };
-                match old_c_range {
-                    Some(o) => lw.ranges.insert(v, o),
-                    None => lw.ranges.remove(&v),
-                };
-            }
-            for sym in saved {
-                lw.vals.remove(&sym);
-                lw.tenv.remove(&sym);
-            }
-            Ok(())
-        })?;
-        stmts.splice(0..0, local_rows);
+        let (mut stmts, ()) = self
+            .block(|lw| lw.fused_iteration(&run.members, &places.rows, &accs, &reds, &c, n, &dn))?;
+        stmts.splice(0..0, places.local_rows);
         // The rows of full members and of the result's gens are disjoint.
-        let mut row_bufs: Vec<String> = full
+        let mut row_bufs: Vec<String> = places
+            .full
             .iter()
             .flat_map(|(_, p, _)| super::parallel::buffers(p))
             .collect();
-        for m in &members {
+        for m in &run.members {
             if let Member::Out(_, _, ld) = m {
                 row_bufs.extend(super::parallel::buffers(ld));
             }
         }
         self.disjoint.insert(c.clone(), row_bufs);
         // Contracted rows and the body's own slots live for one row.
+        let mut contracted = places.contracted;
         contracted.extend(self.slots[first_slot..].iter().map(|s| s.cname.clone()));
         self.scratch.insert(c.clone(), contracted);
         self.out.push(Stmt::For {
@@ -474,10 +225,293 @@ impl Lowerer {
             hi: dn,
             body: stmts,
         });
+        let trailing_old = self.finish_members(&run.members, &accs, &reds)?;
+        self.store_after_run(&run, places.full, places.old_types, trailing_old, dest)?;
+        Ok(true)
+    }
+
+    /// The leading lets of a run over the extent `n`: gens whose bodies
+    /// read earlier members only at their own row, then possibly one scalar
+    /// let of a sum over the rows, which ends the run.
+    fn run_lets<'a>(&self, e: &'a Expr, n: &'a Affine) -> Run<'a> {
+        let mut run = Run {
+            n,
+            names: vec![],
+            members: vec![],
+            rest: e,
+            trailing: None,
+            others: vec![],
+            after: vec![],
+        };
+        while let Expr::Let(x, e0, b) = run.rest {
+            let Expr::Gen(v, d, body) = &**e0 else {
+                if let Some((sum, v, inner)) = scalar_sum(e0, n) {
+                    let zero = Expr::Const(crate::front::ast::Real(0.0));
+                    let outside = super::order::replace(e0, &[(sum as *const Expr, zero)]);
+                    let free = free_names(&outside);
+                    if !run.names.is_empty()
+                        && !run.names.contains(x)
+                        && run.names.iter().all(|y| !free.contains(y))
+                        && run.qualifies(inner, v)
+                    {
+                        run.members.push(Member::LetSum {
+                            x: *x,
+                            v,
+                            inner,
+                            e0,
+                            sum,
+                        });
+                        run.trailing = Some(*x);
+                        run.rest = b;
+                    }
+                }
+                break;
+            };
+            // A view (no work) joins only with scalar rows (one copy per row).
+            let view_of_rows = super::expr::lazy_gen(e0).is_some_and(|(ps, _)| ps.len() > 1);
+            if d != n
+                || view_of_rows
+                || run.names.contains(x)
+                || !run.qualifies(body, *v)
+                || self.wants_interchange(*v, body)
+            {
+                break;
+            }
+            run.names.push(*x);
+            run.members.push(Member::Let(*x, *v, body));
+            run.rest = b;
+        }
+        run
+    }
+
+    /// The result's leaves that join the run, when every let joined: gens
+    /// and scalar sums over the extent, and gens whose one sum runs over it
+    /// (reductions); the other leaves are stored after the loop.
+    fn run_leaves<'a>(&self, run: &mut Run<'a>, dest: &V) {
+        if matches!(run.rest, Expr::Let(..)) || run.trailing.is_some() {
+            run.after.push(run.rest);
+            return;
+        }
+        let n = run.n;
+        let mut ls = vec![];
+        leaves(run.rest, dest, &mut ls);
+        for (le, ld) in ls {
+            match le {
+                Expr::Gen(v, d, body)
+                    if d == n && run.qualifies(body, *v) && !self.wants_interchange(*v, body) =>
+                {
+                    run.members.push(Member::Out(*v, body, ld))
+                }
+                Expr::Sum(v, d, body)
+                    if d == n
+                        && ld.is_scalar_place()
+                        && !matches!(&**body, Expr::Sum(..) | Expr::Iverson(..))
+                        && run.qualifies(body, *v) =>
+                {
+                    run.members.push(Member::Sum(*v, body, ld))
+                }
+                Expr::Gen(g, dm, body) if !run.names.is_empty() => {
+                    match self.reduction_member(*g, dm, body, n, &run.names, &ld) {
+                        Some((s, inner)) => run.members.push(Member::Reduce {
+                            g: *g,
+                            dim: dm,
+                            body,
+                            sum: s,
+                            inner,
+                            dest: ld,
+                        }),
+                        None => {
+                            run.after.push(le);
+                            run.others.push((le, ld));
+                        }
+                    }
+                }
+                _ => {
+                    run.after.push(le);
+                    run.others.push((le, ld));
+                }
+            }
+        }
+    }
+
+    /// Where each member let's rows live: its full buffer when a part of
+    /// the program after the run reads it, else one row reused by every
+    /// iteration (a C local for a real row). Records the members' types.
+    fn member_places(&mut self, e: &Expr, run: &Run, c: &str) -> Result<Places> {
+        let read_after = |x: Symbol| run.after.iter().any(|a| free_names(a).contains(&x));
+        let mut p = Places::default();
+        for m in &run.members {
+            let Member::Let(x, _, _) = m else { continue };
+            let Expr::Let(_, e0, _) = find_let(e, *x) else {
+                unreachable!("a member let is in the spine")
+            };
+            let ty = self.type_of(e0)?;
+            p.old_types.push((*x, self.tenv.insert(*x, ty.clone())));
+            let Type::Tensor(_, elem) = &ty else {
+                unreachable!("a gen has a tensor type")
+            };
+            if read_after(*x) {
+                let place = self.place(x.as_str(), &ty)?;
+                p.full.push((*x, place.clone(), ty.clone()));
+                p.rows
+                    .push((*x, place.index_unchecked(c, self)?, (**elem).clone()));
+            } else if **elem == Type::Real {
+                // One real a row: a local of the loop body.
+                let b = self.fresh("b", x.as_str());
+                p.local_rows.push(Stmt::Line(format!("double {b}[1];")));
+                p.rows.push((*x, V::leaf(b, vec![]), Type::Real));
+            } else {
+                let place = self.place(x.as_str(), elem)?;
+                p.contracted.extend(super::parallel::buffers(&place));
+                p.rows.push((*x, place, (**elem).clone()));
+            }
+        }
+        Ok(p)
+    }
+
+    /// An accumulator and a first-term flag per sum member.
+    fn member_accumulators(&mut self, members: &[Member]) -> Vec<(String, String)> {
+        let mut accs = vec![];
+        for m in members {
+            if let Member::Sum(..) | Member::LetSum { .. } = m {
+                let acc = self.fresh("acc", "row");
+                let first = self.fresh("h", "");
+                self.decl("double", &acc, "0.0".into());
+                self.decl("int", &first, "0".into());
+                accs.push((acc, first));
+            }
+        }
+        accs
+    }
+
+    /// Reductions' rows (the destination, or a fresh row the body then
+    /// reads), zero filled, with their first-term flags.
+    fn reduction_rows(&mut self, members: &[Member]) -> Result<Vec<ReductionRow>> {
+        let mut reds = vec![];
+        for m in members {
+            let Member::Reduce {
+                dim,
+                body,
+                sum,
+                dest,
+                ..
+            } = m
+            else {
+                continue;
+            };
+            let dn = self.dim(dim)?;
+            let (buf, off, tmp) = match dest {
+                V::Leaf { buf, off, .. } if std::ptr::eq(*sum, *body) => {
+                    (buf.clone(), off.clone(), None)
+                }
+                _ => {
+                    let t = self.slot("row", std::slice::from_ref(*dim))?;
+                    let sym = self.internal_symbol("row");
+                    (t, "0".to_string(), Some(sym))
+                }
+            };
+            let flags = self.zero_row(&buf, &off, &dn);
+            reds.push(ReductionRow {
+                buf,
+                off,
+                flags,
+                tmp,
+            });
+        }
+        Ok(reds)
+    }
+
+    /// One iteration of the fused loop over row `c` (of `n`, C extent
+    /// `dn`): every member computes its row, in order, reading the rows of
+    /// earlier members where their bodies read them.
+    #[allow(clippy::too_many_arguments)]
+    fn fused_iteration(
+        &mut self,
+        members: &[Member],
+        rows: &[(Symbol, V, Type)],
+        accs: &[(String, String)],
+        reds: &[ReductionRow],
+        c: &str,
+        n: &Affine,
+        dn: &str,
+    ) -> Result<()> {
+        let mut acc_it = accs.iter();
+        // The rows computed so far in this iteration: name, row symbol.
+        let mut done: Vec<(Symbol, Symbol)> = vec![];
+        let mut red_it = reds.iter();
+        for m in members {
+            let (v, body) = match m {
+                Member::Let(_, v, b) | Member::Out(v, b, _) | Member::Sum(v, b, _) => (*v, *b),
+                Member::Reduce { inner, .. } => *inner,
+                Member::LetSum { v, inner, .. } => (*v, *inner),
+            };
+            let mut body = body.clone();
+            for (x, to) in &done {
+                body = rewrite(&body, *x, v, *to);
+            }
+            let old_name = self.names.insert(v, c.to_string());
+            let old_range = self.full_range.insert(v, n.clone());
+            let old_c_range = self.ranges.insert(v, dn.to_string());
+            match m {
+                Member::Let(x, _, _) => {
+                    let (_, row, elem) = rows
+                        .iter()
+                        .find(|(y, _, _)| y == x)
+                        .expect("a row per member let");
+                    self.store(&body, row)?;
+                    let sym = self.internal_symbol("row");
+                    self.vals.insert(sym, row.clone());
+                    self.tenv.insert(sym, elem.clone());
+                    done.push((*x, sym));
+                }
+                Member::Out(_, _, ld) => {
+                    let row = ld.index_unchecked(c, self)?;
+                    self.store(&body, &row)?;
+                }
+                Member::Sum(..) | Member::LetSum { .. } => {
+                    let (acc, first) = acc_it.next().expect("an accumulator per sum");
+                    let x = self.scalar(&body, "v")?;
+                    self.line(format!("{acc} += {x};"));
+                    self.line(format!("ATL_SUMADD({first});"));
+                }
+                Member::Reduce { g, dim, .. } => {
+                    let r = red_it.next().expect("a row per reduction");
+                    self.sum_nest(
+                        &body,
+                        &super::sum::Acc::Row {
+                            gen: *g,
+                            dim: (*dim).clone(),
+                            buf: r.buf.clone(),
+                            off: r.off.clone(),
+                            flags: r.flags.clone(),
+                        },
+                    )?;
+                }
+            }
+            restore(&mut self.names, v, old_name);
+            restore(&mut self.full_range, v, old_range);
+            restore(&mut self.ranges, v, old_c_range);
+        }
+        for (_, sym) in done {
+            self.vals.remove(&sym);
+            self.tenv.remove(&sym);
+        }
+        Ok(())
+    }
+
+    /// After the loop: sums' accumulators copied to their places,
+    /// reductions' first-term flags closed and their gens run over the
+    /// reduced rows, the trailing scalar let bound (what to restore).
+    fn finish_members(
+        &mut self,
+        members: &[Member],
+        accs: &[(String, String)],
+        reds: &[ReductionRow],
+    ) -> Result<Option<(Symbol, Shadowed)>> {
         let mut acc_it = accs.iter();
         let mut red_it = reds.iter();
         let mut trailing_old = None;
-        for m in &members {
+        for m in members {
             match m {
                 Member::Sum(_, _, ld) => {
                     let (acc, _) = acc_it.next().expect("an accumulator per sum");
@@ -491,20 +525,15 @@ impl Lowerer {
                     dest,
                     ..
                 } => {
-                    let (buf, _, flags, tmp) = red_it.next().expect("a row per reduction");
-                    self.line(format!("ATL_FIRST_AT_END({flags});"));
-                    if let Some(sym) = tmp {
+                    let r = red_it.next().expect("a row per reduction");
+                    self.line(format!("ATL_FIRST_AT_END({});", r.flags));
+                    if let Some(sym) = r.tmp {
                         self.vals
-                            .insert(*sym, V::leaf(buf.clone(), vec![(*dim).clone()]));
+                            .insert(sym, V::leaf(r.buf.clone(), vec![(*dim).clone()]));
                         self.tenv
-                            .insert(*sym, Type::Tensor((*dim).clone(), Box::new(Type::Real)));
-                        let b = super::order::replace(
-                            body,
-                            &[(
-                                *sum as *const Expr,
-                                Expr::Get(Box::new(Expr::Var(*sym)), Affine::var(*g)),
-                            )],
-                        );
+                            .insert(sym, Type::Tensor((*dim).clone(), Box::new(Type::Real)));
+                        let read = Expr::Get(Box::new(Expr::Var(sym)), Affine::var(*g));
+                        let b = super::order::replace(body, &[(*sum as *const Expr, read)]);
                         self.gen_loop(*g, dim, &b, dest)?;
                     }
                 }
@@ -519,16 +548,28 @@ impl Lowerer {
                 _ => {}
             }
         }
-        // The rest, with the full members bound.
+        Ok(trailing_old)
+    }
+
+    /// The rest of the program after the run, with the full members bound;
+    /// then every binding the run made is undone.
+    fn store_after_run(
+        &mut self,
+        run: &Run,
+        full: Vec<(Symbol, V, Type)>,
+        old_types: Vec<(Symbol, Option<Type>)>,
+        trailing_old: Option<(Symbol, Shadowed)>,
+        dest: &V,
+    ) -> Result<()> {
         let mut olds = vec![];
         for (x, p, _) in full {
             olds.push((x, self.vals.insert(x, p)));
         }
         let r = (|| {
-            if matches!(rest, Expr::Let(..)) || trailing.is_some() {
-                self.store(rest, dest)
+            if matches!(run.rest, Expr::Let(..)) || run.trailing.is_some() {
+                self.store(run.rest, dest)
             } else {
-                for (le, ld) in &others {
+                for (le, ld) in &run.others {
                     self.store(le, ld)?;
                 }
                 Ok(())
@@ -538,18 +579,92 @@ impl Lowerer {
             self.unbind(x, old);
         }
         for (x, old) in olds.into_iter().rev() {
-            match old {
-                Some(v) => self.vals.insert(x, v),
-                None => self.vals.remove(&x),
-            };
+            restore(&mut self.vals, x, old);
         }
         for (x, old) in old_types.into_iter().rev() {
-            match old {
-                Some(t) => self.tenv.insert(x, t),
-                None => self.tenv.remove(&x),
-            };
+            restore(&mut self.tenv, x, old);
         }
-        r.map(|()| true)
+        r
+    }
+}
+
+/// What binding a let shadowed: its value and type (see `bind_let`).
+type Shadowed = (Option<V>, Option<Type>);
+
+/// A fused run: its extent, member lets' names, members, what follows the
+/// lets, the trailing scalar let, and the result's leaves that did not
+/// join (`others`; `after` also holds a following spine).
+struct Run<'a> {
+    n: &'a Affine,
+    names: Vec<Symbol>,
+    members: Vec<Member<'a>>,
+    rest: &'a Expr,
+    trailing: Option<Symbol>,
+    others: Vec<(&'a Expr, V)>,
+    after: Vec<&'a Expr>,
+}
+
+impl Run<'_> {
+    /// Does a body over row variable `v` read the members so far only at
+    /// its own row?
+    fn qualifies(&self, body: &Expr, v: Symbol) -> bool {
+        self.names.iter().all(|x| *x != v && row_only(body, *x, v))
+    }
+}
+
+/// Where a run's member lets live (see `member_places`).
+#[derive(Default)]
+struct Places {
+    /// Members read after the run: name, full place, type.
+    full: Vec<(Symbol, V, Type)>,
+    /// Every member's row in one iteration: name, row, its type.
+    rows: Vec<(Symbol, V, Type)>,
+    /// The members' previous types, to restore.
+    old_types: Vec<(Symbol, Option<Type>)>,
+    /// Declarations of the one-real rows, at the top of the loop body.
+    local_rows: Vec<Stmt>,
+    /// Buffers of the contracted rows.
+    contracted: Vec<String>,
+}
+
+/// A reduction member's accumulator row: buffer, offset, first-term flags,
+/// and the symbol of a fresh row the gen then reads.
+struct ReductionRow {
+    buf: String,
+    off: String,
+    flags: String,
+    tmp: Option<Symbol>,
+}
+
+/// Put back a map entry as it was before an `insert` returned `old`.
+fn restore<K: std::hash::Hash + Eq, T>(
+    map: &mut std::collections::HashMap<K, T>,
+    k: K,
+    old: Option<T>,
+) {
+    match old {
+        Some(o) => map.insert(k, o),
+        None => map.remove(&k),
+    };
+}
+
+/// The extent of the run a spine would start: the first let's gen's, or
+/// for a result of pairs, its first gen or sum leaf's.
+fn run_extent<'a>(e: &'a Expr, dest: &V) -> Option<&'a Affine> {
+    match e {
+        Expr::Let(_, first, _) => match &**first {
+            Expr::Gen(_, n, _) => Some(n),
+            _ => None,
+        },
+        Expr::Pair(..) => {
+            let mut ls = vec![];
+            leaves(e, dest, &mut ls);
+            ls.into_iter().find_map(|(le, _)| match le {
+                Expr::Gen(_, n, _) | Expr::Sum(_, n, _) => Some(n),
+                _ => None,
+            })
+        }
+        _ => None,
     }
 }
 

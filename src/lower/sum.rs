@@ -65,28 +65,7 @@ impl Lowerer {
                     .ok_or_else(overflow)?,
             ));
         }
-        let mut others: Vec<Pred> = vec![];
-        // A conjunct that is a disjunction of affine predicates and
-        // relation atoms splits the loops into disjoint parts: p1, then p2
-        // where not p1, ... (so no tuple is counted twice, and each part
-        // gets its own bounds or iterates its own relation).
-        let mut split: Option<Vec<Pred>> = None;
-        if let Some(p) = p {
-            for atom in conjuncts(p) {
-                match (pred::affine(atom), atom) {
-                    (Some(cs), _) => system.extend(cs),
-                    (None, Pred::Or(ps))
-                        if split.is_none()
-                            && ps.iter().all(|q| {
-                                pred::affine(q).is_some() || matches!(q, Pred::Rel(..))
-                            }) =>
-                    {
-                        split = Some(ps.clone())
-                    }
-                    _ => others.push(atom.clone()),
-                }
-            }
-        }
+        let (others, split) = bracket_atoms(p, &mut system);
         // The bracket's own forms, which the evaluator computes and the
         // loops below replace by bounds, are checked on entry too.
         if let Some(p) = p {
@@ -100,85 +79,67 @@ impl Lowerer {
             }
             r?;
         }
-        // Each part: its constraints, its relation atom, the parts before.
-        type Part = (Vec<Constraint>, Option<Pred>, Vec<Pred>);
-        let parts: Vec<Part> = match &split {
-            None => vec![(vec![], None, vec![])],
-            Some(ps) => ps
-                .iter()
-                .enumerate()
-                .map(|(j, q)| match pred::affine(q) {
-                    Some(cs) => (cs, None, ps[..j].to_vec()),
-                    None => (vec![], Some(q.clone()), ps[..j].to_vec()),
-                })
-                .collect(),
-        };
-        for (extra, atom, excluded) in parts {
+        for part in loop_parts(&split) {
             let mut system = system.clone();
-            system.extend(extra);
-            let plan = match constraints::plan(&system, &vars) {
-                Some(plan) => plan,
-                None => return Err(overflow()),
+            system.extend(part.constraints.iter().cloned());
+            let Some(plan) = constraints::plan(&system, &vars) else {
+                return Err(overflow());
             };
-            // Positive relation atoms over the loop variables drive loops
-            // (see `relation.rs`), each variable by one atom; the rest are
-            // guards.
-            let level_vars: Vec<Symbol> = plan.levels.iter().filter_map(|l| l.var).collect();
-            let mut guards = vec![];
-            let mut drives: Vec<relation::Drive> = vec![];
-            for q in others.iter().cloned().chain(atom) {
-                match self.drive_of(&q, &level_vars, &vars) {
-                    Some(dr)
-                        if !dr
-                            .driven_vars()
-                            .iter()
-                            .any(|v| drives.iter().any(|d| d.driven_vars().contains(v))) =>
-                    {
-                        drives.push(dr)
-                    }
-                    _ => guards.push(q),
-                }
-            }
-            // Where a non-affine conjunct can be tested: the innermost level
-            // binding one of its variables (after all loops if it mentions an
-            // eliminated variable). `true` marks an excluded (negated) part.
-            let mut placed: Vec<Vec<(bool, Pred)>> = vec![vec![]; level_vars.len() + 1];
-            let tagged = guards
-                .into_iter()
-                .map(|q| (false, q))
-                .chain(excluded.into_iter().map(|q| (true, q)));
-            for (neg, q) in tagged {
-                let mut free = std::collections::BTreeSet::new();
-                crate::front::subst::pred_free(&q, &mut free);
-                let at = if plan.defs.iter().any(|d| free.contains(&d.var)) {
-                    level_vars.len()
-                } else {
-                    level_vars
+            self.part_loops(&plan, &vars, &others, part, body, acc, &chain)?;
+        }
+        Ok(())
+    }
+
+    /// The loops of one part of a split bracket, by its loop plan: positive
+    /// relation atoms over the loop variables drive loops (see
+    /// `relation.rs`), each variable by one atom; the other non-affine
+    /// conjuncts, and the negated earlier parts, are guards.
+    #[allow(clippy::too_many_arguments)]
+    fn part_loops(
+        &mut self,
+        plan: &constraints::LoopPlan,
+        vars: &[Symbol],
+        others: &[Pred],
+        part: Part,
+        body: &Expr,
+        acc: &Acc,
+        chain: &[(Symbol, &Affine)],
+    ) -> Result<()> {
+        let level_vars: Vec<Symbol> = plan.levels.iter().filter_map(|l| l.var).collect();
+        let mut guards = vec![];
+        let mut drives: Vec<relation::Drive> = vec![];
+        for q in others.iter().cloned().chain(part.atom) {
+            match self.drive_of(&q, &level_vars, vars) {
+                Some(dr)
+                    if !dr
+                        .driven_vars()
                         .iter()
-                        .rposition(|v| free.contains(v))
-                        .map_or(0, |k| k + 1)
-                };
-                placed[at].push((neg, q));
+                        .any(|v| drives.iter().any(|d| d.driven_vars().contains(v))) =>
+                {
+                    drives.push(dr)
+                }
+                _ => guards.push(q),
             }
-            let mut top = self.constraint_conds(&plan.top)?;
-            let mut engaged = vec![];
-            for d in &drives {
-                let (cond, saved) = self.engage(d)?;
-                top.extend(cond);
-                engaged.extend(saved);
-            }
-            let r = self.block(|lw| lw.levels(&plan, 0, &placed, body, acc, &chain));
-            self.disengage(engaged);
-            let (stmts, ()) = r?;
-            if top.is_empty() {
-                self.out.extend(stmts);
-            } else {
-                self.out.push(Stmt::If {
-                    cond: top.join(" && "),
-                    then: stmts,
-                    els: vec![],
-                });
-            }
+        }
+        let placed = place_guards(plan, &level_vars, guards, part.excluded);
+        let mut top = self.constraint_conds(&plan.top)?;
+        let mut engaged = vec![];
+        for d in &drives {
+            let (cond, saved) = self.engage(d)?;
+            top.extend(cond);
+            engaged.extend(saved);
+        }
+        let r = self.block(|lw| lw.levels(plan, 0, &placed, body, acc, chain));
+        self.disengage(engaged);
+        let (stmts, ()) = r?;
+        if top.is_empty() {
+            self.out.extend(stmts);
+        } else {
+            self.out.push(Stmt::If {
+                cond: top.join(" && "),
+                then: stmts,
+                els: vec![],
+            });
         }
         Ok(())
     }
@@ -204,75 +165,7 @@ impl Lowerer {
         }
         let inner = |lw: &mut Lowerer| -> Result<()> {
             if k == plan.levels.len() {
-                for d in &plan.defs {
-                    let c = lw.bind_index(d.var, chain_dim(chain, d.var)?)?;
-                    let num = lw.ix(&d.num)?;
-                    let def = if d.den == 1 {
-                        num
-                    } else {
-                        format!("{num} / {}", d.den)
-                    };
-                    lw.decl("const int64_t", &c, def);
-                    if let Some((_, dim)) = chain.iter().find(|(i, _)| *i == d.var) {
-                        lw.full_range.insert(d.var, (*dim).clone());
-                    }
-                }
-                let mut late = vec![];
-                if !plan.defs.is_empty() {
-                    for (neg, q) in &placed[k] {
-                        let c = lw.pred(q)?;
-                        late.push(if *neg { format!("!{c}") } else { c });
-                    }
-                }
-                let (stmts, ()) = lw.block(|lw| {
-                    if let Acc::Store { dest, gens } = acc {
-                        let mut place = dest.clone();
-                        for g in gens {
-                            let c = lw.names.get(g).cloned().ok_or_else(|| {
-                                Error::eval("a stored gen variable is unbound (internal error)")
-                            })?;
-                            place = place.index_unchecked(&c, lw)?;
-                        }
-                        return lw.store(body, &place);
-                    }
-                    let x = lw.scalar(body, "v")?;
-                    match acc {
-                        Acc::Store { .. } => {}
-                        Acc::Scalar { acc, first } => {
-                            lw.line(format!("{acc} += {x};"));
-                            lw.line(format!("ATL_SUMADD({first});"));
-                        }
-                        Acc::Row {
-                            gen,
-                            buf,
-                            off,
-                            flags,
-                            ..
-                        } => {
-                            let i = lw.names.get(gen).cloned().ok_or_else(|| {
-                                Error::eval("an interchanged gen variable is unbound")
-                            })?;
-                            let at = if off == "0" {
-                                i.clone()
-                            } else {
-                                format!("{off} + {i}")
-                            };
-                            lw.line(format!("{buf}[{at}] += {x};"));
-                            lw.line(format!("ATL_SUMADD_AT({flags}, {i});"));
-                        }
-                    }
-                    Ok(())
-                })?;
-                if late.is_empty() {
-                    lw.out.extend(stmts);
-                } else {
-                    lw.out.push(Stmt::If {
-                        cond: late.join(" && "),
-                        then: stmts,
-                        els: vec![],
-                    });
-                }
-                return Ok(());
+                return lw.innermost(plan, &placed[k], body, acc, chain);
             }
             let level = &plan.levels[k];
             let v = level.var.expect("a loop level has a variable");
@@ -319,6 +212,186 @@ impl Lowerer {
             Ok(())
         }
     }
+
+    /// Inside every loop: the variables the plan solved defined, the
+    /// conjuncts that read them tested, then the body accumulated.
+    fn innermost(
+        &mut self,
+        plan: &constraints::LoopPlan,
+        placed: &[(bool, Pred)],
+        body: &Expr,
+        acc: &Acc,
+        chain: &[(Symbol, &Affine)],
+    ) -> Result<()> {
+        for d in &plan.defs {
+            let c = self.bind_index(d.var, chain_dim(chain, d.var)?)?;
+            let num = self.ix(&d.num)?;
+            let def = if d.den == 1 {
+                num
+            } else {
+                format!("{num} / {}", d.den)
+            };
+            self.decl("const int64_t", &c, def);
+            if let Some((_, dim)) = chain.iter().find(|(i, _)| *i == d.var) {
+                self.full_range.insert(d.var, (*dim).clone());
+            }
+        }
+        let mut late = vec![];
+        if !plan.defs.is_empty() {
+            for (neg, q) in placed {
+                let c = self.pred(q)?;
+                late.push(if *neg { format!("!{c}") } else { c });
+            }
+        }
+        let (stmts, ()) = self.block(|lw| lw.accumulate(body, acc))?;
+        if late.is_empty() {
+            self.out.extend(stmts);
+        } else {
+            self.out.push(Stmt::If {
+                cond: late.join(" && "),
+                then: stmts,
+                els: vec![],
+            });
+        }
+        Ok(())
+    }
+
+    /// One point of the loops: the body stored into its element, or added
+    /// to the scalar or row accumulator.
+    fn accumulate(&mut self, body: &Expr, acc: &Acc) -> Result<()> {
+        if let Acc::Store { dest, gens } = acc {
+            let mut place = dest.clone();
+            for g in gens {
+                let c = self.names.get(g).cloned().ok_or_else(|| {
+                    Error::eval("a stored gen variable is unbound (internal error)")
+                })?;
+                place = place.index_unchecked(&c, self)?;
+            }
+            return self.store(body, &place);
+        }
+        let x = self.scalar(body, "v")?;
+        match acc {
+            Acc::Store { .. } => {}
+            Acc::Scalar { acc, first } => {
+                self.line(format!("{acc} += {x};"));
+                self.line(format!("ATL_SUMADD({first});"));
+            }
+            Acc::Row {
+                gen,
+                buf,
+                off,
+                flags,
+                ..
+            } => {
+                let i = self
+                    .names
+                    .get(gen)
+                    .cloned()
+                    .ok_or_else(|| Error::eval("an interchanged gen variable is unbound"))?;
+                let at = if off == "0" {
+                    i.clone()
+                } else {
+                    format!("{off} + {i}")
+                };
+                self.line(format!("{buf}[{at}] += {x};"));
+                self.line(format!("ATL_SUMADD_AT({flags}, {i});"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The conjuncts of a bracket: affine ones join `system`; the first
+/// disjunction of affine predicates and relation atoms splits the loops
+/// (returned second); the others are returned first.
+fn bracket_atoms(p: Option<&Pred>, system: &mut Vec<Constraint>) -> (Vec<Pred>, Option<Vec<Pred>>) {
+    let mut others: Vec<Pred> = vec![];
+    let mut split: Option<Vec<Pred>> = None;
+    let Some(p) = p else {
+        return (others, split);
+    };
+    for atom in conjuncts(p) {
+        match (pred::affine(atom), atom) {
+            (Some(cs), _) => system.extend(cs),
+            (None, Pred::Or(ps))
+                if split.is_none()
+                    && ps
+                        .iter()
+                        .all(|q| pred::affine(q).is_some() || matches!(q, Pred::Rel(..))) =>
+            {
+                split = Some(ps.clone())
+            }
+            _ => others.push(atom.clone()),
+        }
+    }
+    (others, split)
+}
+
+/// One part of the loops under a bracket's disjunction: its constraints,
+/// its relation atom, and the parts before it (negated guards, so that no
+/// tuple is counted twice).
+struct Part {
+    constraints: Vec<Constraint>,
+    atom: Option<Pred>,
+    excluded: Vec<Pred>,
+}
+
+/// The parts of a split bracket `p1 ∨ p2 ∨ ...`: p1, then p2 where not p1,
+/// ...; one part without a split.
+fn loop_parts(split: &Option<Vec<Pred>>) -> Vec<Part> {
+    match split {
+        None => vec![Part {
+            constraints: vec![],
+            atom: None,
+            excluded: vec![],
+        }],
+        Some(ps) => ps
+            .iter()
+            .enumerate()
+            .map(|(j, q)| match pred::affine(q) {
+                Some(cs) => Part {
+                    constraints: cs,
+                    atom: None,
+                    excluded: ps[..j].to_vec(),
+                },
+                None => Part {
+                    constraints: vec![],
+                    atom: Some(q.clone()),
+                    excluded: ps[..j].to_vec(),
+                },
+            })
+            .collect(),
+    }
+}
+
+/// Where each non-affine conjunct is tested: the innermost level binding
+/// one of its variables (after all loops if it mentions an eliminated
+/// variable). `true` marks an excluded (negated) part.
+fn place_guards(
+    plan: &constraints::LoopPlan,
+    level_vars: &[Symbol],
+    guards: Vec<Pred>,
+    excluded: Vec<Pred>,
+) -> Vec<Vec<(bool, Pred)>> {
+    let mut placed: Vec<Vec<(bool, Pred)>> = vec![vec![]; level_vars.len() + 1];
+    let tagged = guards
+        .into_iter()
+        .map(|q| (false, q))
+        .chain(excluded.into_iter().map(|q| (true, q)));
+    for (neg, q) in tagged {
+        let mut free = std::collections::BTreeSet::new();
+        crate::front::subst::pred_free(&q, &mut free);
+        let at = if plan.defs.iter().any(|d| free.contains(&d.var)) {
+            level_vars.len()
+        } else {
+            level_vars
+                .iter()
+                .rposition(|v| free.contains(v))
+                .map_or(0, |k| k + 1)
+        };
+        placed[at].push((neg, q));
+    }
+    placed
 }
 
 /// Where a sum chain accumulates.

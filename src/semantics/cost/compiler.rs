@@ -280,133 +280,21 @@ impl<'c, 'a> Compiler<'c, 'a> {
         conj: &[u32],
         out: &mut Vec<u32>,
     ) -> Result<bool> {
-        const MAX_PAIRS: usize = 64;
         let mut loops = loops;
         if loops.iter().any(|l| l.1 <= 0) {
             return Ok(false);
         }
-        // ∃(C ∧ (A ∨ B)) = ∃(C ∧ A) ∨ ∃(C ∧ B)
-        let mut flat = Vec::new();
-        flat_ids(&self.preds, conj, &mut flat);
-        flat.sort_unstable();
-        flat.dedup();
-        let ors = flat
-            .iter()
-            .filter(|&&id| cmp_or(&self.preds, id).is_some())
-            .count();
-        if ors <= 2 {
-            if let Some(p) = split_point(&self.preds, &flat) {
-                let or_id = flat.remove(p);
-                let disjuncts = cmp_or(&self.preds, or_id)
-                    .map(<[u32]>::to_vec)
-                    .unwrap_or_default();
-                let mut branches = Vec::new();
-                for d in disjuncts {
-                    let mut g = flat.clone();
-                    g.push(d);
-                    let mut got = Vec::new();
-                    if self.exists(loops.clone(), &g, &mut got)? {
-                        match got.len() {
-                            0 => return Ok(true),
-                            1 => branches.push(got[0]),
-                            _ => {
-                                let slots = self.slots_of(&got);
-                                branches.push(self.node(PKind::And(got), slots));
-                            }
-                        }
-                    }
-                }
-                return Ok(match branches.len() {
-                    0 => false,
-                    1 => {
-                        out.push(branches[0]);
-                        true
-                    }
-                    _ => {
-                        let slots = self.slots_of(&branches);
-                        let id = self.node(PKind::Or(branches), slots);
-                        out.push(id);
-                        true
-                    }
-                });
-            }
+        if let Some(holds) = self.exists_by_cases(&loops, conj, out)? {
+            return Ok(holds);
         }
         let mut cmps = Vec::new();
         let mut opaque = Vec::new();
         split(&self.preds, conj, &mut cmps, &mut opaque);
         let blocked = self.slots_of(&opaque);
         let free = |s: u32| blocked.binary_search(&s).is_err();
-
-        // Unit equalities (exact: no divisibility guard).
-        'solve: loop {
-            for i in 0..cmps.len() {
-                let Con::Eq(f) = &cmps[i] else { continue };
-                let cand = loops
-                    .iter()
-                    .rev()
-                    .copied()
-                    .find(|&(s, _)| matches!(f.coeff(s), 1 | -1) && free(s));
-                if let Some((s, n)) = cand {
-                    let eq = cmps.swap_remove(i);
-                    let (sol, _) = ck(solve_for(eq.form(), s))?;
-                    for c in cmps.iter_mut() {
-                        *c = ck(c.substitute(&sol))?;
-                    }
-                    cmps.extend(in_range(&sol.num, n)?);
-                    loops.retain(|l| l.0 != s);
-                    continue 'solve;
-                }
-            }
-            break;
-        }
-        if !decide_closed(&mut cmps) {
+        solve_unit_equalities(&mut cmps, &mut loops, free)?;
+        if !decide_closed(&mut cmps) || !fourier_motzkin(&mut cmps, &mut loops, free)? {
             return Ok(false);
-        }
-        // Fourier–Motzkin on variables whose inequalities all have
-        // coefficient ±1 (exact over the integers then), innermost first.
-        'fm: loop {
-            for idx in (0..loops.len()).rev() {
-                let (s, n) = loops[idx];
-                if !free(s) {
-                    continue;
-                }
-                // (a variable nothing mentions just goes: its range is not
-                // empty)
-                if cmps.iter().any(|c| c.mentions(s)) {
-                    // 0 <= s <= n - 1, then the inequalities on s
-                    let upper = ck(Lin::constant(n as i128 - 1).plus_term(s, -1))?;
-                    let mut ges = vec![Lin::var(s), upper];
-                    let mut unit = true;
-                    for c in &cmps {
-                        match (c, c.form().coeff(s)) {
-                            (_, 0) => {}
-                            (Con::Ge(f), 1 | -1) => ges.push(f.clone()),
-                            _ => {
-                                unit = false;
-                                break;
-                            }
-                        }
-                    }
-                    let projected = if unit {
-                        eliminate(&ges, s, MAX_PAIRS)
-                    } else {
-                        None
-                    };
-                    let Some(projected) = projected else {
-                        continue;
-                    };
-                    cmps.retain(|c| !c.mentions(s));
-                    cmps.extend(projected.into_iter().map(Con::Ge));
-                }
-                loops.remove(idx);
-                if !decide_closed(&mut cmps) {
-                    return Ok(false);
-                }
-                cmps.sort();
-                cmps.dedup();
-                continue 'fm;
-            }
-            break;
         }
         let mut ids: Vec<u32> = Vec::with_capacity(cmps.len() + opaque.len());
         for c in cmps {
@@ -437,6 +325,65 @@ impl<'c, 'a> Compiler<'c, 'a> {
         Ok(true)
     }
 
+    /// `∃(C ∧ (A ∨ B)) = ∃(C ∧ A) ∨ ∃(C ∧ B)`, when `conj` has at most two
+    /// disjunctions of comparisons and one to split on: whether the
+    /// existential holds (its conjuncts appended to `out`); `None` when
+    /// there is nothing to split.
+    fn exists_by_cases(
+        &mut self,
+        loops: &[(u32, i64)],
+        conj: &[u32],
+        out: &mut Vec<u32>,
+    ) -> Result<Option<bool>> {
+        let mut flat = Vec::new();
+        flat_ids(&self.preds, conj, &mut flat);
+        flat.sort_unstable();
+        flat.dedup();
+        let ors = flat
+            .iter()
+            .filter(|&&id| cmp_or(&self.preds, id).is_some())
+            .count();
+        if ors > 2 {
+            return Ok(None);
+        }
+        let Some(p) = split_point(&self.preds, &flat) else {
+            return Ok(None);
+        };
+        let or_id = flat.remove(p);
+        let disjuncts = cmp_or(&self.preds, or_id)
+            .map(<[u32]>::to_vec)
+            .unwrap_or_default();
+        let mut branches = Vec::new();
+        for d in disjuncts {
+            let mut g = flat.clone();
+            g.push(d);
+            let mut got = Vec::new();
+            if self.exists(loops.to_vec(), &g, &mut got)? {
+                match got.len() {
+                    0 => return Ok(Some(true)),
+                    1 => branches.push(got[0]),
+                    _ => {
+                        let slots = self.slots_of(&got);
+                        branches.push(self.node(PKind::And(got), slots));
+                    }
+                }
+            }
+        }
+        Ok(Some(match branches.len() {
+            0 => false,
+            1 => {
+                out.push(branches[0]);
+                true
+            }
+            _ => {
+                let slots = self.slots_of(&branches);
+                let id = self.node(PKind::Or(branches), slots);
+                out.push(id);
+                true
+            }
+        }))
+    }
+
     pub(super) fn guard_mentions(&self, guard: &[u32], s: u32) -> bool {
         guard.iter().any(|&id| mentions(&self.preds, id, s))
     }
@@ -462,5 +409,90 @@ impl<'c, 'a> Compiler<'c, 'a> {
             node = b;
         }
         (chain, names, node, res)
+    }
+}
+
+/// Eliminate the loop variables (those `free` allows) that a unit equality
+/// of `cmps` solves: exact, no divisibility guard; the solution's range
+/// joins the comparisons.
+fn solve_unit_equalities(
+    cmps: &mut Vec<Con>,
+    loops: &mut Vec<(u32, i64)>,
+    free: impl Fn(u32) -> bool,
+) -> Result<()> {
+    'solve: loop {
+        for i in 0..cmps.len() {
+            let Con::Eq(f) = &cmps[i] else { continue };
+            let cand = loops
+                .iter()
+                .rev()
+                .copied()
+                .find(|&(s, _)| matches!(f.coeff(s), 1 | -1) && free(s));
+            if let Some((s, n)) = cand {
+                let eq = cmps.swap_remove(i);
+                let (sol, _) = ck(solve_for(eq.form(), s))?;
+                for c in cmps.iter_mut() {
+                    *c = ck(c.substitute(&sol))?;
+                }
+                cmps.extend(in_range(&sol.num, n)?);
+                loops.retain(|l| l.0 != s);
+                continue 'solve;
+            }
+        }
+        return Ok(());
+    }
+}
+
+/// Fourier–Motzkin on the loop variables (those `free` allows) whose
+/// inequalities all have coefficient ±1 (exact over the integers then),
+/// innermost first; a variable nothing mentions just goes (its range is
+/// not empty). `Ok(false)`: the comparisons certainly do not hold.
+fn fourier_motzkin(
+    cmps: &mut Vec<Con>,
+    loops: &mut Vec<(u32, i64)>,
+    free: impl Fn(u32) -> bool,
+) -> Result<bool> {
+    const MAX_PAIRS: usize = 64;
+    'fm: loop {
+        for idx in (0..loops.len()).rev() {
+            let (s, n) = loops[idx];
+            if !free(s) {
+                continue;
+            }
+            if cmps.iter().any(|c| c.mentions(s)) {
+                // 0 <= s <= n - 1, then the inequalities on s
+                let upper = ck(Lin::constant(n as i128 - 1).plus_term(s, -1))?;
+                let mut ges = vec![Lin::var(s), upper];
+                let mut unit = true;
+                for c in cmps.iter() {
+                    match (c, c.form().coeff(s)) {
+                        (_, 0) => {}
+                        (Con::Ge(f), 1 | -1) => ges.push(f.clone()),
+                        _ => {
+                            unit = false;
+                            break;
+                        }
+                    }
+                }
+                let projected = if unit {
+                    eliminate(&ges, s, MAX_PAIRS)
+                } else {
+                    None
+                };
+                let Some(projected) = projected else {
+                    continue;
+                };
+                cmps.retain(|c| !c.mentions(s));
+                cmps.extend(projected.into_iter().map(Con::Ge));
+            }
+            loops.remove(idx);
+            if !decide_closed(cmps) {
+                return Ok(false);
+            }
+            cmps.sort();
+            cmps.dedup();
+            continue 'fm;
+        }
+        return Ok(true);
     }
 }

@@ -136,10 +136,29 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
     let mut cmps = Vec::new();
     let mut opaque = Vec::new();
     split(preds, conj, &mut cmps, &mut opaque);
+    let (solved, rest) = solve_equalities(cmps, &loops)?;
+    let free: Vec<(u32, i64)> = loops
+        .iter()
+        .copied()
+        .filter(|l| !solved.iter().any(|x| x.0.var == l.0))
+        .collect();
+    let Some((cons, needed_solved)) = constraint_items(preds, rest, &opaque, &solved, &free)?
+    else {
+        return Ok(Plan::empty());
+    };
+    place_items(preds, cons, needed_solved, &solved, &free)
+}
 
-    // Solve equalities with a ±1 coefficient on a loop variable (innermost
-    // candidate first, as the reference does): exact, no divisibility guard.
-    let mut solved: Vec<(Solved<Slot>, i64)> = Vec::new();
+/// A loop variable solved by an equality, and its range.
+type SolvedLoop = (Solved<Slot>, i64);
+
+/// The loop variables that equalities with a ±1 coefficient solve
+/// (innermost candidate first, as the reference does: exact, no
+/// divisibility guard), each solution over later-solved variables only
+/// after back-substitution, with the solved variable's range; and the
+/// comparisons left.
+fn solve_equalities(cmps: Vec<Con>, loops: &[(u32, i64)]) -> Result<(Vec<SolvedLoop>, Vec<Con>)> {
+    let mut solved: Vec<SolvedLoop> = Vec::new();
     let mut rest: Vec<Con> = Vec::new();
     for c in cmps {
         if let Con::Eq(_) = c {
@@ -168,25 +187,34 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
             solved[i].0 = ck(solved[i].0.substitute(&solved[j].0))?;
         }
     }
-    let is_solved = |s: u32| solved.iter().position(|x| x.0.var == s);
-    let free: Vec<(u32, i64)> = loops
-        .iter()
-        .copied()
-        .filter(|l| is_solved(l.0).is_none())
-        .collect();
-    let free_deps = |l: &Lin| -> Vec<u32> {
-        l.names()
-            .filter(|s| free.iter().any(|f| f.0 == *s))
-            .collect()
-    };
+    Ok((solved, rest))
+}
 
+/// The free loop variables of `l`.
+fn free_deps(l: &Lin, free: &[(u32, i64)]) -> Vec<u32> {
+    l.names()
+        .filter(|s| free.iter().any(|f| f.0 == *s))
+        .collect()
+}
+
+/// Every constraint over the free variables as an item with its
+/// dependencies: the comparisons left with the solutions substituted, the
+/// solved variables' ranges, and the opaque predicates; and the solutions
+/// that opaque predicates read. `None`: a constant comparison is false.
+fn constraint_items(
+    preds: &[PNode],
+    rest: Vec<Con>,
+    opaque: &[u32],
+    solved: &[SolvedLoop],
+    free: &[(u32, i64)],
+) -> Result<Option<(Vec<Item>, Vec<usize>)>> {
     let mut cons: Vec<Item> = Vec::new();
     let push_cmp = |c: Con, cons: &mut Vec<Item>| -> bool {
         let l = c.form();
         if l.is_constant() {
             return c.holds_at(l.constant);
         }
-        let deps = free_deps(l);
+        let deps = free_deps(l, free);
         cons.push(Item {
             kind: ItemKind::Cmp(c),
             deps,
@@ -195,28 +223,28 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
     };
     for c in rest {
         let mut c = c;
-        for (s, _) in &solved {
+        for (s, _) in solved {
             c = ck(c.substitute(s))?;
         }
         if !push_cmp(c, &mut cons) {
-            return Ok(Plan::empty());
+            return Ok(None);
         }
     }
-    for (s, n) in &solved {
+    for (s, n) in solved {
         for c in in_range(&s.num, *n)? {
             if !push_cmp(c, &mut cons) {
-                return Ok(Plan::empty());
+                return Ok(None);
             }
         }
     }
     let mut needed_solved: Vec<usize> = Vec::new();
-    for &id in &opaque {
+    for &id in opaque {
         let mut deps = Vec::new();
         for &s in &preds[id as usize].slots {
             if free.iter().any(|f| f.0 == s) {
                 deps.push(s);
-            } else if let Some(k) = is_solved(s) {
-                union_into(&mut deps, &free_deps(&solved[k].0.num));
+            } else if let Some(k) = solved.iter().position(|x| x.0.var == s) {
+                union_into(&mut deps, &free_deps(&solved[k].0.num, free));
                 needed_solved.push(k);
             }
         }
@@ -229,13 +257,23 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
     }
     needed_solved.sort_unstable();
     needed_solved.dedup();
+    Ok(Some((cons, needed_solved)))
+}
 
-    // Variables nobody mentions are a factor; one variable with only
-    // comparisons is counted by intervals; the rest are enumerated.
+/// The plan's shape: variables nobody mentions are a factor; one variable
+/// with only comparisons is counted by intervals; the rest are enumerated,
+/// each constraint checked at the innermost level it depends on.
+fn place_items(
+    preds: &[PNode],
+    cons: Vec<Item>,
+    needed_solved: Vec<usize>,
+    solved: &[SolvedLoop],
+    free: &[(u32, i64)],
+) -> Result<Plan> {
     let mentioned = |s: u32| cons.iter().any(|c| c.deps.binary_search(&s).is_ok());
     let mut factor: Option<u128> = Some(1);
     let mut remaining: Vec<(u32, i64)> = Vec::new();
-    for &(s, n) in &free {
+    for &(s, n) in free {
         if mentioned(s) {
             remaining.push((s, n));
         } else {
@@ -308,7 +346,7 @@ pub(super) fn build_plan(preds: &[PNode], loops: &[(u32, i64)], conj: &[u32]) ->
     }
     for k in needed_solved {
         let (Solved { var: s, num: e, .. }, _) = &solved[k];
-        let deps = free_deps(e);
+        let deps = free_deps(e, free);
         let stage = match level_of(&deps, &levels) {
             Some(k) => &mut levels[k].stage,
             None => &mut pre,
