@@ -75,39 +75,29 @@ def _atl(args, stdin=None):
     return r.stdout
 
 
-def _tokens(text):
-    return text.replace("(", " ( ").replace(")", " ) ").split()
-
-
 def _dim(expr, sizes):
     """Value of a manifest dimension (`n`, `3`, `(- (+ m n) 1)`, `(* 2 n)`)."""
-    toks = _tokens(expr)
 
-    def parse(k):
-        t = toks[k]
-        if t != "(":
-            if t.lstrip("-").isdigit():
-                return int(t), k + 1
-            if t not in sizes:
-                raise ValueError("size %s is not known (give it with sizes={...})" % t)
-            return int(sizes[t]), k + 1
-        op, k = toks[k + 1], k + 2
-        args = []
-        while toks[k] != ")":
-            v, k = parse(k)
-            args.append(v)
+    def value(tree):
+        if isinstance(tree, str):
+            if tree.lstrip("-").isdigit():
+                return int(tree)
+            if tree not in sizes:
+                raise ValueError("size %s is not known (give it with sizes={...})" % tree)
+            return int(sizes[tree])
+        op, args = tree[0], [value(a) for a in tree[1:]]
         if op == "+":
-            return sum(args), k + 1
+            return sum(args)
         if op == "-":
-            return (args[0] - sum(args[1:])) if len(args) > 1 else -args[0], k + 1
+            return (args[0] - sum(args[1:])) if len(args) > 1 else -args[0]
         if op == "*":
             p = 1
             for a in args:
                 p *= a
-            return p, k + 1
+            return p
         raise ValueError("unknown dimension form %r" % op)
 
-    return parse(0)[0]
+    return value(_checks.dim_tree(expr))
 
 
 class _Relation:

@@ -107,8 +107,10 @@ def array_of_rank(what, value, rank, shape, relation=False):
 _SEXP_TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
-def infix(dim):
-    """A manifest dimension ``(- (+ m n) 1)`` as ``m + n - 1``."""
+def dim_tree(dim):
+    """A manifest dimension (``n``, ``3``, ``(- (+ m n) 1)``, ``(* 2 n)``)
+    read: a token (a size's name or an integer's text) or a tuple
+    ``(op, operand, ...)``."""
     tokens = _SEXP_TOKEN.findall(dim)
 
     def parse(k):
@@ -119,17 +121,29 @@ def infix(dim):
         while tokens[k] != ")":
             a, k = parse(k)
             args.append(a)
+        return (op,) + tuple(args), k + 1
+
+    return parse(0)[0]
+
+
+def infix(dim):
+    """A manifest dimension ``(- (+ m n) 1)`` as ``m + n - 1``."""
+
+    def show(tree):
+        if isinstance(tree, str):
+            return tree
+        op, args = tree[0], [show(a) for a in tree[1:]]
         if op == "*":
-            return " * ".join(a if " " not in a else "(%s)" % a for a in args), k + 1
+            return " * ".join(a if " " not in a else "(%s)" % a for a in args)
         if op == "-" and len(args) == 1:
-            return "-" + (args[0] if " " not in args[0] else "(%s)" % args[0]), k + 1
+            return "-" + (args[0] if " " not in args[0] else "(%s)" % args[0])
         # a + b - c: only a right operand of - that is a sum needs parentheses
         text = args[0]
         for a in args[1:]:
             text += " %s %s" % (op, a if op == "+" or " " not in a else "(%s)" % a)
-        return text, k + 1
+        return text
 
-    return parse(0)[0]
+    return show(dim_tree(dim))
 
 
 def shape_text(dims):
