@@ -6,7 +6,9 @@
     g = atl_egg.grad("corpus/deconv_signal_loss.atl", wrt=["c"])
     dc = g(x=x, c=c, z=z)
 
-A small module over `ctypes` and NumPy, with no build step: `load` runs
+A small module over `ctypes` and NumPy, with no build step (its argument
+checks are the package's, python/package/atl_egg/_checks.py, plain Python
+read by its path: use it from a checkout of the repository): `load` runs
 `atl-egg compile` (the binary is `$ATL_EGG_BIN`, else `atl-egg` on the
 PATH) to get the shared library and its JSON manifest, in a temporary
 directory removed before `load` returns, and the callable it returns
@@ -19,7 +21,7 @@ is not a Python identifier, such as `a.b`, is passed as `f(**{"a.b": v})`
 or in `inputs`):
 * a tensor is an array of exactly its declared rank and shape, of real
   numbers (passed as float64, C-contiguous); a real a real number; a pair
-  a 2-tuple. A relation is its tuples: an integer array of shape
+  a 2-tuple (or `(a, b, c)` for `(a, (b, c))`). A relation is its tuples: an integer array of shape
   (nnz, arity), a SciPy sparse matrix or array (arity 2: its stored
   nonzeros), or its dense map, a boolean (or 0/1) array of the declared
   rank (an integer array of shape (k, arity) is always read as tuples). The
@@ -35,12 +37,29 @@ and the meaning the manifest gives it).
 """
 
 import ctypes
+import importlib.util
 import json
 import os
 import subprocess
 import tempfile
 
 import numpy as np
+
+
+def _load_checks():
+    """The argument checks this loader shares with the package
+    (python/package/atl_egg/_checks.py: plain Python, nothing to build),
+    read by their path: the package is `atl_egg` too, and need not be
+    installed."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "package", "atl_egg", "_checks.py")
+    spec = importlib.util.spec_from_file_location("_atl_egg_loader_checks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_checks = _load_checks()
 
 __all__ = ["load", "load_library", "grad", "vjp", "AtlFunction", "AtlError"]
 
@@ -56,70 +75,29 @@ def _atl(args, stdin=None):
     return r.stdout
 
 
-def _tokens(text):
-    return text.replace("(", " ( ").replace(")", " ) ").split()
-
-
 def _dim(expr, sizes):
     """Value of a manifest dimension (`n`, `3`, `(- (+ m n) 1)`, `(* 2 n)`)."""
-    toks = _tokens(expr)
 
-    def parse(k):
-        t = toks[k]
-        if t != "(":
-            if t.lstrip("-").isdigit():
-                return int(t), k + 1
-            if t not in sizes:
-                raise ValueError("size %s is not known (give it with sizes={...})" % t)
-            return int(sizes[t]), k + 1
-        op, k = toks[k + 1], k + 2
-        args = []
-        while toks[k] != ")":
-            v, k = parse(k)
-            args.append(v)
+    def value(tree):
+        if isinstance(tree, str):
+            if tree.lstrip("-").isdigit():
+                return int(tree)
+            if tree not in sizes:
+                raise ValueError("size %s is not known (give it with sizes={...})" % tree)
+            return int(sizes[tree])
+        op, args = tree[0], [value(a) for a in tree[1:]]
         if op == "+":
-            return sum(args), k + 1
+            return sum(args)
         if op == "-":
-            return (args[0] - sum(args[1:])) if len(args) > 1 else -args[0], k + 1
+            return (args[0] - sum(args[1:])) if len(args) > 1 else -args[0]
         if op == "*":
             p = 1
             for a in args:
                 p *= a
-            return p, k + 1
+            return p
         raise ValueError("unknown dimension form %r" % op)
 
-    return parse(0)[0]
-
-
-_INT64_LIMIT = 2 ** 63
-
-
-def _exact_size(name, value):
-    """`value` as a size: an exact non-negative integer below 2^63 (no
-    bool, no float, nothing reduced modulo 2^64)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError("size %s must be an integer, got %r" % (name, value))
-    value = int(value)
-    if not 0 <= value < _INT64_LIMIT:
-        raise ValueError("size %s must be a non-negative integer below 2^63, got %d" % (name, value))
-    return value
-
-
-def _describe(value):
-    if isinstance(value, np.ndarray):
-        return "an array of shape %s and dtype %s" % (value.shape, value.dtype)
-    return "%s %r" % (type(value).__name__, value)
-
-
-def _real_scalar(what, value):
-    """A real argument: a Python or NumPy real number (or a 0-d array of one)."""
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
-        raise TypeError("%s must be a real number, got %s" % (what, _describe(value)))
-    return float(value)
+    return value(_checks.dim_tree(expr))
 
 
 class _Relation:
@@ -136,8 +114,9 @@ def _is_scipy_sparse(value):
     return mod.startswith("scipy.sparse") and hasattr(value, "tocoo")
 
 
-def _relation_arg(what, value, arity):
-    """A relation argument in any accepted form, as its sorted tuples."""
+def _relation_arg(what, value, arity, shape):
+    """A relation argument in any accepted form, as its sorted tuples
+    (``shape`` is the declared shape's text)."""
     if _is_scipy_sparse(value):
         if arity != 2:
             raise TypeError("%s has %d argument(s); a SciPy sparse matrix gives 2" % (what, arity))
@@ -147,15 +126,16 @@ def _relation_arg(what, value, arity):
         # a COO matrix may store a coordinate twice: its tuple is in the relation once
         return _sorted_tuples(what, tuples, tuple(m.shape), duplicates_ok=True)
     if value is None or isinstance(value, (str, bytes, dict, bool, int, float, complex, np.generic)):
-        raise TypeError("%s must be an array of tuples or of %d dimension(s), got %s" % (
-            what, arity, _describe(value)))
+        raise TypeError("%s must be an array of tuples (k, %d) or of shape %s, got %s" % (
+            what, arity, shape, _checks.describe(value)))
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError) as e:
-        raise TypeError("%s must be an array of tuples or of %d dimension(s): %s" % (what, arity, e))
+        raise TypeError("%s must be an array of tuples (k, %d) or of shape %s: %s"
+                        % (what, arity, shape, e)) from None
     if arr.dtype.kind in "iu" and arr.ndim == 2 and arr.shape[1] == arity:
         return _sorted_tuples(what, arr.astype(np.int64), None, duplicates_ok=False)
-    dense = _array_of_rank(what, arr, arity, True)
+    dense = _checks.array_of_rank(what, arr, arity, shape, relation=True)
     return _Relation(np.argwhere(dense).astype(np.int64).reshape(-1, arity), dense.shape)
 
 
@@ -208,39 +188,6 @@ def _compressed_layout(tuples, dims):
         at += len(crd)
         parts += [pos, crd]
     return np.ascontiguousarray(np.concatenate(parts), dtype=np.int64)
-
-
-def _array_of_rank(what, value, rank, relation):
-    """A tensor (or relation) argument as a C-contiguous float64 (uint8)
-    array, after checking that it is an array of `rank` dimensions of
-    numbers (booleans or 0/1 for a relation)."""
-    if value is None or isinstance(value, (str, bytes, dict, bool, int, float, complex, np.generic)):
-        raise TypeError("%s must be an array of %d dimension(s), got %s" % (what, rank, _describe(value)))
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError) as e:
-        raise TypeError("%s must be an array of %d dimension(s): %s" % (what, rank, e))
-    if arr.ndim != rank:
-        raise ValueError("%s must be an array of %d dimension(s), got %s" % (what, rank, _describe(arr)))
-    if relation:
-        if arr.dtype.kind not in "biu" or (arr.dtype.kind != "b" and not np.isin(arr, (0, 1)).all()):
-            raise TypeError("%s must be a boolean (or 0/1) array, got %s" % (what, _describe(arr)))
-        return np.ascontiguousarray(arr, dtype=np.uint8)
-    if arr.dtype.kind not in "iuf":
-        raise TypeError("%s must be an array of real numbers, got %s" % (what, _describe(arr)))
-    return np.ascontiguousarray(arr, dtype=np.float64)
-
-
-def _component(value, steps, name):
-    """The component of a (nested pair) argument `name` at `steps`
-    ([1, 0] -> value[1][0]); each level must be a 2-tuple or 2-list."""
-    where = name
-    for step in steps:
-        if not isinstance(value, (tuple, list)) or len(value) != 2:
-            raise TypeError("%s must be a pair (a 2-tuple), got %s" % (where, _describe(value)))
-        value = value[step]
-        where += ".%d" % step
-    return value
 
 
 class AtlError(RuntimeError):
@@ -306,20 +253,12 @@ class AtlFunction:
     def _bind(self, args, inputs, kwargs):
         """The arguments by input name; TypeError for unknown, repeated or
         missing ones."""
-        if len(args) > len(self.inputs):
-            raise TypeError("%d inputs given, the function takes %d" % (len(args), len(self.inputs)))
-        given = dict(zip(self.inputs, args))
-        for source in (dict(inputs or {}), kwargs):
-            for k, v in source.items():
-                if k not in self.inputs:
-                    raise TypeError("unknown input %r (the inputs are %s)" % (k, ", ".join(self.inputs)))
-                if k in given:
-                    raise TypeError("input %r given twice" % k)
-                given[k] = v
-        missing = [n for n in self.inputs if n not in given]
-        if missing:
-            raise TypeError("missing input(s): %s" % ", ".join(missing))
-        return given
+        inputs = dict(inputs or {})
+        for k in inputs:
+            if k in kwargs:
+                raise TypeError("input %r given twice" % k)
+        values = _checks.bind(self.inputs, args, dict(inputs, **kwargs), noun="input")
+        return dict(zip(self.inputs, values))
 
     def _leaf_values(self, given):
         """Each C parameter's value, checked: reals as floats, tensors and
@@ -328,18 +267,15 @@ class AtlFunction:
         for name, params in self._leaves:
             for p, steps in params:
                 what = "input %r" % name if not steps else "input %r component %s" % (
-                    name, p["source"][len(name) + 1:])
-                v = _component(given[name], steps, "input %r" % name)
+                    name, ".".join(str(s) for s in steps))
+                v = _checks.component("input %r" % name, given[name], steps)
+                shape, rank = _checks.shape_text(p["shape"]), len(p["shape"])
                 if p["kind"] == "real":
-                    leaves[p["source"]] = _real_scalar(what, v)
+                    leaves[p["source"]] = _checks.real_number(what, v)
                 elif p["kind"] == "relation":
-                    shape = "(%s)" % ", ".join(p["shape"])
-                    leaves[p["source"]] = _relation_arg(
-                        "%s (shape %s)" % (what, shape), v, len(p["shape"]))
+                    leaves[p["source"]] = _relation_arg(what, v, rank, shape)
                 else:
-                    shape = "(%s)" % ", ".join(p["shape"])
-                    leaves[p["source"]] = _array_of_rank(
-                        "%s (shape %s)" % (what, shape), v, len(p["shape"]), p["kind"] == "relation")
+                    leaves[p["source"]] = _checks.array_of_rank(what, v, rank, shape)
         return leaves
 
     def _sizes(self, sizes, leaves):
@@ -349,7 +285,7 @@ class AtlFunction:
         for k, v in dict(sizes or {}).items():
             if k not in self.sizes:
                 raise TypeError("unknown size %r (the sizes are %s)" % (k, ", ".join(self.sizes) or "none"))
-            known[k] = _exact_size(k, v)
+            known[k] = _checks.exact_size(k, v)
         for s in self.sizes:
             if s in known:
                 continue
@@ -367,7 +303,7 @@ class AtlFunction:
     def _shape(self, dims, known, what):
         shape = tuple(_dim(d, known) for d in dims)
         for d, n in zip(dims, shape):
-            if not 0 <= n < _INT64_LIMIT:
+            if not 0 <= n < _checks.INT64_LIMIT:
                 raise ValueError("%s: dimension %s is %d at these sizes" % (what, d, n))
         return shape
 
@@ -385,14 +321,14 @@ class AtlFunction:
                 rel = leaves[p["source"]]
                 want = self._shape(p["shape"], known, "input %s" % p["source"])
                 if rel.shape is not None and tuple(rel.shape) != want:
-                    raise ValueError("input %s has shape %s, expected (%s) = %s" % (
-                        p["source"], tuple(rel.shape), ", ".join(p["shape"]), want))
+                    raise ValueError("input %s has shape %s, expected %s = %s" % (
+                        p["source"], tuple(rel.shape), _checks.shape_text(p["shape"]), want))
                 if len(rel.tuples):
                     over = rel.tuples >= np.asarray(want, dtype=np.int64)
                     if over.any():
                         bad = tuple(int(c) for c in rel.tuples[over.any(axis=1)][0])
-                        raise ValueError("input %s: the tuple %s is out of range (shape (%s) = %s)" % (
-                            p["source"], bad, ", ".join(p["shape"]), want))
+                        raise ValueError("input %s: the tuple %s is out of range (shape %s = %s)" % (
+                            p["source"], bad, _checks.shape_text(p["shape"]), want))
                 layout = _compressed_layout(rel.tuples, want)
                 keep.append(layout)
                 call.append(layout.ctypes.data_as(ctypes.c_void_p))
@@ -400,8 +336,8 @@ class AtlFunction:
                 arr = leaves[p["source"]]
                 want = self._shape(p["shape"], known, "input %s" % p["source"])
                 if arr.shape != want:
-                    raise ValueError("input %s has shape %s, expected (%s) = %s" % (
-                        p["source"], arr.shape, ", ".join(p["shape"]), want))
+                    raise ValueError("input %s has shape %s, expected %s = %s" % (
+                        p["source"], arr.shape, _checks.shape_text(p["shape"]), want))
                 call.append(arr.ctypes.data_as(ctypes.c_void_p))
         outs = []
         for o in self.manifest["outputs"]:

@@ -168,7 +168,7 @@ class Loader(unittest.TestCase):
         f = atl_egg.load(os.path.join(CORPUS, "deconv_signal_loss.atl"))
         x, c, z = np.zeros(6), np.zeros(3), np.zeros(4)
         for bad in (None, 1.5, np.float64(2.0), "abc", [[1.0], [2.0]]):
-            with self.assertRaisesRegex((TypeError, ValueError), r"input 'c' \(shape \(m\)\)"):
+            with self.assertRaisesRegex((TypeError, ValueError), r"input 'c' must be an array of shape \(m,\)"):
                 f(x=x, c=bad, z=z)
         with self.assertRaisesRegex(ValueError, r"input 'x'.*1 dimension.*\(6, 1\)"):
             f(x=np.zeros((6, 1)), c=c, z=z)

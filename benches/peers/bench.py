@@ -25,6 +25,9 @@ sys.path.insert(0, HERE)
 import atl_egg  # noqa: E402
 import programs  # noqa: E402
 
+if not hasattr(atl_egg, "Function"):  # the ctypes loader python/atl_egg.py, not the package
+    sys.exit("`import atl_egg` found %s, not the atl_egg package" % atl_egg.__file__)
+
 SYSTEMS = ("atl", "jax", "torch")
 CHECK_RTOL = 1e-8
 

@@ -569,7 +569,7 @@ impl Kernel {
         // the thread count is per calling thread, and the call below runs on
         // this one (detaching only releases the interpreter's lock)
         self._compiled
-            .use_threads(threads)
+            .set_threads(threads.unwrap_or_else(default_threads))
             .map_err(|e| atl_error(py, &e, None))?;
         let entry = self.entry;
         // SAFETY: every buffer was checked above to hold exactly the
@@ -605,6 +605,20 @@ impl Kernel {
             None,
             Some(rc),
         ))
+    }
+}
+
+/// The threads of a call that sets none: the library's default
+/// (`OMP_NUM_THREADS`, else one per core), read again on every call while
+/// `OMP_NUM_THREADS` is set, and else counted once: counting the cores
+/// reads the process's CPU affinity and cgroup quota files, a dozen system
+/// calls, longer than a call of a small function.
+fn default_threads() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if std::env::var_os("OMP_NUM_THREADS").is_some() {
+        atl_egg::backend::default_threads()
+    } else {
+        *CORES.get_or_init(atl_egg::backend::default_threads)
     }
 }
 

@@ -218,3 +218,38 @@ def test_threads_are_set_by_load_and_the_transforms():
             ae.load(MATMUL_LOSS, threads=bad)
         with pytest.raises(error, match="threads"):
             f.threads = bad
+
+
+NO_SUBPROCESS = """
+import sys
+import numpy as np, atl_egg as ae
+
+def refuse(event, args):
+    if event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn"):
+        raise RuntimeError(event + " started a process: " + repr(args))
+
+sys.addaudithook(refuse)
+f = ae.load(%r)
+args = np.ones(9), np.ones(3), np.ones(7)
+g = ae.value_and_grad(f, wrt=["c", "z"])
+value, (dc, dz) = g(*args)
+assert f(*args) == value and dc.shape == (3,)
+print("ok")
+"""
+
+
+def test_the_package_starts_no_process_to_compile_or_call(tmp_path):
+    """The compiler is in the extension: loading, differentiating and
+    calling run no `atl-egg` process (Python's audit events would show
+    one). The C compiler is run by the extension, once per program, and
+    cached; a fresh cache makes it run here."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = dict(os.environ, ATL_EGG_CACHE=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-c", NO_SUBPROCESS % DECONV], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

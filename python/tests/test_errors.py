@@ -30,7 +30,8 @@ X, C, Z = np.zeros(9), np.zeros(3), np.zeros(7)
     # a transposed matrix or a swapped input: the argument that is wrong is named
     ((X, C, Z[:5]), {}, ValueError, r"argument 'x' has shape \(9,\), expected \(m \+ n - 1,\) = \(7,\)"),
     ((X, C.reshape(1, 3), Z), {}, ValueError, r"argument 'c' must be an array of shape \(m,\) \(1 dimension\)"),
-    ((X, C), {}, TypeError, r"missing argument 'z'"),
+    ((X, C), {}, TypeError, r"missing argument 'z' \(an array of shape \(n,\)\)"),
+    ((X,), {}, TypeError, r"missing arguments 'c' \(an array of shape \(m,\)\), 'z' \(an array"),
     ((X, C, Z, Z), {}, TypeError, r"4 arguments given, the function takes 3 \(x, c, z\)"),
     ((X, C, Z), {"w": Z}, TypeError, r"unknown argument 'w' \(the inputs are x, c, z\)"),
     ((X, C), {"c": C, "z": Z}, TypeError, r"argument 'c' given twice"),
@@ -48,6 +49,38 @@ def test_bad_arguments_are_named(f, args, kwargs, error, pattern):
         f(*args, **kwargs)
 
 
+class _CountingKernel:
+    """A compiled function's kernel that counts the calls of its native code."""
+
+    def __init__(self, kernel):
+        self._kernel, self.calls = kernel, 0
+
+    def __getattr__(self, name):
+        return getattr(self._kernel, name)
+
+    def call(self, *args):
+        self.calls += 1
+        return self._kernel.call(*args)
+
+
+def test_bad_arguments_are_refused_before_the_compiled_code_runs():
+    g = ae.load(DECONV).compile()
+    g._kernel = counting = _CountingKernel(g._kernel)
+    out = np.full((), 7.0)
+    bad_calls = [
+        ((X[:-1], C, Z), {}), ((X, C, Z[:5]), {}), ((X, C.reshape(1, 3), Z), {}),
+        ((X, C), {}), ((X, C, Z, Z), {}), ((X, C, Z), {"w": Z}),
+        ((X, C.astype(complex), Z), {}), ((X, np.array([0.0, np.nan, 1.0]), Z), {}),
+        ((X, C, Z), {"sizes": {"k": 2}}), ((X, C, Z), {"sizes": {"n": 2.0}}),
+        ((X, C, Z), {"out": np.zeros(2)}), ((X, C, Z), {"out": np.zeros((), dtype=np.float32)}),
+    ]
+    for args, kwargs in bad_calls:
+        with pytest.raises((TypeError, ValueError)):
+            g(*args, **kwargs)
+    assert counting.calls == 0
+    assert g(X, C, Z, out=out) == 0.0 and out == 0.0 and counting.calls == 1  # out= written
+
+
 def test_real_and_pair_arguments_are_checked():
     g = ae.load(corpus("pair_moments"))
     p = (np.zeros(4), np.zeros(4))
@@ -58,6 +91,11 @@ def test_real_and_pair_arguments_are_checked():
         g(p, float("nan"))
     with pytest.raises(TypeError, match="argument 'p' must be a pair"):
         g(np.zeros(4), 0.5)
+    with pytest.raises(TypeError, match=r"missing argument 'p' \(a tuple \(an array of shape \(n,\), "
+                                        r"an array of shape \(n,\)\)\)"):
+        g(c=0.5)
+    with pytest.raises(TypeError, match=r"missing argument 'c' \(a real number\)"):
+        g(p)
     with pytest.raises(ValueError, match=r"disagree on size n: argument 'p' component 0 of shape "
                                          r"\(n,\) has n = 4, argument 'p' component 1 of shape \(n,\) has n = 3"):
         g((np.zeros(4), np.zeros(3)), 0.5)
@@ -126,11 +164,11 @@ SCRIPT = textwrap.dedent("""
 """) % (DECONV, corpus("pair_moments"))
 
 
-def run_script(env_changes):
+def run_script(env_changes, script=SCRIPT):
     env = {k: v for k, v in os.environ.items()
-           if k not in ("ATL_EGG_CACHE", "XDG_CACHE_HOME", "HOME", "TMPDIR")}
+           if k not in ("ATL_EGG_CACHE", "XDG_CACHE_HOME", "HOME", "TMPDIR", "CC")}
     env.update(env_changes)
-    r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                        cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
@@ -154,3 +192,23 @@ def test_the_cache_holds_only_libraries_and_their_hashes_and_is_reused(tmp_path)
     run_script({"TMPDIR": str(tmp), "ATL_EGG_CACHE": str(cache)})
     assert sorted(os.listdir(cache)) == first
     assert {n: os.stat(cache / n).st_mtime_ns for n in first} == stamps  # not rebuilt
+
+
+FAILING_BUILD = textwrap.dedent("""
+    import numpy as np, atl_egg as ae
+    f = ae.load("(fn f ((x (tensor n R))) (sum i n (* (get x i) 3.5)))")
+    try:
+        f(np.ones(3))
+    except ae.AtlError as e:
+        assert "compil" in str(e), e
+        print("ok")
+""")
+
+
+@pytest.mark.parametrize("cc", ["false", "no-such-compiler-atl-egg"])
+def test_no_file_is_left_when_the_c_compiler_fails(tmp_path, cc):
+    tmp, cache = tmp_path / "tmp", tmp_path / "cache"
+    tmp.mkdir()
+    run_script({"TMPDIR": str(tmp), "ATL_EGG_CACHE": str(cache), "CC": cc}, FAILING_BUILD)
+    assert os.listdir(tmp) == []
+    assert not cache.exists() or os.listdir(cache) == []

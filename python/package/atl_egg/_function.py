@@ -2,14 +2,12 @@
 checking, calls and results."""
 
 import os
-import re
 
 import numpy as np
 
 from . import _native
+from ._checks import array_of_rank, bind, component, describe, exact_size, real_number, shape_text
 from ._native import AtlError
-
-_INT64_LIMIT = 2 ** 63
 
 
 class Function:
@@ -112,7 +110,7 @@ class Function:
     def __call__(self, *args, sizes=None, out=None, **kwargs):
         self.compile()
         layout = self._layout
-        given = _bind(self.inputs, args, kwargs)
+        given = bind(self.inputs, args, kwargs, expected=layout.expected)
         leaves = layout.leaf_values(given)
         size_values = layout.sizes_from(leaves, sizes)
         in_shapes, out_shapes = self._kernel.shapes(size_values)
@@ -128,7 +126,7 @@ class Function:
         result's order), without running the function."""
         self.compile()
         layout = self._layout
-        leaves = layout.leaf_values(_bind(self.inputs, args, kwargs))
+        leaves = layout.leaf_values(bind(self.inputs, args, kwargs, expected=layout.expected))
         size_values = layout.sizes_from(leaves, sizes)
         in_shapes, out_shapes = self._kernel.shapes(size_values)
         layout.check_shapes(leaves, in_shapes, size_values)
@@ -148,26 +146,6 @@ class Function:
         return [tuple(s) for s in self._kernel.shapes(size_values)[1]]
 
 
-def _bind(names, args, kwargs):
-    """The arguments by input name, in order; TypeError for a missing,
-    unknown or repeated one."""
-    if len(args) > len(names):
-        raise TypeError("%d arguments given, the function takes %d (%s)"
-                        % (len(args), len(names), ", ".join(names)))
-    given = dict(zip(names, args))
-    for k, v in kwargs.items():
-        if k not in names:
-            raise TypeError("unknown argument %r (the inputs are %s)" % (k, ", ".join(names)))
-        if k in given:
-            raise TypeError("argument %r given twice" % k)
-        given[k] = v
-    missing = [n for n in names if n not in given]
-    if missing:
-        raise TypeError("missing argument%s %s" % ("s" if len(missing) > 1 else "",
-                                                   ", ".join(repr(m) for m in missing)))
-    return [given[n] for n in names]
-
-
 def _unflatten(value, levels):
     """``(a, (b, c))`` as ``(a, b, c)`` for ``levels`` = 2."""
     if levels == 0:
@@ -180,40 +158,6 @@ def _unflatten(value, levels):
     return tuple(out)
 
 
-def _describe(value):
-    if isinstance(value, np.ndarray):
-        return "an array of shape %s and dtype %s" % (value.shape, value.dtype)
-    return "%s %r" % (type(value).__name__, value)
-
-
-_SEXP_TOKEN = re.compile(r"\(|\)|[^\s()]+")
-
-
-def infix(dim):
-    """A manifest dimension ``(- (+ m n) 1)`` as ``m + n - 1``."""
-    tokens = _SEXP_TOKEN.findall(dim)
-
-    def parse(k):
-        if tokens[k] != "(":
-            return tokens[k], k + 1
-        op, k = tokens[k + 1], k + 2
-        args = []
-        while tokens[k] != ")":
-            a, k = parse(k)
-            args.append(a)
-        if op == "*":
-            return " * ".join(a if " " not in a else "(%s)" % a for a in args), k + 1
-        if op == "-" and len(args) == 1:
-            return "-" + (args[0] if " " not in args[0] else "(%s)" % args[0]), k + 1
-        # a + b - c: only a right operand of - that is a sum needs parentheses
-        text = args[0]
-        for a in args[1:]:
-            text += " %s %s" % (op, a if op == "+" or " " not in a else "(%s)" % a)
-        return text, k + 1
-
-    return parse(0)[0]
-
-
 class _Leaf:
     """One C parameter of an input: where it is in the input (steps into
     pairs), its kind and dimensions."""
@@ -224,8 +168,7 @@ class _Leaf:
         self.steps = steps
         self.where = param["source"]
         self.rank = len(self.dims)
-        self.shape_text = "(%s%s)" % (", ".join(infix(d) for d in self.dims),
-                                      "," if len(self.dims) == 1 else "")
+        self.shape_text = shape_text(self.dims)
 
 
 class _Layout:
@@ -260,12 +203,24 @@ class _Layout:
         self.outputs = [o["leaf"] for o in manifest["outputs"]]
         self.returns = manifest.get("returns", {})
 
+    def expected(self, name):
+        """What input ``name`` must be: "an array of shape (n,)", "a real
+        number", a tuple of those for a pair."""
+        leaves = dict(self.inputs)[name]
+        parts = ["a real number" if leaf.kind == "real" else
+                 "%s of shape %s" % ("a boolean array" if leaf.kind == "relation" else "an array",
+                                     leaf.shape_text)
+                 for leaf in leaves]
+        if len(leaves) == 1 and not leaves[0].steps:
+            return parts[0]
+        return "a tuple (%s)" % ", ".join(parts)
+
     def leaf_values(self, values):
         """Each input's leaves as arrays the native code takes: a list of
         lists, input by input."""
         out = []
         for (name, leaves), value in zip(self.inputs, values):
-            out.append([_leaf_array(name, leaf, _component(name, value, leaf.steps))
+            out.append([_leaf_array(name, leaf, component("argument %r" % name, value, leaf.steps))
                         for leaf in leaves])
         return out
 
@@ -280,7 +235,7 @@ class _Layout:
         values = []
         for s in self.size_names:
             if s in given:
-                values.append(_exact_size(s, given[s]))
+                values.append(exact_size(s, given[s]))
             elif s in self.size_source:
                 values.append(self._inferred(s, leaves))
             else:
@@ -330,7 +285,7 @@ class _Layout:
         for k, (arr, shape) in enumerate(zip(arrays, shapes)):
             what = "out= array %d (result %s)" % (k, self.outputs[k])
             if not isinstance(arr, np.ndarray) or arr.dtype != np.float64:
-                raise TypeError("%s must be a float64 array, got %s" % (what, _describe(arr)))
+                raise TypeError("%s must be a float64 array, got %s" % (what, describe(arr)))
             if arr.shape != tuple(shape):
                 raise ValueError("%s has shape %s, expected %s" % (what, arr.shape, tuple(shape)))
             if not arr.flags.c_contiguous or not arr.flags.writeable:
@@ -357,20 +312,6 @@ def _what(name, leaf):
     return "argument %r component %s" % (name, ".".join(str(s) for s in leaf.steps))
 
 
-def _component(name, value, steps):
-    """The component of a pair argument at ``steps``: a tuple ``(a, b)``
-    or a longer tuple ``(a, b, c)`` read as ``(a, (b, c))``."""
-    where = "argument %r" % name
-    for step in steps:
-        if isinstance(value, list):
-            value = tuple(value)
-        if not isinstance(value, tuple) or len(value) < 2:
-            raise TypeError("%s must be a pair (a tuple), got %s" % (where, _describe(value)))
-        value = value[0] if step == 0 else (value[1] if len(value) == 2 else value[1:])
-        where += " component %d" % step
-    return value
-
-
 def _leaf_array(name, leaf, value):
     if (type(value) is np.ndarray and value.dtype == np.float64 and leaf.kind == "tensor"
             and value.ndim == leaf.rank and value.flags.c_contiguous):
@@ -378,7 +319,8 @@ def _leaf_array(name, leaf, value):
     elif leaf.kind == "real":
         return _real_scalar(_what(name, leaf), value)
     else:
-        arr = _converted(_what(name, leaf), leaf, value)
+        arr = array_of_rank(_what(name, leaf), value, leaf.rank, leaf.shape_text,
+                            relation=leaf.kind == "relation")
         if leaf.kind == "relation":
             return arr
     if not np.isfinite(arr).all():
@@ -387,53 +329,11 @@ def _leaf_array(name, leaf, value):
     return arr
 
 
-def _converted(what, leaf, value):
-    """A tensor or relation argument, checked, as a C-contiguous float64
-    (uint8 for a relation) array."""
-    shape, rank = leaf.shape_text, leaf.rank
-    if not isinstance(value, np.ndarray):
-        if value is None or isinstance(value, (str, bytes, dict, bool, int, float, complex,
-                                               np.generic, tuple)):
-            raise TypeError("%s must be an array of shape %s, got %s" % (what, shape, _describe(value)))
-        try:
-            value = np.asarray(value)
-        except (TypeError, ValueError) as e:
-            raise TypeError("%s must be an array of shape %s: %s" % (what, shape, e)) from None
-    if value.ndim != rank:
-        raise ValueError("%s must be an array of shape %s (%d dimension%s), got %s"
-                         % (what, shape, rank, "" if rank == 1 else "s", _describe(value)))
-    if leaf.kind == "relation":
-        if value.dtype.kind == "b":
-            return np.ascontiguousarray(value, dtype=np.uint8)
-        if value.dtype.kind in "iu" and np.isin(value, (0, 1)).all():
-            return np.ascontiguousarray(value, dtype=np.uint8)
-        raise TypeError("%s must be a boolean (or 0/1) array of shape %s, got %s"
-                        % (what, shape, _describe(value)))
-    if value.dtype.kind not in "iuf":
-        raise TypeError("%s must be an array of real numbers (float or integer dtype) of shape %s, "
-                        "got %s" % (what, shape, _describe(value)))
-    return np.ascontiguousarray(value, dtype=np.float64)
-
-
 def _real_scalar(what, value):
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-            value, (int, float, np.integer, np.floating)):
-        raise TypeError("%s must be a real number, got %s" % (what, _describe(value)))
-    x = float(value)
+    x = real_number(what, value)
     if not np.isfinite(x):
         raise ValueError("%s must be finite, got %r" % (what, x))
     return np.array([x])
-
-
-def _exact_size(name, value):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError("size %s must be an integer, got %r" % (name, value))
-    value = int(value)
-    if not 0 <= value < _INT64_LIMIT:
-        raise ValueError("size %s must be a non-negative integer below 2^63, got %d" % (name, value))
-    return value
 
 
 def _thread_count(threads):
@@ -441,7 +341,7 @@ def _thread_count(threads):
     if threads is None:
         return None
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
-        raise TypeError("threads takes a positive integer or None, got %s" % _describe(threads))
+        raise TypeError("threads takes a positive integer or None, got %s" % describe(threads))
     if threads < 1:
         raise ValueError("threads must be at least 1, got %d" % threads)
     return int(threads)
@@ -477,7 +377,7 @@ def load(source, name=None, threads=None):
         return Function(_native.Program.parse(text, path, name), source=path, threads=threads)
     if isinstance(source, str):
         return Function(_native.Program.parse(source, "<string>", name), threads=threads)
-    raise TypeError("load takes a path or ATL text, got %s" % _describe(source))
+    raise TypeError("load takes a path or ATL text, got %s" % describe(source))
 
 
 __all__ = ["Function", "load", "AtlError"]
