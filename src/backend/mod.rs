@@ -167,14 +167,6 @@ impl Compiled {
         Ok(())
     }
 
-    /// Run the parallel loops of later calls from this thread on `threads`
-    /// threads if given, else on [`default_threads`]: unlike
-    /// [`Compiled::set_threads`], a call with `None` undoes an earlier
-    /// setting on this thread.
-    pub fn use_threads(&self, threads: Option<usize>) -> Result<()> {
-        self.set_threads(threads.unwrap_or_else(default_threads))
-    }
-
     /// Run on `inputs`: the program's value (as `eval` gives it).
     pub fn call(&self, inputs: &Inputs) -> Result<Value> {
         Ok(self.call_counted(inputs)?.0)
