@@ -293,16 +293,28 @@ fn stmts(out: &mut String, ss: &[Stmt], depth: usize) {
                     out,
                     "{pad}for (int64_t {var} = {lo}; {var} < {hi}; {var}++) {{"
                 );
-                // the chunk loops of a parallel sum are its schedule, not
-                // the program's loops: their iterations are not counted
-                if hi != crate::lower::parallel::CHUNKS {
-                    let _ = writeln!(out, "{pad}  ATL_ITER();");
-                }
+                let _ = writeln!(out, "{pad}  ATL_ITER();");
+                stmts(out, body, depth + 1);
+                let _ = writeln!(out, "{pad}}}");
+            }
+            Stmt::Chunks { var, body } => {
+                // the schedule of a parallel loop: its iterations are not
+                // the program's, so not counted
+                let chunks = crate::lower::parallel::CHUNKS;
+                let _ = writeln!(
+                    out,
+                    "{pad}for (int64_t {var} = 0; {var} < {chunks}; {var}++) {{"
+                );
+                stmts(out, body, depth + 1);
+                let _ = writeln!(out, "{pad}}}");
+            }
+            Stmt::Block(body) => {
+                let _ = writeln!(out, "{pad}{{");
                 stmts(out, body, depth + 1);
                 let _ = writeln!(out, "{pad}}}");
             }
             Stmt::If { cond, then, els } => {
-                // `if (1)` only opens a scope: not a test
+                // a condition true at compile time is not a test
                 if cond == "1" {
                     let _ = writeln!(out, "{pad}if (1) {{");
                 } else {

@@ -37,7 +37,9 @@ fn size(ss: &[Stmt]) -> usize {
     ss.iter()
         .map(|s| match s {
             Stmt::Line(_) | Stmt::Decl { .. } => 1,
-            Stmt::For { body, .. } => 1 + size(body),
+            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
+                1 + size(body)
+            }
             Stmt::If { then, els, .. } => 1 + size(then) + size(els),
         })
         .sum()
@@ -54,7 +56,9 @@ fn drop_pragmas(ss: &mut Vec<Stmt>, spilled: &[(String, bool)]) {
     });
     for s in ss.iter_mut() {
         match s {
-            Stmt::For { body, .. } => drop_pragmas(body, spilled),
+            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
+                drop_pragmas(body, spilled)
+            }
             Stmt::If { then, els, .. } => {
                 drop_pragmas(then, spilled);
                 drop_pragmas(els, spilled);
@@ -86,6 +90,11 @@ fn mentioned(ss: &[Stmt], out: &mut HashSet<String>) {
                 words(cond, out);
                 mentioned(then, out);
                 mentioned(els, out);
+            }
+            Stmt::Block(body) => mentioned(body, out),
+            Stmt::Chunks { var, body } => {
+                words(var, out);
+                mentioned(body, out);
             }
         }
     }

@@ -30,6 +30,13 @@ pub enum Stmt {
         then: Vec<Stmt>,
         els: Vec<Stmt>,
     },
+    /// `{ body }`: a scope for the locals of a schedule (a parallel loop's
+    /// work estimate and partial sums), not a test.
+    Block(Vec<Stmt>),
+    /// `for (int64_t var = 0; var < ATL_CHUNKS; var++) body`: the chunks of
+    /// a parallel loop, its schedule rather than one of the program's
+    /// loops (the counting build does not count its iterations).
+    Chunks { var: String, body: Vec<Stmt> },
 }
 
 /// What a C parameter is.

@@ -151,15 +151,11 @@ fn mark(ss: &mut Vec<Stmt>, cx: &Context, next: &mut usize) {
                     *next += 1;
                     let (work, cond) =
                         work_condition(&var, &lo, &hi, &body, format!("atlpar_work{next}"));
-                    ss.push(Stmt::If {
-                        cond: "1".into(),
-                        then: vec![
-                            work,
-                            Stmt::Line(format!("ATL_PARALLEL_FOR({cond})")),
-                            Stmt::For { var, lo, hi, body },
-                        ],
-                        els: vec![],
-                    });
+                    ss.push(Stmt::Block(vec![
+                        work,
+                        Stmt::Line(format!("ATL_PARALLEL_FOR({cond})")),
+                        Stmt::For { var, lo, hi, body },
+                    ]));
                 } else {
                     // The SIMD pragma of a one-level sum moves into the chunk.
                     let simd = matches!(
@@ -182,6 +178,10 @@ fn mark(ss: &mut Vec<Stmt>, cx: &Context, next: &mut usize) {
                 mark(&mut then, cx, next);
                 mark(&mut els, cx, next);
                 ss.push(Stmt::If { cond, then, els });
+            }
+            Stmt::Block(mut body) => {
+                mark(&mut body, cx, next);
+                ss.push(Stmt::Block(body));
             }
             s => ss.push(s),
         }
@@ -218,26 +218,22 @@ fn with_scratch(accs: &[String], privs: &[(String, String)], lp: Loop, k: usize)
         body: lp.body.clone(),
     };
     let parallel = chunked_sums(accs, privs, lp, false, k);
-    Stmt::If {
-        cond: "1".into(),
-        then: vec![
-            work,
-            Stmt::Decl {
-                ty: "const int64_t",
-                name: per_chunk.clone(),
-                init: total.join(" + "),
-            },
-            Stmt::Line(format!(
-                "double *{scratch} = (ATL_THREADS() > 1 && {per_chunk} <= ATL_SCRATCH_MAX / ATL_CHUNKS && {cond}) ? (double *)malloc((size_t)({per_chunk} * ATL_CHUNKS) * sizeof(double)) : NULL;"
-            )),
-            Stmt::If {
-                cond: format!("{scratch} != NULL"),
-                then: vec![parallel, Stmt::Line(format!("free({scratch});"))],
-                els: vec![serial],
-            },
-        ],
-        els: vec![],
-    }
+    Stmt::Block(vec![
+        work,
+        Stmt::Decl {
+            ty: "const int64_t",
+            name: per_chunk.clone(),
+            init: total.join(" + "),
+        },
+        Stmt::Line(format!(
+            "double *{scratch} = (ATL_THREADS() > 1 && {per_chunk} <= ATL_SCRATCH_MAX / ATL_CHUNKS && {cond}) ? (double *)malloc((size_t)({per_chunk} * ATL_CHUNKS) * sizeof(double)) : NULL;"
+        )),
+        Stmt::If {
+            cond: format!("{scratch} != NULL"),
+            then: vec![parallel, Stmt::Line(format!("free({scratch});"))],
+            els: vec![serial],
+        },
+    ])
 }
 
 /// A loop whose iterations add into the scalars `accs` (and write only
@@ -313,24 +309,16 @@ fn chunked_sums(
         int(&len, format!("atlh_max({hi} - {from}, 0)")),
         work,
         Stmt::Line(format!("ATL_PARALLEL_FOR({cond})")),
-        Stmt::For {
+        Stmt::Chunks {
             var: c,
-            lo: "0".into(),
-            hi: CHUNKS.into(),
             body: chunk,
         },
-        Stmt::For {
+        Stmt::Chunks {
             var: combine,
-            lo: "0".into(),
-            hi: CHUNKS.into(),
             body: sums,
         },
     ]);
-    Stmt::If {
-        cond: "1".into(),
-        then,
-        els: vec![],
-    }
+    Stmt::Block(then)
 }
 
 /// The C condition under which a loop is worth running in parallel, and
@@ -399,6 +387,14 @@ fn work(ss: &[Stmt], subst: &mut HashMap<String, String>) -> String {
                 terms.push(work(then, subst));
                 terms.push(work(els, subst));
             }
+            Stmt::Block(body) => {
+                statements += 1;
+                terms.push(work(body, subst));
+            }
+            Stmt::Chunks { var, body } => {
+                subst.insert(var.clone(), format!("atlh_mid(0, {CHUNKS})"));
+                terms.push(format!("atlh_trip(0, {CHUNKS}) * ({})", work(body, subst)));
+            }
         }
     }
     let mut e = format!("{statements}.0");
@@ -461,6 +457,11 @@ fn rename_stmt(s: &Stmt, pairs: &[(String, String)]) -> Stmt {
             then: rs(then),
             els: rs(els),
         },
+        Stmt::Block(body) => Stmt::Block(rs(body)),
+        Stmt::Chunks { var, body } => Stmt::Chunks {
+            var: r(var),
+            body: rs(body),
+        },
     }
 }
 
@@ -493,6 +494,11 @@ fn declarations(ss: &[Stmt], out: &mut HashSet<String>) {
             Stmt::If { then, els, .. } => {
                 declarations(then, out);
                 declarations(els, out);
+            }
+            Stmt::Block(body) => declarations(body, out),
+            Stmt::Chunks { var, body } => {
+                out.insert(var.clone());
+                declarations(body, out);
             }
         }
     }
@@ -566,7 +572,9 @@ fn writes(ss: &[Stmt], out: &mut Vec<String>) {
                 }
             }
             Stmt::Decl { .. } => {}
-            Stmt::For { body, .. } => writes(body, out),
+            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
+                writes(body, out)
+            }
             Stmt::If { then, els, .. } => {
                 writes(then, out);
                 writes(els, out);
@@ -607,6 +615,7 @@ fn only_accumulates(acc: &str, ss: &[Stmt]) -> bool {
                 && only_accumulates(acc, then)
                 && only_accumulates(acc, els)
         }
+        Stmt::Block(body) | Stmt::Chunks { body, .. } => only_accumulates(acc, body),
     })
 }
 

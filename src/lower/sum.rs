@@ -430,8 +430,9 @@ fn chain_dim<'a>(chain: &[(Symbol, &'a Affine)], v: Symbol) -> Result<&'a Affine
 fn has_loop(ss: &[Stmt]) -> bool {
     ss.iter().any(|s| match s {
         Stmt::Line(_) | Stmt::Decl { .. } => false,
-        Stmt::For { .. } => true,
+        Stmt::For { .. } | Stmt::Chunks { .. } => true,
         Stmt::If { then, els, .. } => has_loop(then) || has_loop(els),
+        Stmt::Block(body) => has_loop(body),
     })
 }
 
