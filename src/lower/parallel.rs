@@ -672,7 +672,7 @@ mod tests {
             body,
         }];
         parallelize(&mut ss, &disjoint, &Disjoint::new(), &[], &[]);
-        let Stmt::If { then, .. } = &ss[0] else {
+        let Stmt::Block(then) = &ss[0] else {
             panic!("not marked: {ss:?}")
         };
         assert_eq!(
