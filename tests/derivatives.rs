@@ -202,7 +202,7 @@ fn vjps_satisfy_the_adjoint_identity() {
 
 fn uses_kinks(p: &Program) -> bool {
     p.body
-        .any(&mut |e| matches!(e, Expr::Call(Func::Relu | Func::Step, _)))
+        .any(&mut |e| matches!(e, Expr::Call(f, _) if ["relu", "step"].contains(&f.name())))
 }
 
 #[test]
@@ -292,7 +292,6 @@ fn rebuild(v: &Value, xs: &mut impl Iterator<Item = f64>) -> Value {
 #[test]
 fn blackbox_table_matches_the_evaluator() {
     use atl_egg::front::ast::Real;
-    use atl_egg::semantics::blackbox;
     let table = atl_egg::egraph::rules::derivatives::derivative_table();
     let mut seen = vec![];
     for fun in table.keys() {
@@ -317,17 +316,14 @@ fn blackbox_table_matches_the_evaluator() {
                 .first()
                 .copied()
                 .unwrap_or(0.0);
-            let want = blackbox::derivative(f, x, blackbox::apply(f, x));
+            let want = f.derivative(x, f.apply(x));
             assert!(
                 close(got, want, 1.0, 1e-9),
                 "{name} at {x}: {got} vs {want}"
             );
         }
     }
-    for f in [
-        "exp", "log", "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step", "pow",
-        "dtanh", "dsigmoid", "dsqrt", "drecip", "dcos", "dpow",
-    ] {
+    for f in Func::names() {
         assert!(seen.contains(&f), "no derivative entry for {f}");
     }
 }
