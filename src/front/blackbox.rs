@@ -31,6 +31,9 @@ pub struct BlackBox {
     /// What its constant parameter is (`pow`'s "exponent", the `k` of
     /// `(pow e k)`), or `None` for a function of its argument alone.
     pub param: Option<&'static str>,
+    /// Whether a constant parameter is one the box accepts, or what it
+    /// must be (`polygamma`'s order "an integer from 0 to 100").
+    pub check_param: fn(k: f64) -> Result<(), &'static str>,
     /// Its value at `x` (and parameter `k`, 0 when it has none).
     pub value: fn(x: f64, k: f64) -> f64,
     /// Its derivative at `x`, given `x`, `k` and `fx`, its value at `x`
@@ -50,6 +53,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "exp",
         param: None,
+        check_param: any_param,
         value: |x, _| exp(x),
         derivative: |_, _, v| v,
         c_body: "{ return exp(x); }",
@@ -58,6 +62,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "log",
         param: None,
+        check_param: any_param,
         value: |x, _| log(x),
         derivative: |x, _, _| recip(x),
         c_body: "{ return x > 0.0 ? log(x) : (x == 0.0 ? -INFINITY : NAN); }",
@@ -66,6 +71,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "sin",
         param: None,
+        check_param: any_param,
         value: |x, _| sin(x),
         derivative: |x, _, _| cos(x),
         c_body: "{ return isfinite(x) ? sin(x) : NAN; }",
@@ -74,6 +80,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "cos",
         param: None,
+        check_param: any_param,
         value: |x, _| cos(x),
         derivative: |x, _, _| -sin(x),
         c_body: "{ return isfinite(x) ? cos(x) : NAN; }",
@@ -82,6 +89,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "tanh",
         param: None,
+        check_param: any_param,
         value: |x, _| x.tanh(),
         derivative: |_, _, v| 1.0 - v * v,
         c_body: "{ return tanh(x); }",
@@ -90,6 +98,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "sqrt",
         param: None,
+        check_param: any_param,
         value: |x, _| sqrt(x),
         derivative: |_, _, v| 0.5 * recip(v),
         c_body: "{ return x >= 0.0 ? sqrt(x) : NAN; }",
@@ -98,6 +107,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "recip",
         param: None,
+        check_param: any_param,
         value: |x, _| recip(x),
         derivative: |_, _, v| -(v * v),
         c_body: "{ return x == 0.0 ? copysign(INFINITY, x) : 1.0 / x; }",
@@ -106,6 +116,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "sigmoid",
         param: None,
+        check_param: any_param,
         value: |x, _| sigmoid(x),
         derivative: |_, _, v| v * (1.0 - v),
         c_body: "{\n  if (x >= 0.0) return 1.0 / (1.0 + exp(-x));\n  double e = exp(x);\n  \
@@ -115,6 +126,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "relu",
         param: None,
+        check_param: any_param,
         value: |x, _| relu(x),
         derivative: |x, _, _| step(x),
         c_body: "{ return x > 0.0 ? x : 0.0; }",
@@ -123,6 +135,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "step",
         param: None,
+        check_param: any_param,
         value: |x, _| step(x),
         derivative: |_, _, _| 0.0,
         c_body: "{ return x > 0.0 ? 1.0 : 0.0; }",
@@ -136,6 +149,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "pow",
         param: Some("exponent"),
+        check_param: any_param,
         value: pow,
         derivative: |x, k, _| k * pow(x, k - 1.0),
         c_body: "{ volatile double e = k; return pow(x, e); }",
@@ -144,6 +158,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "dtanh",
         param: None,
+        check_param: any_param,
         value: |x, _| dtanh(x),
         derivative: |x, _, v| -2.0 * x.tanh() * v,
         c_body: "{ double t = tanh(x); return 1.0 - t * t; }",
@@ -152,6 +167,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "dsigmoid",
         param: None,
+        check_param: any_param,
         value: |x, _| dsigmoid(x),
         derivative: |x, _, v| v * (1.0 - 2.0 * sigmoid(x)),
         c_body: "{ double v = atlh_sigmoid(x); return v * (1.0 - v); }",
@@ -160,6 +176,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "dsqrt",
         param: None,
+        check_param: any_param,
         value: |x, _| dsqrt(x),
         derivative: |x, _, _| -0.25 * recip(x * sqrt(x)),
         c_body: "{ return 0.5 * atlh_recip(atlh_sqrt(x)); }",
@@ -168,6 +185,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "drecip",
         param: None,
+        check_param: any_param,
         value: |x, _| drecip(x),
         derivative: |x, _, _| {
             let r = recip(x);
@@ -179,6 +197,7 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "dcos",
         param: None,
+        check_param: any_param,
         value: |x, _| -sin(x),
         derivative: |x, _, _| -cos(x),
         c_body: "{ return -atlh_sin(x); }",
@@ -187,12 +206,112 @@ pub const BLACK_BOXES: &[BlackBox] = &[
     BlackBox {
         name: "dpow",
         param: Some("exponent"),
+        check_param: any_param,
         value: |x, k| k * pow(x, k - 1.0),
         derivative: |x, k, _| k * (k - 1.0) * pow(x, k - 2.0),
         c_body: "{ volatile double e = k - 1.0; return k * pow(x, e); }",
         doc: "`k x^(k-1)`, the derivative of `(pow x k)`",
     },
+    BlackBox {
+        name: "lgamma",
+        param: None,
+        check_param: any_param,
+        value: |x, _| lgamma(x),
+        derivative: |x, _, _| polygamma(x, 0.0),
+        c_body: "{ extern double lgamma_r(double, int *); int s; return lgamma_r(x, &s); }",
+        doc: "`ln abs(Γ(x))`, as glibc's `lgamma`; `+inf` at `0, -1, -2, ...` and at `±inf`",
+    },
+    BlackBox {
+        name: "polygamma",
+        param: Some("order"),
+        check_param: |k| {
+            if (0.0..=POLYGAMMA_MAX_ORDER).contains(&k) && k == k.floor() {
+                Ok(())
+            } else {
+                Err("an integer from 0 to 100")
+            }
+        },
+        value: polygamma,
+        derivative: |x, k, _| polygamma(x, k + 1.0),
+        c_body: POLYGAMMA_C,
+        doc: "`ψ⁽ᵏ⁾(x)`, the `k`-th derivative of `digamma` (`k` from 0 to 100); at `0, -1, -2, ...` \
+              `+inf` for odd `k`, NaN for even `k`; NaN at `-inf`",
+    },
+    BlackBox {
+        name: "digamma",
+        param: None,
+        check_param: any_param,
+        value: |x, _| polygamma(x, 0.0),
+        derivative: |x, _, _| polygamma(x, 1.0),
+        c_body: "{ return atlh_polygamma(x, 0.0); }",
+        doc: "`ψ(x) = Γ'(x)/Γ(x)`, the derivative of `lgamma` (`(polygamma x 0)`); NaN at \
+              `0, -1, -2, ...` and `-inf`, `+inf` at `+inf`",
+    },
 ];
+
+/// [`BlackBox::check_param`] of a box that takes any parameter (or none).
+fn any_param(_: f64) -> Result<(), &'static str> {
+    Ok(())
+}
+
+/// The C definition of `polygamma` (see [`polygamma`]): the same
+/// operations in the same order.
+const POLYGAMMA_C: &str = "{\n\
+  static const double B[10] = {1.0 / 6.0, -1.0 / 30.0, 1.0 / 42.0, -1.0 / 30.0, 5.0 / 66.0,\n\
+    -691.0 / 2730.0, 7.0 / 6.0, -3617.0 / 510.0, 43867.0 / 798.0, -174611.0 / 330.0};\n\
+  if (!(k >= 0.0 && k <= 100.0) || k != floor(k)) return NAN;\n\
+  int n = (int)k;\n\
+  if (isnan(x) || x == -INFINITY) return NAN;\n\
+  if (x <= 0.0 && x == floor(x)) return n % 2 == 1 ? INFINITY : NAN;\n\
+  if (x < 0.0) {\n\
+    const double pi = 3.141592653589793;\n\
+    double c = 1.0 / tan(pi * x), a[103] = {0.0}, b[103] = {0.0};\n\
+    a[1] = 1.0;\n\
+    for (int j = 0; j < n; j++) {\n\
+      for (int i = 0; i <= j + 2; i++) {\n\
+        double up = (double)(i + 1) * a[i + 1];\n\
+        double down = i >= 1 ? ((double)i - 1.0) * a[i - 1] : 0.0;\n\
+        b[i] = -(up + down);\n\
+      }\n\
+      for (int i = 0; i <= j + 2; i++) a[i] = b[i];\n\
+    }\n\
+    double p = a[n + 1], pp = pi;\n\
+    for (int i = n; i >= 0; i--) p = p * c + a[i];\n\
+    for (int j = 0; j < n; j++) pp *= pi;\n\
+    double refl = atlh_polygamma(1.0 - x, k);\n\
+    return (n % 2 == 0 ? refl : -refl) - pp * p;\n\
+  }\n\
+  double fact = 1.0;\n\
+  for (int j = 1; j <= n; j++) fact *= (double)j;\n\
+  double sign = n % 2 == 0 ? -1.0 : 1.0, lim = 10.0 + (double)n, acc = 0.0;\n\
+  while (x < lim) {\n\
+    double p = x;\n\
+    for (int j = 0; j < n; j++) p *= x;\n\
+    acc += 1.0 / p;\n\
+    x += 1.0;\n\
+  }\n\
+  double z = 1.0 / x, z2 = z * z, tail;\n\
+  if (n == 0) {\n\
+    double r = 0.5 * z2, s = B[0] * r;\n\
+    for (int j = 1; j < 10; j++) {\n\
+      double m = 2.0 * (double)(j + 1);\n\
+      r = r * (m - 2.0) / m * z2;\n\
+      s += B[j] * r;\n\
+    }\n\
+    tail = log(x) - 0.5 * z - s;\n\
+  } else {\n\
+    double nf = (double)n, zn = 1.0;\n\
+    for (int j = 0; j < n; j++) zn *= z;\n\
+    double r = fact / nf * zn, s = r + 0.5 * fact * (zn * z);\n\
+    for (int j = 0; j < 10; j++) {\n\
+      double m = 2.0 * (double)(j + 1);\n\
+      r = r * ((m + nf - 2.0) * (m + nf - 1.0)) / ((m - 1.0) * m) * z2;\n\
+      s += B[j] * r;\n\
+    }\n\
+    tail = sign * s;\n\
+  }\n\
+  return sign * fact * acc + tail;\n\
+}";
 
 /// A black box as called: its entry in [`BLACK_BOXES`] and, for a box with
 /// a parameter, the constant given. Ordered by the table's order, then by
@@ -417,6 +536,7 @@ fn drecip(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::f64::consts::PI;
 
     const INF: f64 = f64::INFINITY;
 
@@ -436,6 +556,47 @@ mod tests {
         Func::with_exponent("dpow", k).unwrap()
     }
 
+    fn polygamma(k: f64) -> Func {
+        Func::with_exponent("polygamma", k).unwrap()
+    }
+
+    #[test]
+    fn gamma_functions_at_special_values() {
+        let euler = 0.5772156649015329;
+        assert_eq!(ap("lgamma", 1.0), 0.0);
+        assert_eq!(ap("lgamma", 2.0), 0.0);
+        assert_eq!(ap("lgamma", 0.0), INF);
+        assert_eq!(ap("lgamma", -3.0), INF);
+        assert_eq!(ap("lgamma", -INF), INF);
+        assert_eq!(ap("lgamma", INF), INF);
+        assert!(ap("lgamma", f64::NAN).is_nan());
+        assert!((ap("digamma", 1.0) + euler).abs() < 1e-15);
+        assert!((polygamma(1.0).apply(1.0) - PI * PI / 6.0).abs() < 1e-15);
+        // psi(1/2) = -euler - 2 ln 2, psi(-1/2) = psi(1/2) + 2
+        let half = -euler - 2.0 * 2f64.ln();
+        assert!((ap("digamma", 0.5) - half).abs() < 1e-14);
+        assert!((ap("digamma", -0.5) - (half + 2.0)).abs() < 1e-14);
+        // psi_1(-1/2) = pi^2/2 + 4
+        assert!((polygamma(1.0).apply(-0.5) - (PI * PI / 2.0 + 4.0)).abs() < 1e-13);
+        for x in [0.0, -0.0, -1.0, -7.0, -INF, f64::NAN] {
+            assert!(ap("digamma", x).is_nan(), "digamma({x})");
+            assert!(polygamma(2.0).apply(x).is_nan(), "polygamma({x}, 2)");
+        }
+        assert_eq!(polygamma(1.0).apply(0.0), INF);
+        assert_eq!(polygamma(3.0).apply(-2.0), INF);
+        assert_eq!(ap("digamma", INF), INF);
+        assert_eq!(polygamma(1.0).apply(INF).to_bits(), 0.0f64.to_bits());
+        assert_eq!(polygamma(2.0).apply(INF).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(ap("digamma", 5e-324), -INF);
+        for k in [0.5, -1.0, 101.0, f64::NAN] {
+            assert!(Func::with_exponent("polygamma", k)
+                .unwrap()
+                .apply(2.0)
+                .is_nan());
+            assert!((polygamma(1.0).spec().check_param)(k).is_err());
+        }
+    }
+
     /// Every black box, those with a parameter at several values.
     fn all_funcs() -> Vec<Func> {
         let mut v = vec![];
@@ -444,6 +605,8 @@ mod tests {
                 None => v.push(Func::named(b.name)),
                 Some(_) => v.extend(
                     [3.0, 2.0, 0.5, -2.0, -1.5, 1.0, 0.0]
+                        .into_iter()
+                        .filter(|&k| (b.check_param)(k).is_ok())
                         .map(|k| Func::with_exponent(b.name, k).unwrap()),
                 ),
             }
@@ -556,6 +719,9 @@ mod tests {
             (Func::named("recip"), Func::named("drecip")),
             (Func::named("cos"), Func::named("dcos")),
             (pow(2.5), dpow(2.5)),
+            (Func::named("lgamma"), Func::named("digamma")),
+            (Func::named("digamma"), polygamma(1.0)),
+            (polygamma(2.0), polygamma(3.0)),
         ];
         for (f, df) in pairs {
             for x in [0.3, 1.1, 2.0] {
@@ -563,4 +729,132 @@ mod tests {
             }
         }
     }
+}
+
+/// `log |Γ(x)|`, glibc's `lgamma_r`, the function the C code calls too:
+/// `+inf` at the poles `0, -1, -2, ...` and at `±inf`.
+fn lgamma(x: f64) -> f64 {
+    extern "C" {
+        fn lgamma_r(x: f64, sign: *mut std::os::raw::c_int) -> f64;
+    }
+    let mut sign = 0;
+    // SAFETY: lgamma_r reads a double and writes one int through a valid
+    // pointer.
+    unsafe { lgamma_r(x, &mut sign) }
+}
+
+/// The largest order of `polygamma`.
+pub const POLYGAMMA_MAX_ORDER: f64 = 100.0;
+
+/// Bernoulli numbers `B_2 .. B_20`, for the asymptotic series.
+const BERNOULLI: [f64; 10] = [
+    1.0 / 6.0,
+    -1.0 / 30.0,
+    1.0 / 42.0,
+    -1.0 / 30.0,
+    5.0 / 66.0,
+    -691.0 / 2730.0,
+    7.0 / 6.0,
+    -3617.0 / 510.0,
+    43867.0 / 798.0,
+    -174611.0 / 330.0,
+];
+
+/// `ψ⁽ⁿ⁾(x)`, the `n`-th derivative of the digamma function `ψ = Γ'/Γ`, for
+/// an integer order `0 <= n <= 100` (NaN for another order). At the poles
+/// `0, -1, -2, ...` it is `+inf` for odd `n` and NaN for even `n` (whose
+/// infinities differ in sign on the two sides); `ψ(+inf) = +inf`, `ψ⁽ⁿ⁾(+inf)
+/// = ±0` for `n >= 1`, NaN at `-inf`. A negative `x` is reflected:
+/// `ψ⁽ⁿ⁾(x) = (-1)^n ψ⁽ⁿ⁾(1-x) - π^(n+1) P_n(cot πx)`, where `P_0(c) = c`
+/// and `P_(j+1)(c) = -(1+c²) P_j'(c)` (the derivatives of `cot`). The C
+/// definition is the same computation, operation for operation.
+fn polygamma(x: f64, k: f64) -> f64 {
+    if !(0.0..=POLYGAMMA_MAX_ORDER).contains(&k) || k != k.floor() {
+        return f64::NAN;
+    }
+    let n = k as i32;
+    if x.is_nan() || x == f64::NEG_INFINITY {
+        return f64::NAN;
+    }
+    if x <= 0.0 && x == x.floor() {
+        return if n % 2 == 1 { f64::INFINITY } else { f64::NAN };
+    }
+    if x >= 0.0 {
+        return polygamma_positive(x, n);
+    }
+    let pi = std::f64::consts::PI;
+    let c = 1.0 / (pi * x).tan();
+    let (mut a, mut b) = ([0.0f64; 103], [0.0f64; 103]);
+    a[1] = 1.0;
+    for j in 0..n as usize {
+        for i in 0..=j + 2 {
+            let up = (i + 1) as f64 * a[i + 1];
+            let down = if i >= 1 {
+                (i as f64 - 1.0) * a[i - 1]
+            } else {
+                0.0
+            };
+            b[i] = -(up + down);
+        }
+        a[..=j + 2].copy_from_slice(&b[..=j + 2]);
+    }
+    let (mut p, mut pp) = (a[n as usize + 1], pi);
+    for i in (0..=n as usize).rev() {
+        p = p * c + a[i];
+    }
+    for _ in 0..n {
+        pp *= pi;
+    }
+    let refl = polygamma(1.0 - x, k);
+    (if n % 2 == 0 { refl } else { -refl }) - pp * p
+}
+
+/// `ψ⁽ⁿ⁾(x)` for `x > 0`: the recurrence `ψ⁽ⁿ⁾(x) = ψ⁽ⁿ⁾(x+1) + (-1)^(n+1)
+/// n!/x^(n+1)` up to `x >= 10 + n`, then the asymptotic series (to `B_20`).
+fn polygamma_positive(x: f64, n: i32) -> f64 {
+    let mut x = x;
+    let mut fact = 1.0;
+    for j in 1..=n {
+        fact *= j as f64;
+    }
+    let sign = if n % 2 == 0 { -1.0 } else { 1.0 };
+    let lim = 10.0 + n as f64;
+    let mut acc = 0.0;
+    while x < lim {
+        let mut p = x;
+        for _ in 0..n {
+            p *= x;
+        }
+        acc += 1.0 / p;
+        x += 1.0;
+    }
+    let z = 1.0 / x;
+    let z2 = z * z;
+    let tail = if n == 0 {
+        // ln x - z/2 - sum B_2k z^2k / 2k
+        let mut r = 0.5 * z2;
+        let mut s = BERNOULLI[0] * r;
+        for j in 1..10 {
+            let m = 2.0 * (j + 1) as f64;
+            r = r * (m - 2.0) / m * z2;
+            s += BERNOULLI[j] * r;
+        }
+        x.ln() - 0.5 * z - s
+    } else {
+        // (-1)^(n+1) [(n-1)! z^n + n! z^(n+1) / 2 + sum B_2k (2k+n-1)!/(2k)! z^(2k+n)]
+        let nf = n as f64;
+        let mut zn = 1.0;
+        for _ in 0..n {
+            zn *= z;
+        }
+        let mut r = fact / nf * zn;
+        let mut s = r + 0.5 * fact * (zn * z);
+        for (j, b) in BERNOULLI.iter().enumerate() {
+            let m = 2.0 * (j + 1) as f64;
+            r = r * ((m + nf - 2.0) * (m + nf - 1.0)) / ((m - 1.0) * m) * z2;
+            s += b * r;
+        }
+        sign * s
+    };
+    sign * fact * acc + tail
 }

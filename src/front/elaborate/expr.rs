@@ -108,6 +108,13 @@ impl Elab {
                     ));
                 };
                 let f = Func::with_exponent(h, k.value).expect("a box with a parameter");
+                if let Err(must) = (f.spec().check_param)(k.value) {
+                    let what = Func::param_of(h).expect("checked");
+                    return Err(Error::typ(
+                        args[1].pos(),
+                        format!("{h}: the {what} must be {must}"),
+                    ));
+                }
                 let a = self.expr(&args[0], claimed)?;
                 self.call(f, a, pos)
             }
