@@ -533,6 +533,134 @@ fn drecip(x: f64) -> f64 {
     -(r * r)
 }
 
+/// `ln abs(Γ(x))`, glibc's `lgamma_r`, the function the C code calls too:
+/// `+inf` at the poles `0, -1, -2, ...` and at `±inf`.
+fn lgamma(x: f64) -> f64 {
+    extern "C" {
+        fn lgamma_r(x: f64, sign: *mut std::os::raw::c_int) -> f64;
+    }
+    let mut sign = 0;
+    // SAFETY: lgamma_r reads a double and writes one int through a valid
+    // pointer.
+    unsafe { lgamma_r(x, &mut sign) }
+}
+
+/// The largest order of `polygamma`.
+pub const POLYGAMMA_MAX_ORDER: f64 = 100.0;
+
+/// Bernoulli numbers `B_2 .. B_20`, for the asymptotic series.
+const BERNOULLI: [f64; 10] = [
+    1.0 / 6.0,
+    -1.0 / 30.0,
+    1.0 / 42.0,
+    -1.0 / 30.0,
+    5.0 / 66.0,
+    -691.0 / 2730.0,
+    7.0 / 6.0,
+    -3617.0 / 510.0,
+    43867.0 / 798.0,
+    -174611.0 / 330.0,
+];
+
+/// `ψ⁽ⁿ⁾(x)`, the `n`-th derivative of the digamma function `ψ = Γ'/Γ`, for
+/// an integer order `0 <= n <= 100` (NaN for another order). At the poles
+/// `0, -1, -2, ...` it is `+inf` for odd `n` and NaN for even `n` (whose
+/// infinities differ in sign on the two sides); `ψ(+inf) = +inf`, `ψ⁽ⁿ⁾(+inf)
+/// = ±0` for `n >= 1`, NaN at `-inf`. A negative `x` is reflected:
+/// `ψ⁽ⁿ⁾(x) = (-1)^n ψ⁽ⁿ⁾(1-x) - π^(n+1) P_n(cot πx)`, where `P_0(c) = c`
+/// and `P_(j+1)(c) = -(1+c²) P_j'(c)` (the derivatives of `cot`). The C
+/// definition is the same computation, operation for operation.
+fn polygamma(x: f64, k: f64) -> f64 {
+    if !(0.0..=POLYGAMMA_MAX_ORDER).contains(&k) || k != k.floor() {
+        return f64::NAN;
+    }
+    let n = k as i32;
+    if x.is_nan() || x == f64::NEG_INFINITY {
+        return f64::NAN;
+    }
+    if x <= 0.0 && x == x.floor() {
+        return if n % 2 == 1 { f64::INFINITY } else { f64::NAN };
+    }
+    if x >= 0.0 {
+        return polygamma_positive(x, n);
+    }
+    let pi = std::f64::consts::PI;
+    let c = 1.0 / (pi * x).tan();
+    let (mut a, mut b) = ([0.0f64; 103], [0.0f64; 103]);
+    a[1] = 1.0;
+    for j in 0..n as usize {
+        for i in 0..=j + 2 {
+            let up = (i + 1) as f64 * a[i + 1];
+            let down = if i >= 1 {
+                (i as f64 - 1.0) * a[i - 1]
+            } else {
+                0.0
+            };
+            b[i] = -(up + down);
+        }
+        a[..=j + 2].copy_from_slice(&b[..=j + 2]);
+    }
+    let (mut p, mut pp) = (a[n as usize + 1], pi);
+    for i in (0..=n as usize).rev() {
+        p = p * c + a[i];
+    }
+    for _ in 0..n {
+        pp *= pi;
+    }
+    let refl = polygamma(1.0 - x, k);
+    (if n % 2 == 0 { refl } else { -refl }) - pp * p
+}
+
+/// `ψ⁽ⁿ⁾(x)` for `x > 0`: the recurrence `ψ⁽ⁿ⁾(x) = ψ⁽ⁿ⁾(x+1) + (-1)^(n+1)
+/// n!/x^(n+1)` up to `x >= 10 + n`, then the asymptotic series (to `B_20`).
+fn polygamma_positive(x: f64, n: i32) -> f64 {
+    let mut x = x;
+    let mut fact = 1.0;
+    for j in 1..=n {
+        fact *= j as f64;
+    }
+    let sign = if n % 2 == 0 { -1.0 } else { 1.0 };
+    let lim = 10.0 + n as f64;
+    let mut acc = 0.0;
+    while x < lim {
+        let mut p = x;
+        for _ in 0..n {
+            p *= x;
+        }
+        acc += 1.0 / p;
+        x += 1.0;
+    }
+    let z = 1.0 / x;
+    let z2 = z * z;
+    let tail = if n == 0 {
+        // ln x - z/2 - sum B_2k z^2k / 2k
+        let mut r = 0.5 * z2;
+        let mut s = BERNOULLI[0] * r;
+        for (j, b) in BERNOULLI.iter().enumerate().skip(1) {
+            let m = 2.0 * (j + 1) as f64;
+            r = r * (m - 2.0) / m * z2;
+            s += b * r;
+        }
+        x.ln() - 0.5 * z - s
+    } else {
+        // (-1)^(n+1) [(n-1)! z^n + n! z^(n+1) / 2 + sum B_2k (2k+n-1)!/(2k)! z^(2k+n)]
+        let nf = n as f64;
+        let mut zn = 1.0;
+        for _ in 0..n {
+            zn *= z;
+        }
+        let mut r = fact / nf * zn;
+        let mut s = r + 0.5 * fact * (zn * z);
+        for (j, b) in BERNOULLI.iter().enumerate() {
+            let m = 2.0 * (j + 1) as f64;
+            r = r * ((m + nf - 2.0) * (m + nf - 1.0)) / ((m - 1.0) * m) * z2;
+            s += b * r;
+        }
+        sign * s
+    };
+    sign * fact * acc + tail
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -729,132 +857,4 @@ mod tests {
             }
         }
     }
-}
-
-/// `log |Γ(x)|`, glibc's `lgamma_r`, the function the C code calls too:
-/// `+inf` at the poles `0, -1, -2, ...` and at `±inf`.
-fn lgamma(x: f64) -> f64 {
-    extern "C" {
-        fn lgamma_r(x: f64, sign: *mut std::os::raw::c_int) -> f64;
-    }
-    let mut sign = 0;
-    // SAFETY: lgamma_r reads a double and writes one int through a valid
-    // pointer.
-    unsafe { lgamma_r(x, &mut sign) }
-}
-
-/// The largest order of `polygamma`.
-pub const POLYGAMMA_MAX_ORDER: f64 = 100.0;
-
-/// Bernoulli numbers `B_2 .. B_20`, for the asymptotic series.
-const BERNOULLI: [f64; 10] = [
-    1.0 / 6.0,
-    -1.0 / 30.0,
-    1.0 / 42.0,
-    -1.0 / 30.0,
-    5.0 / 66.0,
-    -691.0 / 2730.0,
-    7.0 / 6.0,
-    -3617.0 / 510.0,
-    43867.0 / 798.0,
-    -174611.0 / 330.0,
-];
-
-/// `ψ⁽ⁿ⁾(x)`, the `n`-th derivative of the digamma function `ψ = Γ'/Γ`, for
-/// an integer order `0 <= n <= 100` (NaN for another order). At the poles
-/// `0, -1, -2, ...` it is `+inf` for odd `n` and NaN for even `n` (whose
-/// infinities differ in sign on the two sides); `ψ(+inf) = +inf`, `ψ⁽ⁿ⁾(+inf)
-/// = ±0` for `n >= 1`, NaN at `-inf`. A negative `x` is reflected:
-/// `ψ⁽ⁿ⁾(x) = (-1)^n ψ⁽ⁿ⁾(1-x) - π^(n+1) P_n(cot πx)`, where `P_0(c) = c`
-/// and `P_(j+1)(c) = -(1+c²) P_j'(c)` (the derivatives of `cot`). The C
-/// definition is the same computation, operation for operation.
-fn polygamma(x: f64, k: f64) -> f64 {
-    if !(0.0..=POLYGAMMA_MAX_ORDER).contains(&k) || k != k.floor() {
-        return f64::NAN;
-    }
-    let n = k as i32;
-    if x.is_nan() || x == f64::NEG_INFINITY {
-        return f64::NAN;
-    }
-    if x <= 0.0 && x == x.floor() {
-        return if n % 2 == 1 { f64::INFINITY } else { f64::NAN };
-    }
-    if x >= 0.0 {
-        return polygamma_positive(x, n);
-    }
-    let pi = std::f64::consts::PI;
-    let c = 1.0 / (pi * x).tan();
-    let (mut a, mut b) = ([0.0f64; 103], [0.0f64; 103]);
-    a[1] = 1.0;
-    for j in 0..n as usize {
-        for i in 0..=j + 2 {
-            let up = (i + 1) as f64 * a[i + 1];
-            let down = if i >= 1 {
-                (i as f64 - 1.0) * a[i - 1]
-            } else {
-                0.0
-            };
-            b[i] = -(up + down);
-        }
-        a[..=j + 2].copy_from_slice(&b[..=j + 2]);
-    }
-    let (mut p, mut pp) = (a[n as usize + 1], pi);
-    for i in (0..=n as usize).rev() {
-        p = p * c + a[i];
-    }
-    for _ in 0..n {
-        pp *= pi;
-    }
-    let refl = polygamma(1.0 - x, k);
-    (if n % 2 == 0 { refl } else { -refl }) - pp * p
-}
-
-/// `ψ⁽ⁿ⁾(x)` for `x > 0`: the recurrence `ψ⁽ⁿ⁾(x) = ψ⁽ⁿ⁾(x+1) + (-1)^(n+1)
-/// n!/x^(n+1)` up to `x >= 10 + n`, then the asymptotic series (to `B_20`).
-fn polygamma_positive(x: f64, n: i32) -> f64 {
-    let mut x = x;
-    let mut fact = 1.0;
-    for j in 1..=n {
-        fact *= j as f64;
-    }
-    let sign = if n % 2 == 0 { -1.0 } else { 1.0 };
-    let lim = 10.0 + n as f64;
-    let mut acc = 0.0;
-    while x < lim {
-        let mut p = x;
-        for _ in 0..n {
-            p *= x;
-        }
-        acc += 1.0 / p;
-        x += 1.0;
-    }
-    let z = 1.0 / x;
-    let z2 = z * z;
-    let tail = if n == 0 {
-        // ln x - z/2 - sum B_2k z^2k / 2k
-        let mut r = 0.5 * z2;
-        let mut s = BERNOULLI[0] * r;
-        for j in 1..10 {
-            let m = 2.0 * (j + 1) as f64;
-            r = r * (m - 2.0) / m * z2;
-            s += BERNOULLI[j] * r;
-        }
-        x.ln() - 0.5 * z - s
-    } else {
-        // (-1)^(n+1) [(n-1)! z^n + n! z^(n+1) / 2 + sum B_2k (2k+n-1)!/(2k)! z^(2k+n)]
-        let nf = n as f64;
-        let mut zn = 1.0;
-        for _ in 0..n {
-            zn *= z;
-        }
-        let mut r = fact / nf * zn;
-        let mut s = r + 0.5 * fact * (zn * z);
-        for (j, b) in BERNOULLI.iter().enumerate() {
-            let m = 2.0 * (j + 1) as f64;
-            r = r * ((m + nf - 2.0) * (m + nf - 1.0)) / ((m - 1.0) * m) * z2;
-            s += b * r;
-        }
-        sign * s
-    };
-    sign * fact * acc + tail
 }
