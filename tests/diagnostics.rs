@@ -159,6 +159,10 @@ const CASES: &[Case] = &[
     ),
     chk("pow-nonconstant-exponent", b"(fn f ((x R))\n  (pow x x))\n"),
     chk(
+        "polygamma-fractional-order",
+        b"(fn f ((x R))\n  (polygamma x 0.5))\n",
+    ),
+    chk(
         "iverson-non-predicate",
         b"(fn f ((x R))\n  (iverson x 1.0))\n",
     ),

@@ -243,7 +243,8 @@ static inline int atlh_fits(int64_t c, int n, const int64_t *t) {
   return 1;
 }
 
-/* Black boxes, exactly as atl-egg's evaluator; not inlined in a split
+/* Black boxes (their definitions follow, from the table of black boxes),
+   exactly as atl-egg's evaluator; not inlined in a split
    body (ATL_SPLIT, see split.rs), where inlining thousands of them makes
    the C compiler slow. */
 #ifdef ATL_SPLIT
@@ -251,31 +252,6 @@ static inline int atlh_fits(int64_t c, int n, const int64_t *t) {
 #else
 #define ATL_BB static inline
 #endif
-ATL_BB double atlh_exp(double x) { return exp(x); }
-ATL_BB double atlh_log(double x) { return x > 0.0 ? log(x) : (x == 0.0 ? -INFINITY : NAN); }
-ATL_BB double atlh_sin(double x) { return isfinite(x) ? sin(x) : NAN; }
-ATL_BB double atlh_cos(double x) { return isfinite(x) ? cos(x) : NAN; }
-ATL_BB double atlh_tanh(double x) { return tanh(x); }
-ATL_BB double atlh_sqrt(double x) { return x >= 0.0 ? sqrt(x) : NAN; }
-ATL_BB double atlh_recip(double x) { return x == 0.0 ? copysign(INFINITY, x) : 1.0 / x; }
-ATL_BB double atlh_sigmoid(double x) {
-  if (x >= 0.0) return 1.0 / (1.0 + exp(-x));
-  double e = exp(x);
-  return e / (1.0 + e);
-}
-ATL_BB double atlh_relu(double x) { return x > 0.0 ? x : 0.0; }
-ATL_BB double atlh_step(double x) { return x > 0.0 ? 1.0 : 0.0; }
-/* pow's exponent goes through a volatile so that the C compiler never sees
-   a constant one: with -fno-math-errno GCC turns pow(x, 0.5) in a
-   vectorized loop into sqrt(x), which differs at -0 and -inf, and it may
-   fold other constant exponents into cheaper code; the evaluator calls pow. */
-ATL_BB double atlh_pow(double x, double k) { volatile double e = k; return pow(x, e); }
-ATL_BB double atlh_dtanh(double x) { double t = tanh(x); return 1.0 - t * t; }
-ATL_BB double atlh_dsigmoid(double x) { double v = atlh_sigmoid(x); return v * (1.0 - v); }
-ATL_BB double atlh_dsqrt(double x) { return 0.5 * atlh_recip(atlh_sqrt(x)); }
-ATL_BB double atlh_drecip(double x) { double r = atlh_recip(x); return -(r * r); }
-ATL_BB double atlh_dcos(double x) { return -atlh_sin(x); }
-ATL_BB double atlh_dpow(double x, double k) { volatile double e = k - 1.0; return k * pow(x, e); }
 "#;
 
 fn stmts(out: &mut String, ss: &[Stmt], depth: usize) {
@@ -518,6 +494,7 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         out += "#define ATL_SPLIT 1\n";
     }
     out += PRELUDE;
+    out += &crate::front::blackbox::c_definitions("ATL_BB");
     let mut args: Vec<String> = f
         .params
         .iter()

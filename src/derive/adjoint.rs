@@ -11,8 +11,8 @@
 //!    entry `P` of every `--wrt` input `x` the coefficient
 //!    `(coeff P (dot w (D body)))`, assembled into a value of `x`'s type
 //!    (a `gen` per dimension, a `pair` per pair). Saturation with
-//!    `rules/adjoint.rules`, `rules/forward.rules` and the black-box table
-//!    unpacks the lets (adj-unpack-let), swaps differential bindings below
+//!    `rules/adjoint.rules`, `rules/forward.rules` and the black boxes'
+//!    derivative table unpacks the lets (adj-unpack-let), swaps differential bindings below
 //!    ordinary ones (adj-swap-let), turns each differential binding around
 //!    (adj-rev-let: its cotangent is the gathered coefficients of its
 //!    tangent, the paper's add-inner-prods), and pushes inner products

@@ -1,8 +1,8 @@
 //! The forward (total) derivative, by rewriting: the program in A-normal
 //! form goes into an e-graph as `(D body)`, the rules of
 //! `rules/forward.rules` (Figure "Total (Forward) Derivative") and the
-//! black-box table `rules/derivatives.rules` push `D` to the leaves, and a
-//! `D`-free program is extracted by the work cost.
+//! black boxes' derivative table `rules/derivatives.rules` push `D` to the
+//! leaves, and a `D`-free program is extracted by the work cost.
 //!
 //! The environment sigma of the figure lives in the analysis: the inputs
 //! being differentiated map to their tangent parameters; every `let` met by

@@ -4,7 +4,7 @@
 //! 1. **normalize**: A-normal form and let-lifting ([`crate::terms::normalize`]), the
 //!    paper's flat "tensor SSA" in which derivative rules copy only atoms;
 //! 2. **differentiate**: forward mode by rewriting `(D e)` in an e-graph
-//!    with `rules/forward.rules` and the black-box table
+//!    with `rules/forward.rules` and the black boxes' derivative table
 //!    `rules/derivatives.rules` ([`forward`]); reverse mode by rewriting the
 //!    inner product `<w | D[body]>` with `rules/adjoint.rules` (the paper's
 //!    Figures "Adjoint Derivative of Tensors") until the coefficients of the

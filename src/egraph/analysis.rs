@@ -13,8 +13,7 @@
 
 use super::language::{Atl, Fun, Idx, Num};
 use crate::front::affine::Affine;
-use crate::front::ast::{Func, Real};
-use crate::semantics::blackbox;
+use crate::front::ast::Real;
 use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
 use std::collections::HashMap;
 
@@ -33,7 +32,7 @@ pub fn new_graph(analysis: AtlAnalysis) -> AtlGraph {
 }
 
 /// The function leaves of every e-graph ([`new_graph`]).
-pub const FUNCTION_LEAVES: usize = Func::NAMES.len();
+pub const FUNCTION_LEAVES: usize = crate::front::blackbox::BLACK_BOXES.len();
 
 // Limits and statistics count the program's terms, without the function
 // leaves (which every e-graph holds, used or not), as when each black box
@@ -212,7 +211,7 @@ fn fold_real(egraph: &AtlGraph, n: &Atl) -> Option<Real> {
                 Some(k) => Some(egraph[k].data.num?),
                 None => None,
             };
-            blackbox::apply(fun_of(egraph, f)?.at(k)?, x)
+            fun_of(egraph, f)?.at(k)?.apply(x)
         }
     };
     // Only finite results are folded: ATL has no literal for NaN.

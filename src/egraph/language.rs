@@ -153,16 +153,19 @@ impl Fun {
     pub fn of(f: Func) -> Fun {
         Fun(f.name())
     }
-    /// Every black box, in the order of [`Func::NAMES`].
+    /// Every black box: those of no parameter, then those with one, each
+    /// in the order of their table.
     pub fn all() -> impl Iterator<Item = Fun> {
-        Func::NAMES.into_iter().map(Fun)
+        let plain = Func::names().filter(|f| Func::param_of(f).is_none());
+        let with_param = Func::names().filter(|f| Func::param_of(f).is_some());
+        plain.chain(with_param).map(Fun)
     }
     pub fn name(self) -> &'static str {
         self.0
     }
     /// Does the call take an exponent (`pow`, `dpow`)?
     pub fn takes_exponent(self) -> bool {
-        Func::unary(self.0).is_none()
+        Func::param_of(self.0).is_some()
     }
     /// The black box called with exponent `k` (`None` for a wrong arity).
     pub fn at(self, k: Option<Real>) -> Option<Func> {

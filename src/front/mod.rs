@@ -2,6 +2,7 @@
 
 pub mod affine;
 pub mod ast;
+pub mod blackbox;
 pub mod elaborate;
 pub mod names;
 pub mod print;

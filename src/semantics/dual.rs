@@ -5,14 +5,13 @@
 //! The rules are the textbook ones and mirror the reference's `dv`: constants
 //! have tangent zero, `+` adds tangents, `*` uses the product rule
 //! `(a, da) * (b, db) = (a b, da b + a db)` (in that order of operations), a
-//! black box uses the chain rule through [`blackbox::derivative`], `pair`,
+//! black box uses the chain rule through [`Func::derivative`](crate::front::ast::Func::derivative), `pair`,
 //! `fst`, `snd`, `gen`, `get` act on both parts, a `sum` chain sums both parts
 //! (in the evaluator's order), and `let` binds both parts. Zeros are
 //! [`Value::Zero`] in both parts, read as `0.0` (so `0 * inf` stays NaN exactly
 //! as with explicit zeros). The environment, loops and predicates are the
 //! evaluator's ([`Env`] with variables bound to dual pairs).
 
-use super::blackbox;
 use super::eval::{checked_inputs, eval_pred, sum_chain, Budget, Env};
 use super::value::{check_value, Inputs, Value};
 use crate::error::{Error, Result};
@@ -43,11 +42,8 @@ pub fn dual_expr(e: &Expr, env: &mut DualEnv, budget: &mut Budget) -> Result<Dua
         }
         Expr::Call(f, a) => {
             let (x, dx) = reals(dual_expr(a, env, budget)?)?;
-            let v = blackbox::apply(*f, x);
-            (
-                Value::Real(v),
-                Value::Real(blackbox::derivative(*f, x, v) * dx),
-            )
+            let v = f.apply(x);
+            (Value::Real(v), Value::Real(f.derivative(x, v) * dx))
         }
         Expr::Pair(a, b) => {
             let (a0, a1) = dual_expr(a, env, budget)?;
@@ -164,7 +160,7 @@ mod tests {
     use crate::error::ErrorKind;
     use crate::front::affine::Affine;
     use crate::front::ast::build::*;
-    use crate::front::ast::{Func, Pred, Real, Type};
+    use crate::front::ast::{Func, Pred, Type};
     use crate::front::parse_program;
     use crate::rng::Rng;
     use crate::semantics::eval::evaluate;
@@ -296,7 +292,7 @@ mod tests {
     fn jvp_by_hand() {
         // f(x) = x * x * sin x, f'(x) = 2 x sin x + x^2 cos x
         let x = s("x");
-        let body = mul(mul(var(x), var(x)), call(Func::Sin, var(x)));
+        let body = mul(mul(var(x), var(x)), call(Func::named("sin"), var(x)));
         let prog = Program {
             name: s("f"),
             params: vec![crate::front::ast::Param {
@@ -375,7 +371,10 @@ mod tests {
         assert_eq!(v, Value::reals(&[2.0, 0.0]));
         assert_eq!(d, Value::reals(&[20.0, 0.0]));
         // pow with a constant exponent uses dpow.
-        let e = call(Func::Pow(Real(3.0)), get(var(x), Affine::constant(0)));
+        let e = call(
+            Func::with_exponent("pow", 3.0).unwrap(),
+            get(var(x), Affine::constant(0)),
+        );
         let (v, d) = dual_expr(&e, &mut env, &mut Budget::default()).unwrap();
         assert_eq!((v, d), (Value::Real(1.0), Value::Real(30.0)));
     }

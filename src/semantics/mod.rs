@@ -1,6 +1,5 @@
 //! Semantics: values, evaluation, forward-mode dual numbers, work cost.
 
-pub mod blackbox;
 pub mod cost;
 pub mod dual;
 pub mod eval;

@@ -19,7 +19,6 @@
 use atl_egg::egraph::language::{Atl, FromRec, Num};
 use atl_egg::front::affine::Affine;
 use atl_egg::front::ast::Type;
-use atl_egg::semantics::blackbox;
 use atl_egg::semantics::dual::{dual_expr, DualEnv};
 use atl_egg::semantics::eval::{eval_expr, eval_pred, Budget, Env};
 use atl_egg::semantics::numerics::inner_product;
@@ -181,7 +180,7 @@ impl<'a> ExtEval<'a> {
             let f = reader.fun(f).map_err(|e| e.0)?;
             let f = f.at(k).ok_or("a call with the wrong arguments")?;
             let x = self.real(t, ext, a)?;
-            return Ok(Value::Real(blackbox::apply(f, x)));
+            return Ok(Value::Real(f.apply(x)));
         }
         let name = |i: Id| reader.name(i).map_err(|e| e.0);
         let aff = |i: Id| reader.aff(i).map_err(|e| e.0);

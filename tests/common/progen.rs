@@ -236,6 +236,9 @@ const POSITIVE_FUNS: &[Fun] = &[
     fk("pow", "0.5"),
     fk("pow", "-1"),
     fk("dpow", "1.5"),
+    f("lgamma"),
+    f("digamma"),
+    fk("polygamma", "1"),
 ];
 const CONSTANTS: &[&str] = &[
     "0", "1", "2", "-1", "0.5", "2.5", "-0.75", "3e-2", "1.25", "-0.0",

@@ -398,6 +398,23 @@ pub(super) fn adj_coeff_dot(c: &mut Ctx) -> Option<Built> {
 mod tests {
     use super::*;
 
+    /// `rules/derivatives.rules` names exactly the boxes of the table of
+    /// black boxes, each with its arity.
+    #[test]
+    fn the_rule_file_names_exactly_the_table_of_black_boxes() {
+        let mut in_rules: Vec<(&str, bool)> = derivative_table()
+            .keys()
+            .map(|f| (f.name(), f.takes_exponent()))
+            .collect();
+        let mut in_table: Vec<(&str, bool)> = crate::front::blackbox::BLACK_BOXES
+            .iter()
+            .map(|b| (b.name, b.param.is_some()))
+            .collect();
+        in_rules.sort();
+        in_table.sort();
+        assert_eq!(in_rules, in_table);
+    }
+
     #[test]
     fn the_derivative_table_is_one_entry_per_black_box() {
         let table = derivative_table();

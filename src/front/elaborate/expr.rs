@@ -10,10 +10,10 @@ use crate::front::reader::Sexp;
 use std::collections::HashSet;
 
 /// Expression form names, for "did you mean" hints.
+/// The black boxes' names are added from their table.
 const EXPR_FORMS: &[&str] = &[
     "+", "*", "-", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "tuple",
-    "proj", "vec", "exp", "log", "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step",
-    "pow", "dtanh", "dsigmoid", "dsqrt", "drecip", "dcos", "dpow",
+    "proj", "vec",
 ];
 
 impl Elab {
@@ -98,15 +98,23 @@ impl Elab {
                 arity(&[2])?;
                 self.divide(args, claimed, pos)
             }
-            "pow" | "dpow" => {
+            _ if Func::param_of(h).is_some() => {
                 arity(&[2])?;
                 let Sexp::Num(k, _) = &args[1] else {
+                    let what = Func::param_of(h).expect("checked");
                     return Err(Error::typ(
                         args[1].pos(),
-                        format!("{h}: the exponent must be a constant number"),
+                        format!("{h}: the {what} must be a constant number"),
                     ));
                 };
-                let f = Func::with_exponent(h, k.value).expect("pow or dpow");
+                let f = Func::with_exponent(h, k.value).expect("a box with a parameter");
+                if let Err(must) = (f.spec().check_param)(k.value) {
+                    let what = Func::param_of(h).expect("checked");
+                    return Err(Error::typ(
+                        args[1].pos(),
+                        format!("{h}: the {what} must be {must}"),
+                    ));
+                }
                 let a = self.expr(&args[0], claimed)?;
                 self.call(f, a, pos)
             }
@@ -251,10 +259,13 @@ impl Elab {
                 if let Some(index) = self.names.iter().position(|f| f.name == h) {
                     return self.call_function(index, args, pos, claimed);
                 }
-                let functions: Vec<&str> = self.names[..self.visible]
+                let mut functions: Vec<&str> = self.names[..self.visible]
                     .iter()
                     .map(|f| f.name.as_str())
                     .collect();
+                for name in Func::names() {
+                    functions.push(name);
+                }
                 Err(
                     Error::syntax(pos, format!("unknown form '{h}'")).with_hint_opt(
                         crate::diagnostics::did_you_mean(

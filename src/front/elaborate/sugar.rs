@@ -39,7 +39,7 @@ impl Elab {
     ) -> Result<(Expr, Type)> {
         let a = self.expr(&args[0], claimed)?;
         let b = self.expr(&args[1], claimed)?;
-        let rb = self.call(Func::Recip, b, pos)?;
+        let rb = self.call(Func::named("recip"), b, pos)?;
         self.arith(false, a, rb, pos)
     }
 
