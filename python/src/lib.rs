@@ -629,11 +629,23 @@ fn cache_dir() -> Option<String> {
     atl_egg::backend::build::configured_cache_dir().map(|p| p.display().to_string())
 }
 
+/// The black boxes, from the compiler's one table: name, the name of its
+/// constant parameter (`None` for a function of one real) and its
+/// documentation line.
+#[pyfunction]
+fn black_boxes() -> Vec<(&'static str, Option<&'static str>, &'static str)> {
+    atl_egg::front::blackbox::BLACK_BOXES
+        .iter()
+        .map(|b| (b.name, b.param, b.doc))
+        .collect()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeProgram>()?;
     m.add_class::<Kernel>()?;
     m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(black_boxes, m)?)?;
     m.add("AtlError", m.py().get_type::<AtlError>())?;
     Ok(())
 }

@@ -19,37 +19,23 @@ inside PyTorch or JAX (:func:`to_torch`, :func:`to_jax`). See
 docs/python.md in the repository.
 """
 
+import builtins
+
 from ._function import AtlError, Function, load
 from ._interop import to_jax, to_torch
 from ._trace import (
+    BLACK_BOXES,
     Pair,
     R,
     Relation,
     TraceError,
-    cos,
-    dcos,
-    dpow,
-    drecip,
-    dsigmoid,
-    dsqrt,
-    dtanh,
     exists,
-    exp,
     function,
     gen,
     let,
-    log,
     pair,
-    pow_ as pow,  # noqa: A004 (ATL's name)
-    recip,
-    relu,
-    sigmoid,
-    sin,
     sizes,
-    sqrt,
-    step,
     sum,  # noqa: A004 (ATL's name)
-    tanh,
     tuple_ as tuple,  # noqa: A004 (ATL's name)
     where,
 )
@@ -61,6 +47,8 @@ __all__ = [
     "AtlError", "Function", "load", "function", "TraceError",
     "grad", "value_and_grad", "jvp", "vjp", "hvp", "to_torch", "to_jax",
     "R", "Pair", "Relation", "sizes", "gen", "exists", "where", "let", "pair",
-    "exp", "log", "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step",
-    "dtanh", "dsigmoid", "dsqrt", "drecip", "dcos", "dpow",
-]
+] + [name for name in BLACK_BOXES if not hasattr(builtins, name)]
+
+# The black boxes of the compiler's table, by their ATL names (`ae.exp`,
+# `ae.pow`, `ae.lgamma`, ...).
+globals().update(BLACK_BOXES)

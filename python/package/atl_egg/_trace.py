@@ -200,12 +200,14 @@ def _is_name(name):
     return isinstance(name, str) and bool(_NAME.match(name)) and name not in _RESERVED
 
 
+# The black boxes, from the compiler's table: (name, the name of its constant
+# parameter or None, documentation line).
+_BOXES = tuple(_native.black_boxes())
+
 _RESERVED = {
     "fn", "size", "tensor", "relation", "pair", "fst", "snd", "gen", "sum", "get", "iverson",
     "let", "and", "or", "exists", "true", "false", "tuple", "proj", "vec", "R",
-    "exp", "log", "sin", "cos", "tanh", "sqrt", "recip", "sigmoid", "relu", "step", "pow",
-    "dtanh", "dsigmoid", "dsqrt", "drecip", "dcos", "dpow",
-}
+} | {name for name, _, _ in _BOXES}
 
 
 # ---------------------------------------------------------------------------
@@ -716,7 +718,7 @@ def tuple_(*values):
     return e
 
 
-def _black_box(name):
+def _black_box(name, doc):
     def apply(x):
         loc = _user_location()
         e = _expr(x, loc)
@@ -726,32 +728,38 @@ def _black_box(name):
         return Expr("box", (name, e), e.type, loc)
 
     apply.__name__ = name
-    apply.__doc__ = "The black box %s (pointwise on a tensor of reals)." % name
+    apply.__doc__ = "%s (pointwise on a tensor of reals)." % doc
     return apply
 
 
-exp, log, sin, cos, tanh, sqrt, recip, sigmoid, relu, step = (
-    _black_box(n) for n in "exp log sin cos tanh sqrt recip sigmoid relu step".split())
-dtanh, dsigmoid, dsqrt, drecip, dcos = (
-    _black_box(n) for n in "dtanh dsigmoid dsqrt drecip dcos".split())
-
-
-def _power(name):
+def _with_parameter(name, param, doc):
     def apply(x, k):
         loc = _user_location()
         e = _expr(x, loc)
         if isinstance(k, bool) or not isinstance(k, (int, float)) or k != k:
-            raise TraceError("%s takes a constant exponent, not %r" % (name, k), loc)
+            raise TraceError("%s takes a constant %s, not %r" % (name, param, k), loc)
         if not (isinstance(e.type, _Real) or (isinstance(e.type, _Tensor) and e.type.reals_only())):
             raise TraceError("%s applies to reals, not %r" % (name, e.type), loc)
         return Expr("box", (name, e, float(k)), e.type, loc)
 
     apply.__name__ = name
+    apply.__doc__ = "%s (pointwise on a tensor of reals); %s a constant." % (doc, param)
     return apply
 
 
-pow_ = _power("pow")
-dpow = _power("dpow")
+def _python_name(name):
+    """A box's name in Python: with a trailing ``_`` where it is a builtin's
+    (``pow_``; the package exports it as ``ae.pow``)."""
+    return name + "_" if hasattr(builtins, name) else name
+
+
+# One function per black box of the table: ``exp(x)``, ``pow_(x, k)``, ...
+BLACK_BOXES = {}
+for _name, _param, _doc in _BOXES:
+    BLACK_BOXES[_name] = (_with_parameter(_name, _param, _doc) if _param
+                          else _black_box(_name, _doc))
+    globals()[_python_name(_name)] = BLACK_BOXES[_name]
+del _name, _param, _doc
 
 
 # ---------------------------------------------------------------------------
