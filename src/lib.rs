@@ -207,32 +207,12 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     egraph::optimize(prog, opts)
 }
 
-/// Check the names of inputs to differentiate: each a real-valued input of
-/// `prog`, none twice; empty means every real input, in parameter order.
-/// A name that is not an input gets the closest one as a hint.
+/// The names of inputs to differentiate, checked (see
+/// [`derive::forward::resolve_wrt`]): each a real-valued input of `prog`,
+/// none twice; empty means every real input, in parameter order.
 pub fn resolve_wrt(prog: &Program, wrt: &[&str]) -> Result<Vec<Symbol>> {
-    for w in wrt {
-        if prog.params.iter().all(|p| p.name.as_str() != *w) {
-            let reals: Vec<&str> = prog.real_params().map(|(n, _)| n.as_str()).collect();
-            let hint = diagnostics::did_you_mean(w, reals.iter().copied()).or_else(|| {
-                (!reals.is_empty())
-                    .then(|| format!("the real-valued inputs are: {}", reals.join(", ")))
-            });
-            return Err(
-                Error::input(format!("--wrt {w}: the function has no input named {w}"))
-                    .with_hint_opt(hint),
-            );
-        }
-    }
     let wrt: Vec<Symbol> = wrt.iter().map(|w| Symbol::from(*w)).collect();
-    derive::forward::resolve_wrt(prog, &wrt).map_err(|e| {
-        let reals: Vec<&str> = prog.real_params().map(|(n, _)| n.as_str()).collect();
-        if e.hint.is_none() && e.msg.contains("not a real-valued input") && !reals.is_empty() {
-            e.with_hint(format!("the real-valued inputs are: {}", reals.join(", ")))
-        } else {
-            e
-        }
-    })
+    derive::forward::resolve_wrt(prog, &wrt)
 }
 
 /// The gradient of a function returning `R` with respect to the inputs

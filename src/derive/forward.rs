@@ -279,30 +279,38 @@ pub fn unused_name(base: &str, taken: &mut std::collections::BTreeSet<String>) -
     Symbol::from(name)
 }
 
-/// Check `--wrt` names: real-valued inputs, no repeats. Empty: all reals.
+/// Resolve the names of inputs to differentiate (`--wrt`): each a
+/// real-valued input of `prog`, none twice; empty means every real input,
+/// in parameter order. A name that is not a real input gets the closest
+/// one, or the list of them, as a hint. The one place `--wrt` is checked.
 pub fn resolve_wrt(prog: &Program, wrt: &[Symbol]) -> Result<Vec<Symbol>> {
+    let reals: Vec<&str> = prog.real_params().map(|(n, _)| n.as_str()).collect();
+    let listed =
+        || (!reals.is_empty()).then(|| format!("the real-valued inputs are: {}", reals.join(", ")));
     if wrt.is_empty() {
-        let all: Vec<Symbol> = prog.real_params().map(|(n, _)| n).collect();
-        if all.is_empty() {
+        if reals.is_empty() {
             return Err(Error::input(
                 "the function has no real-valued input to differentiate",
             ));
         }
-        return Ok(all);
+        return Ok(prog.real_params().map(|(n, _)| n).collect());
     }
     let mut seen = vec![];
     for w in wrt {
         match prog.param(*w).map(|p| &p.kind) {
             Some(ParamKind::Real(_)) => {}
             Some(_) => {
-                return Err(Error::input(format!(
-                "--wrt {w}: not a real-valued input (sizes and relations cannot be differentiated)"
-            )))
+                let why = "sizes and relations cannot be differentiated";
+                let msg = format!("--wrt {w}: not a real-valued input ({why})");
+                return Err(Error::input(msg).with_hint_opt(listed()));
             }
             None => {
+                let hint = crate::diagnostics::did_you_mean(w.as_str(), reals.iter().copied())
+                    .or_else(listed);
                 return Err(Error::input(format!(
                     "--wrt {w}: the function has no input named {w}"
-                )))
+                ))
+                .with_hint_opt(hint));
             }
         }
         if seen.contains(w) {

@@ -16,8 +16,9 @@
 //!    (gen pushout, Iverson algebra, index elimination, inlining, dead lets),
 //!    extracted by the sparsity-aware work cost.
 //!
-//! Public entry points: [`jvp`], [`vjp`], [`grad`], [`hvp`] and the call the
-//! design names, [`optimize_gradient`].
+//! Public entry points: [`jvp`], [`vjp`], [`grad`], [`hvp`] (the library's
+//! [`crate::optimize_gradient`] is [`grad`] with the `--wrt` names checked),
+//! and [`forward::resolve_wrt`], the one check of those names.
 
 pub mod adjoint;
 pub mod direct;
@@ -120,30 +121,59 @@ pub fn direct_vjp_program(prog: &Program, wrt: &[Symbol], opts: &Options) -> Res
     vjp_program_by(prog, wrt, opts, true).map(|r| r.0)
 }
 
-/// The unsimplified vector-Jacobian product: by e-graphs, or `direct`ly
-/// without one.
+/// The unsimplified vector-Jacobian product.
 fn vjp_program_by(
     prog: &Program,
     wrt: &[Symbol],
     opts: &Options,
     direct: bool,
 ) -> Result<(Program, PhaseStats)> {
+    reverse_program(prog, wrt, Seed::Cotangent, opts, direct)
+}
+
+/// Where reverse mode starts: a cotangent parameter of the output's type
+/// (`vjp`), or 1 for a function returning `R` (`grad`).
+enum Seed {
+    Cotangent,
+    One,
+}
+
+/// The unsimplified reverse derivative from `seed`: by e-graphs, or
+/// `direct`ly without one; the original parameters (and the cotangent).
+fn reverse_program(
+    prog: &Program,
+    wrt: &[Symbol],
+    seed: Seed,
+    opts: &Options,
+    direct: bool,
+) -> Result<(Program, PhaseStats)> {
+    if matches!(seed, Seed::One) && prog.ret != Type::Real {
+        return Err(Error::input(format!(
+            "grad needs a function returning R; this one returns {} (use vjp)",
+            prog.ret
+        )));
+    }
     let wrt = forward::resolve_wrt(prog, wrt)?;
-    let mut taken = forward::names_in(prog);
-    let w = forward::unused_name("ct", &mut taken);
+    let mut params = prog.params.clone();
+    let (seed, seed_type) = match seed {
+        Seed::One => (crate::front::ast::build::num(1.0), Type::Real),
+        Seed::Cotangent => {
+            let w = forward::unused_name("ct", &mut forward::names_in(prog));
+            params.push(Param {
+                name: w,
+                kind: ParamKind::Real(prog.ret.clone()),
+            });
+            (Expr::Var(w), prog.ret.clone())
+        }
+    };
     let (body, stats) = if direct {
         (
-            adjoint::direct_vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, opts)?,
+            adjoint::direct_vjp_body(prog, &wrt, seed, &seed_type, opts)?,
             PhaseStats::direct(),
         )
     } else {
-        adjoint::vjp_body(prog, &wrt, Expr::Var(w), &prog.ret, opts)?
+        adjoint::vjp_body(prog, &wrt, seed, &seed_type, opts)?
     };
-    let mut params = prog.params.clone();
-    params.push(Param {
-        name: w,
-        kind: ParamKind::Real(prog.ret.clone()),
-    });
     let p = Program {
         name: prog.name,
         params,
@@ -184,37 +214,14 @@ pub fn direct_grad_program(prog: &Program, wrt: &[Symbol], opts: &Options) -> Re
     grad_program_by(prog, wrt, opts, true).map(|r| r.0)
 }
 
-/// The unsimplified gradient: by e-graphs, or `direct`ly without one.
+/// The unsimplified gradient.
 fn grad_program_by(
     prog: &Program,
     wrt: &[Symbol],
     opts: &Options,
     direct: bool,
 ) -> Result<(Program, PhaseStats)> {
-    if prog.ret != Type::Real {
-        return Err(Error::input(format!(
-            "grad needs a function returning R; this one returns {} (use vjp)",
-            prog.ret
-        )));
-    }
-    let wrt = forward::resolve_wrt(prog, wrt)?;
-    let one = crate::front::ast::build::num(1.0);
-    let (body, stats) = if direct {
-        (
-            adjoint::direct_vjp_body(prog, &wrt, one, &Type::Real, opts)?,
-            PhaseStats::direct(),
-        )
-    } else {
-        adjoint::vjp_body(prog, &wrt, one, &Type::Real, opts)?
-    };
-    let p = Program {
-        name: prog.name,
-        params: prog.params.clone(),
-        sizes: prog.sizes.clone(),
-        body,
-        ret: nested_type(prog, &wrt),
-    };
-    Ok((p, stats))
+    reverse_program(prog, wrt, Seed::One, opts, direct)
 }
 
 /// The gradient of a function returning `R` with respect to `wrt`.
@@ -228,12 +235,6 @@ pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
         direct_grad_program(prog, wrt, opts)?,
         opts,
     ))
-}
-
-/// The call the design names: the optimized gradient program.
-pub fn optimize_gradient(prog: &Program, wrt: &[&str], opts: &Options) -> Result<Derived> {
-    let wrt: Vec<Symbol> = wrt.iter().map(|w| Symbol::from(*w)).collect();
-    grad(prog, &wrt, opts)
 }
 
 /// Hessian-vector product (forward over reverse): the original parameters,
