@@ -111,6 +111,51 @@ pub(super) fn split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> {
     pos
 }
 
+/// Countable by intervals once each existential with a unique witness is
+/// a loop of the count ([`super::plan::build_plan`]): comparisons,
+/// conjunctions, and such existentials of countable conjuncts.
+fn is_countable(preds: &[PNode], id: u32) -> bool {
+    match &preds[id as usize].kind {
+        PKind::Cmp(..) => true,
+        PKind::And(ids) => ids.iter().all(|&i| is_countable(preds, i)),
+        PKind::Exists(p) => p
+            .unique
+            .as_ref()
+            .is_some_and(|(_, c)| c.iter().all(|&i| is_countable(preds, i))),
+        _ => false,
+    }
+}
+
+/// The disjuncts of a small disjunction of countable predicates.
+pub(super) fn countable_or<'p>(preds: &'p [PNode], id: u32) -> Option<&'p [u32]> {
+    match &preds[id as usize].kind {
+        PKind::Or(ids)
+            if ids.len() <= MAX_DISJUNCTS && ids.iter().all(|&i| is_countable(preds, i)) =>
+        {
+            Some(ids)
+        }
+        _ => None,
+    }
+}
+
+/// A guard worth splitting by inclusion–exclusion at its first small
+/// disjunction of countable predicates: every term of the split is then
+/// counted by intervals, with the unique existentials as loops (a
+/// disjunction of such existentials, `[∃c. g == 2c ∧ ...] ∨ [∃c'. g == 2c' + 1
+/// ∧ ...]`, brackets an addition of two branches of a strided gen's
+/// adjoint).
+pub(super) fn count_split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> {
+    let mut pos = None;
+    for (k, &id) in flat.iter().enumerate() {
+        if countable_or(preds, id).is_some() {
+            pos = pos.or(Some(k));
+        } else if !is_countable(preds, id) {
+            return None;
+        }
+    }
+    pos
+}
+
 /// The evaluation state: slot values and what is left of the budget.
 pub(super) struct Machine {
     pub(super) env: Vec<i64>,
