@@ -144,6 +144,10 @@ pub(super) fn countable_or<'p>(preds: &'p [PNode], id: u32) -> Option<&'p [u32]>
 /// disjunction of such existentials, `[∃c. g == 2c ∧ ...] ∨ [∃c'. g == 2c' + 1
 /// ∧ ...]`, brackets an addition of two branches of a strided gen's
 /// adjoint).
+///
+/// Not where two different existentials bind the same slot (one
+/// existential over a disjunction is split into several over its one
+/// variable): a count unfolds one existential per slot.
 pub(super) fn count_split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> {
     let mut pos = None;
     for (k, &id) in flat.iter().enumerate() {
@@ -153,7 +157,31 @@ pub(super) fn count_split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> 
             return None;
         }
     }
-    pos
+    let mut bound: Vec<(u32, u32)> = vec![];
+    for &id in flat {
+        unique_binders(preds, id, &mut bound);
+    }
+    bound.sort_unstable();
+    bound.dedup();
+    let shared = bound.windows(2).any(|w| w[0].0 == w[1].0);
+    pos.filter(|_| !shared)
+}
+
+/// The (slot, existential) of every existential with a unique witness in
+/// `id`.
+fn unique_binders(preds: &[PNode], id: u32, out: &mut Vec<(u32, u32)>) {
+    match &preds[id as usize].kind {
+        PKind::And(ids) | PKind::Or(ids) => {
+            ids.iter().for_each(|&i| unique_binders(preds, i, out));
+        }
+        PKind::Exists(p) => {
+            if let Some(((slot, _), c)) = &p.unique {
+                out.push((*slot, id));
+                c.iter().for_each(|&i| unique_binders(preds, i, out));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The evaluation state: slot values and what is left of the budget.

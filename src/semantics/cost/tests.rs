@@ -1280,6 +1280,22 @@ fn disjunctions_of_existentials_with_a_fixed_witness_count_in_closed_form() {
             "n = {n}"
         );
     }
+    // one existential over a disjunction, split into two over its one
+    // variable (the sum's "minus 1 where any term holds" here): the two
+    // share a slot and are not one loop
+    let upsample = "(fn f ((y (tensor n R)))
+      (gen k (* 2 n) (sum i n (iverson (or (== k (* 2 i)) (== k (+ (* 2 i) 1))) (get y i)))))";
+    let u = crate::front::parse_program(upsample.as_bytes())
+        .unwrap()
+        .body;
+    for n in [0i64, 1, 2, 3, 6] {
+        let sz = sizes(&[("n", n)]);
+        assert_eq!(
+            c(&u, &sz).unwrap() as i128,
+            brute(&u, &sz, &rels, &[]),
+            "n = {n}"
+        );
+    }
     // nothing is charged: every addition adds to a zero
     let sz = sizes(&[("n", 10_000_000)]);
     let ctx = CostCtx::new(&sz, &rels);
