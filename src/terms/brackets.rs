@@ -15,6 +15,11 @@
 //! and joining again; on the extracted term it is made once.)
 
 use crate::front::ast::{CmpOp, Expr, Pred};
+// (the cost counter splits disjunctions this small by inclusion–exclusion;
+// a long addition of brackets, the adjoint of a vector read at a thousand
+// places, would otherwise get a disjunction per prefix, quadratic in its
+// length)
+use crate::semantics::cost::MAX_DISJUNCTS;
 use egg::Symbol;
 
 /// The conjuncts of `p` (nested `and`s flattened, `true` dropped).
@@ -63,7 +68,8 @@ pub fn exists_bracket(e: Expr) -> Expr {
 
 /// `e` with each addition of two brackets that is an operand of an
 /// addition whose other operand is a bracket shown as `[p ∨ q]·([p]·a +
-/// [q]·b)`, innermost first (so a chain of brackets is shown whole). Equal
+/// [q]·b)`, innermost first (so a chain of brackets is shown whole, up to
+/// [`MAX_DISJUNCTS`] brackets). Equal
 /// in value, and never costlier: the new bracket costs nothing, its body
 /// costs nothing where neither bracket holds, and the outer addition is
 /// charged where both its operands' brackets hold, now a subset of where it
@@ -86,6 +92,9 @@ pub fn bracket_additions(e: &Expr) -> Expr {
                             Pred::Or(ds) => ps.extend(ds.iter().cloned()),
                             d => ps.push(d.clone()),
                         }
+                    }
+                    if ps.len() > MAX_DISJUNCTS {
+                        return x;
                     }
                     Box::new(Expr::Iverson(Pred::Or(ps), x))
                 }

@@ -61,7 +61,7 @@ pub(super) fn split(preds: &[PNode], conj: &[u32], cmps: &mut Vec<Con>, opaque: 
 
 /// Disjunctions of at most this many comparison-only disjuncts are split:
 /// by inclusion–exclusion in counts, by distribution in existentials.
-pub(super) const MAX_DISJUNCTS: usize = 4;
+pub const MAX_DISJUNCTS: usize = 4;
 /// Inclusion–exclusion stops once this many terms are pending.
 pub(super) const MAX_EXPANDED_TERMS: usize = 4096;
 
