@@ -5,7 +5,8 @@
 //!   adjoint e-graph grows fast) get gradients equal to dual numbers;
 //! * property: `grad` of random generator programs returning `R`, with
 //!   respect to each real input in turn and all together, checked against
-//!   dual numbers: `<grad f(x), v> = D f(x)[v]` along a random `v`.
+//!   dual numbers: `<grad f(x), v> = D f(x)[v]` along a random `v`, and its
+//!   io-cost at most 4 times the function's with every size at 1, 2 and 3.
 //!   `ATL_GRAD_CASES` sets the number of programs (default 40) and
 //!   `ATL_GRAD_FIRST_SEED` the generator seed to start from (default 1), so
 //!   that a long run can be split between processes; each failure is printed
@@ -23,10 +24,11 @@ use atl_egg::derive;
 use atl_egg::egraph::Options;
 use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::front::parse_program;
+use atl_egg::semantics::cost::io_cost;
 use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
-use atl_egg::semantics::value::{random_value, Inputs, Value};
+use atl_egg::semantics::value::{random_relation, random_value, Inputs, Sizes, Value};
 use common::values::unnest;
 use common::{generate, random_inputs, GenConfig, Rng};
 use egg::Symbol;
@@ -129,6 +131,7 @@ fn added_params(p: &Program, d: &Program) -> Vec<Symbol> {
 /// random points; an error message on failure.
 fn check_grad(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
     let g = derive::grad(p, wrt, &opts()).map_err(|e| format!("grad failed: {e}"))?;
+    bounded_at_small_sizes(p, &g.program, seed)?;
     let mut rng = Rng::new(seed);
     for _ in 0..2 {
         let inputs = random_inputs(p, &mut rng, 1, 4, 0.5);
@@ -157,6 +160,39 @@ fn check_grad(p: &Program, wrt: &[Symbol], seed: u64) -> Result<(), String> {
                 "<grad, v> = {lhs} but jvp = {rhs} at {:?}\n{}",
                 inputs.sizes,
                 atl_egg::backend::sexp::program_to_string(&g.program)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The cheap-gradient bound (io-cost at most 4 times the function's) with
+/// every size at 1, 2 and 3 (relations half full), where the function is a
+/// handful of operations and a fixed cost of its gradient shows; sizes at
+/// which the program has no value (a dimension below zero) are skipped.
+fn bounded_at_small_sizes(p: &Program, g: &Program, seed: u64) -> Result<(), String> {
+    let mut rng = Rng::new(seed);
+    for n in 1..=3 {
+        let sizes: Sizes = p.sizes.iter().map(|s| (*s, n)).collect();
+        let mut relations = HashMap::new();
+        for q in &p.params {
+            if let ParamKind::Relation(dims) = &q.kind {
+                let Ok(r) = random_relation(dims, &sizes, 0.5, &mut || rng.unit()) else {
+                    return Ok(());
+                };
+                relations.insert(q.name, r);
+            }
+        }
+        let (Ok(cf), Ok(cg)) = (
+            io_cost(p, &sizes, &relations),
+            io_cost(g, &sizes, &relations),
+        ) else {
+            continue;
+        };
+        if cg > 4 * cf.max(1) {
+            return Err(format!(
+                "io-cost {cg} of the gradient, {cf} of f at size {n}: above 4 times\n{}",
+                atl_egg::backend::sexp::program_to_string(g)
             ));
         }
     }

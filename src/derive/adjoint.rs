@@ -160,12 +160,15 @@ fn vjp_body_by(
         opts,
         direct_only,
     };
+    // the forms that mention each name, in order (scanning every form for
+    // each binding made a chain of `k` bindings cost `O(k²)`)
+    let mut mentions = Mentions::default();
     let mut cotangents: Vec<(Symbol, Expr)> = vec![];
     for (x, e) in binds.iter().rev() {
         if !active.contains(x) {
             continue;
         }
-        let using: Vec<&Form> = forms.iter().filter(|f| f.2.contains(x)).collect();
+        let using = mentions.using(&forms, *x);
         if using.is_empty() {
             continue;
         }
@@ -176,7 +179,7 @@ fn vjp_body_by(
     }
     let mut outputs = vec![];
     for x in wrt {
-        let using: Vec<&Form> = forms.iter().filter(|f| f.2.contains(x)).collect();
+        let using = mentions.using(&forms, *x);
         outputs.push(ctx.coefficient(*x, &using, &mut fresh, &mut stats)?);
     }
     let out = outputs
@@ -204,6 +207,30 @@ const WHOLE_PROGRAM_NODES: usize = 400;
 /// An inner product `<c | D[e]>`: its cotangent, its expression and the
 /// expression's free names.
 type Form = (Expr, Expr, BTreeSet<Symbol>);
+
+/// For each name, the forms (by position) whose expression mentions it,
+/// kept up to date as forms are added.
+#[derive(Default)]
+struct Mentions {
+    by_name: HashMap<Symbol, Vec<usize>>,
+    indexed: usize,
+}
+
+impl Mentions {
+    /// The forms that mention `x`, in the order they were added.
+    fn using<'f>(&mut self, forms: &'f [Form], x: Symbol) -> Vec<&'f Form> {
+        for (k, f) in forms.iter().enumerate().skip(self.indexed) {
+            for n in &f.2 {
+                self.by_name.entry(*n).or_default().push(k);
+            }
+        }
+        self.indexed = forms.len();
+        self.by_name
+            .get(&x)
+            .map(|ks| ks.iter().map(|&k| &forms[k]).collect())
+            .unwrap_or_default()
+    }
+}
 
 /// Add the inner product `<c | D[e]>` to `forms`; an `e` that adds many
 /// terms, under `gen`s and `sum`s or not, as one inner product per term

@@ -29,6 +29,7 @@ use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Param, ParamKind, Program, Type};
 use crate::front::subst::{free_names, Replace, Substituter};
 use crate::front::types::{param_env, type_of, TypeEnv};
+use crate::terms::brackets::{bracket_additions, exists_bracket};
 use crate::terms::canonical::canonical_binders;
 use crate::terms::letpasses::{
     add_terms, drop_broadcast_dimensions, drop_false_brackets, index, inline_free_bindings,
@@ -170,8 +171,12 @@ fn by_binding(
         out.append(&mut units.extra);
         out.push((x, e));
     }
-    let result = units.result(&result, next_id)?;
+    let result = bracket_additions(&units.result(&result, next_id)?);
     out.append(&mut units.extra);
+    let out = out
+        .into_iter()
+        .map(|(x, e)| (x, bracket_additions(&e)))
+        .collect();
     let (out, result) = reuse_bindings(out, result);
     let (out, result) = share_repeated_elements(out, result, next_id);
     let (out, result) = drop_broadcast_dimensions(out, result);
@@ -250,8 +255,10 @@ impl Units<'_> {
             }
         }
         let mut sum: Option<Expr> = None;
+        // each term's sparsity stays visible to the additions that join
+        // them, as the rules show it inside a unit
         for (_, o, count) in like {
-            let o = times(count, o);
+            let o = times(count, exists_bracket(o));
             sum = Some(match sum {
                 None => o,
                 Some(s) => build::add(s, o),

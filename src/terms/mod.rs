@@ -5,10 +5,13 @@
 //! * [`normalize`]: A-normal form, let-lifting ("tensor SSA"), dead bindings;
 //! * [`letpasses`]: the let-level passes of the optimizer (inlining, sharing,
 //!   broadcast dimensions, `[false]` terms, brackets of empty products);
+//! * [`brackets`]: the existential bracket of a sum whose bracket fixes its
+//!   index, for an addition above it;
 //! * [`canonical`]: index binders renamed by nesting depth and extent;
 //! * [`extents`]: the extent of every index binder of a term;
 //! * [`size`]: the number of nodes of a term.
 
+pub mod brackets;
 pub mod canonical;
 pub mod extents;
 pub mod letpasses;

@@ -180,44 +180,45 @@ fn lift_loop(
 
 /// Figure "Let-Lifting" as a single pass.
 pub fn lift(e: &Expr, fresh: &mut Fresh) -> Flat {
+    let mut binds = vec![];
+    let result = lift_into(e, fresh, &mut binds);
+    (binds, result)
+}
+
+/// [`lift`], its bindings appended to `out` (one vector for the whole
+/// term: joining each body's bindings to its definition's made a chain of
+/// `k` lets cost `O(k²)` copies).
+fn lift_into(e: &Expr, fresh: &mut Fresh, out: &mut Vec<(Symbol, Expr)>) -> Expr {
     use build::*;
     match e {
         Expr::Iverson(p, a) => {
             // the bracket is copied onto every lifted binding (cost neutrality)
-            let (b, a) = lift(a, fresh);
-            let b = b
-                .into_iter()
-                .map(|(x, ex)| (x, iverson(p.clone(), ex)))
-                .collect();
-            (b, iverson(p.clone(), a))
+            let start = out.len();
+            let a = lift_into(a, fresh, out);
+            for (_, ex) in &mut out[start..] {
+                *ex = iverson(p.clone(), std::mem::replace(ex, num(0.0)));
+            }
+            iverson(p.clone(), a)
         }
         Expr::Gen(i, d, body) | Expr::Sum(i, d, body) => {
-            let (b, inner) = lift(body, fresh);
+            let start = out.len();
+            let inner = lift_into(body, fresh, out);
+            let b = out.split_off(start);
             let (b, inner) = lift_loop(*i, d, b, inner, fresh);
-            let r = if matches!(e, Expr::Gen(..)) {
+            out.extend(b);
+            if matches!(e, Expr::Gen(..)) {
                 gen(*i, d.clone(), inner)
             } else {
                 sum(*i, d.clone(), inner)
-            };
-            (b, r)
+            }
         }
         Expr::Let(x, a, body) => {
-            let (mut ba, a) = lift(a, fresh);
-            ba.push((*x, a));
-            let (bb, body) = lift(body, fresh);
-            ba.extend(bb);
-            (ba, body)
+            let a = lift_into(a, fresh, out);
+            out.push((*x, a));
+            lift_into(body, fresh, out)
         }
-        _ => {
-            // the children's bindings, left to right, before the node
-            let mut binds = vec![];
-            let e = e.map_children(|c| {
-                let (b, c) = lift(c, fresh);
-                binds.extend(b);
-                c
-            });
-            (binds, e)
-        }
+        // the children's bindings, left to right, before the node
+        _ => e.map_children(|c| lift_into(c, fresh, out)),
     }
 }
 

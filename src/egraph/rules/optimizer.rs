@@ -8,6 +8,7 @@ use crate::egraph::language::{Atl, FromRec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
 use crate::front::subst::Replace;
+use crate::terms::brackets::fixes_index;
 use egg::{Id, Symbol, Var};
 
 /// `not-free(?x, ?e)`: the name in class `?x` is not free in `?e`.
@@ -55,21 +56,14 @@ pub(super) fn adds_conjunct(p: Var, q: Var) -> Check {
     )
 }
 
-/// `index-fixed(?i, ?p)`: a conjunct of `p` is an equality that mentions
-/// the index `i` (so a sum over `i` under `[p]` has at most one term, and
-/// `∃i. p` has a closed form), and no conjunct is an `exists` (so moving
-/// the bracket out of a sum as `∃i. p` happens once, not again on the
-/// result).
+/// `index-fixed(?i, ?p)`: [`fixes_index`] on the class's smallest
+/// predicate.
 pub(super) fn index_fixed(i: Var, p: Var) -> Check {
     check(move |g, s| {
         let (Some(i), Some(cs)) = (name_of(g, s[i]), class_conjuncts(g, s[p])) else {
             return false;
         };
-        let fixes = |q: &Pred| match q {
-            Pred::Cmp(CmpOp::Eq, a, b) => a.sub(b).is_ok_and(|d| d.coeff(i) != 0),
-            _ => false,
-        };
-        cs.iter().any(fixes) && !cs.iter().any(|q| matches!(q, Pred::Exists(..)))
+        fixes_index(i, &Pred::And(cs))
     })
 }
 

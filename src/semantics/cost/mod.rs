@@ -121,6 +121,7 @@ use closed::*;
 use compiler::*;
 use direct::*;
 use plan::*;
+pub use predicates::MAX_DISJUNCTS;
 use predicates::*;
 use rules::*;
 use slots::*;

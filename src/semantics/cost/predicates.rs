@@ -61,7 +61,7 @@ pub(super) fn split(preds: &[PNode], conj: &[u32], cmps: &mut Vec<Con>, opaque: 
 
 /// Disjunctions of at most this many comparison-only disjuncts are split:
 /// by inclusion–exclusion in counts, by distribution in existentials.
-pub(super) const MAX_DISJUNCTS: usize = 4;
+pub const MAX_DISJUNCTS: usize = 4;
 /// Inclusion–exclusion stops once this many terms are pending.
 pub(super) const MAX_EXPANDED_TERMS: usize = 4096;
 
@@ -109,6 +109,79 @@ pub(super) fn split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> {
         }
     }
     pos
+}
+
+/// Countable by intervals once each existential with a unique witness is
+/// a loop of the count ([`super::plan::build_plan`]): comparisons,
+/// conjunctions, and such existentials of countable conjuncts.
+fn is_countable(preds: &[PNode], id: u32) -> bool {
+    match &preds[id as usize].kind {
+        PKind::Cmp(..) => true,
+        PKind::And(ids) => ids.iter().all(|&i| is_countable(preds, i)),
+        PKind::Exists(p) => p
+            .unique
+            .as_ref()
+            .is_some_and(|(_, c)| c.iter().all(|&i| is_countable(preds, i))),
+        _ => false,
+    }
+}
+
+/// The disjuncts of a small disjunction of countable predicates.
+pub(super) fn countable_or<'p>(preds: &'p [PNode], id: u32) -> Option<&'p [u32]> {
+    match &preds[id as usize].kind {
+        PKind::Or(ids)
+            if ids.len() <= MAX_DISJUNCTS && ids.iter().all(|&i| is_countable(preds, i)) =>
+        {
+            Some(ids)
+        }
+        _ => None,
+    }
+}
+
+/// A guard worth splitting by inclusion–exclusion at its first small
+/// disjunction of countable predicates: every term of the split is then
+/// counted by intervals, with the unique existentials as loops (a
+/// disjunction of such existentials, `[∃c. g == 2c ∧ ...] ∨ [∃c'. g == 2c' + 1
+/// ∧ ...]`, brackets an addition of two branches of a strided gen's
+/// adjoint).
+///
+/// Not where two different existentials bind the same slot (one
+/// existential over a disjunction is split into several over its one
+/// variable): a count unfolds one existential per slot.
+pub(super) fn count_split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> {
+    let mut pos = None;
+    for (k, &id) in flat.iter().enumerate() {
+        if countable_or(preds, id).is_some() {
+            pos = pos.or(Some(k));
+        } else if !is_countable(preds, id) {
+            return None;
+        }
+    }
+    let mut bound: Vec<(u32, u32)> = vec![];
+    for &id in flat {
+        unique_binders(preds, id, &mut bound);
+    }
+    bound.sort_unstable();
+    bound.dedup();
+    let shared = bound.windows(2).any(|w| w[0].0 == w[1].0);
+    pos.filter(|_| !shared)
+}
+
+/// The (slot, existential) of every existential with a unique witness in
+/// `id`.
+fn unique_binders(preds: &[PNode], id: u32, out: &mut Vec<(u32, u32)>) {
+    match &preds[id as usize].kind {
+        PKind::And(ids) | PKind::Or(ids) => {
+            ids.iter().for_each(|&i| unique_binders(preds, i, out));
+        }
+        PKind::Exists(p) => {
+            if let Some(((slot, _), c)) = &p.unique {
+                out.push((*slot, id));
+                c.iter().for_each(|&i| unique_binders(preds, i, out));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The evaluation state: slot values and what is left of the budget.

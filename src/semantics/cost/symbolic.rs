@@ -160,7 +160,7 @@ impl Compiler<'_, '_> {
             flat.sort_unstable();
             flat.dedup();
             let at = if work.len() + terms.len() < MAX_EXPANDED_TERMS {
-                split_point(&self.preds, &flat)
+                count_split_point(&self.preds, &flat)
             } else {
                 None
             };
@@ -170,7 +170,7 @@ impl Compiler<'_, '_> {
                 continue;
             };
             let or_id = flat.remove(at);
-            let disjuncts = cmp_or(&self.preds, or_id).unwrap_or_default();
+            let disjuncts = countable_or(&self.preds, or_id).unwrap_or_default();
             for mask in 1u32..(1 << disjuncts.len()) {
                 let mut guard = flat.clone();
                 let mut sign = -1i128;
