@@ -3,7 +3,7 @@
 //! Groups:
 //! * `parse/corpus`: reading and elaborating every corpus file;
 //! * `optimize/<program>`: `egraph::optimize` on every corpus program;
-//! * `optimize_gradient/<program>`: `derive::optimize_gradient` (the
+//! * `optimize_gradient/<program>`: `atl_egg::optimize_gradient` (the
 //!   gradient, then the optimizer) on every corpus program returning `R`,
 //!   with respect to its `; wrt:` metadata (all real inputs without one);
 //! * `let_chain/optimize/<k>` and `let_chain/optimize_gradient/<k>`:
@@ -21,7 +21,7 @@
 //! Filter as usual: `cargo bench --bench optimize -- let_chain`.
 
 use atl_egg::corpus::CorpusProgram;
-use atl_egg::derive::optimize_gradient;
+use atl_egg::optimize_gradient;
 use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::front::parse_program;

@@ -174,7 +174,7 @@ fn gradients() {
             let mut g = None;
             for _ in 0..3 {
                 let t = std::time::Instant::now();
-                let d = derive::optimize_gradient(&c.program, &wrt, &Options::default());
+                let d = atl_egg::optimize_gradient(&c.program, &wrt, &Options::default());
                 times.push(t.elapsed().as_secs_f64());
                 g = Some(d);
             }
