@@ -21,10 +21,10 @@
 //! Filter as usual: `cargo bench --bench optimize -- let_chain`.
 
 use atl_egg::corpus::CorpusProgram;
-use atl_egg::optimize_gradient;
 use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::front::parse_program;
+use atl_egg::optimize_gradient;
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use std::hint::black_box;
 use std::time::Duration;
