@@ -53,6 +53,20 @@ impl Lowerer {
         });
     }
 
+    /// Emit `stmts` under the conjunction of `conds` (as they are when
+    /// there is none).
+    pub(crate) fn guarded(&mut self, conds: &[String], stmts: Vec<Stmt>) {
+        if conds.is_empty() {
+            self.out.extend(stmts);
+        } else {
+            self.out.push(Stmt::If {
+                cond: conds.join(" && "),
+                then: stmts,
+                els: vec![],
+            });
+        }
+    }
+
     /// Run `f` collecting the statements it emits into a block of their own.
     pub(crate) fn block<R>(
         &mut self,

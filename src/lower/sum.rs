@@ -132,15 +132,7 @@ impl Lowerer {
         let r = self.block(|lw| lw.levels(plan, 0, &placed, body, acc, chain));
         self.disengage(engaged);
         let (stmts, ()) = r?;
-        if top.is_empty() {
-            self.out.extend(stmts);
-        } else {
-            self.out.push(Stmt::If {
-                cond: top.join(" && "),
-                then: stmts,
-                els: vec![],
-            });
-        }
+        self.guarded(&top, stmts);
         Ok(())
     }
 
@@ -180,15 +172,7 @@ impl Lowerer {
                 let g = lw.constraint_conds(&level.guards)?;
                 let (inner, ()) =
                     lw.block(|lw| lw.levels(plan, k + 1, placed, body, acc, chain))?;
-                if g.is_empty() {
-                    lw.out.extend(inner);
-                } else {
-                    lw.out.push(Stmt::If {
-                        cond: g.join(" && "),
-                        then: inner,
-                        els: vec![],
-                    });
-                }
+                lw.guarded(&g, inner);
                 Ok(())
             })?;
             // The innermost loop of a scalar reduction without loops of its
@@ -204,11 +188,7 @@ impl Lowerer {
             inner(self)
         } else {
             let (stmts, ()) = self.block(inner)?;
-            self.out.push(Stmt::If {
-                cond: conds.join(" && "),
-                then: stmts,
-                els: vec![],
-            });
+            self.guarded(&conds, stmts);
             Ok(())
         }
     }
@@ -244,15 +224,7 @@ impl Lowerer {
             }
         }
         let (stmts, ()) = self.block(|lw| lw.accumulate(body, acc))?;
-        if late.is_empty() {
-            self.out.extend(stmts);
-        } else {
-            self.out.push(Stmt::If {
-                cond: late.join(" && "),
-                then: stmts,
-                els: vec![],
-            });
-        }
+        self.guarded(&late, stmts);
         Ok(())
     }
 
