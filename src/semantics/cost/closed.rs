@@ -110,34 +110,32 @@ pub(super) fn floor_sum(n: i128, m: i128, a: i128, b: i128) -> Option<i128> {
     }
 }
 
-/// The bounds on `y` of the comparisons `cons` (each `Ge`, mentioning `y`)
-/// as lines in `x`, the other slots read from `env`; `None` when a
-/// comparison does not have that shape.
-type Bounds = (Vec<Line>, Vec<Line>, Vec<Con>);
+/// Lines bounding `y`: few per polygon (a stencil's window and the
+/// array's edges), kept inline: counting calls this once per enumerated
+/// outer value, so it must not allocate.
+type Lines = SmallVec<[Line; 8]>;
 
-fn bounds(cons: &[Con], y: Slot, ny: i64, x: Slot, env: &[i64]) -> Option<Bounds> {
-    let mut lower = vec![Line { p: 0, q: 0, d: 1 }];
-    let mut upper = vec![Line {
+/// The bounds on `y` of the comparisons `cons` (each `Ge` or `Eq`,
+/// mentioning `y`) as lines in `x`, the other slots read from `env`, and
+/// the comparisons that do not mention `y` narrowed into `[lo, hi]`, the
+/// range of `x`; `None` when a comparison does not have that shape.
+fn bounds(
+    cons: &[Con],
+    (y, ny): (Slot, i64),
+    (x, lo, hi): (Slot, &mut i128, &mut i128),
+    env: &[i64],
+) -> Option<(Lines, Lines)> {
+    let mut lower: Lines = smallvec![Line { p: 0, q: 0, d: 1 }];
+    let mut upper: Lines = smallvec![Line {
         p: 0,
         q: ny as i128 - 1,
         d: 1,
     }];
-    let mut on_x = vec![];
-    let mut ges = vec![];
-    for c in cons {
-        match c {
-            Constraint::Ge(f) => ges.push(f.clone()),
-            // f == 0 as f >= 0 and -f >= 0
-            Constraint::Eq(f) => {
-                ges.push(f.clone());
-                ges.push(f.scale(-1)?);
-            }
-            Constraint::Divides(..) => return None,
-        }
-    }
-    for f in ges {
-        let (mut a, mut b, mut k) = (0i128, 0i128, f.constant);
+    // sign·f >= 0
+    let mut add = |f: &LinForm<Slot>, sign: i128| -> Option<()> {
+        let (mut a, mut b, mut k) = (0i128, 0i128, f.constant.checked_mul(sign)?);
         for &(v, coef) in f.terms() {
+            let coef = coef.checked_mul(sign)?;
             if v == y {
                 a = coef;
             } else if v == x {
@@ -147,26 +145,42 @@ fn bounds(cons: &[Con], y: Slot, ny: i64, x: Slot, env: &[i64]) -> Option<Bounds
             }
         }
         // a·y + b·x + k >= 0
-        match a.cmp(&0) {
-            Ordering::Greater => lower.push(Line {
+        match (a.cmp(&0), b.cmp(&0)) {
+            (Ordering::Greater, _) => lower.push(Line {
                 p: b.checked_neg()?,
                 q: k.checked_neg()?,
                 d: a,
             }),
-            Ordering::Less => upper.push(Line {
+            (Ordering::Less, _) => upper.push(Line {
                 p: b,
                 q: k,
                 d: a.checked_neg()?,
             }),
-            Ordering::Equal => on_x.push(Constraint::Ge(f)),
+            // b·x + k >= 0, on x alone
+            (Ordering::Equal, Ordering::Greater) => *lo = (*lo).max(ceil_div(k.checked_neg()?, b)),
+            (Ordering::Equal, Ordering::Less) => *hi = (*hi).min(floor_div(k, b.checked_neg()?)),
+            (Ordering::Equal, Ordering::Equal) if k < 0 => (*lo, *hi) = (1, 0),
+            (Ordering::Equal, Ordering::Equal) => {}
+        }
+        Some(())
+    };
+    for c in cons {
+        match c {
+            Constraint::Ge(f) => add(f, 1)?,
+            // f == 0 as f >= 0 and -f >= 0
+            Constraint::Eq(f) => {
+                add(f, 1)?;
+                add(f, -1)?;
+            }
+            Constraint::Divides(..) => return None,
         }
     }
-    Some((lower, upper, on_x))
+    Some((lower, upper))
 }
 
 /// Where two lines of `lines` cross within `[lo, hi)`, as the last value
 /// before the crossing (a piece ends there).
-fn cuts(lines: &[Line], lo: i128, hi: i128, out: &mut Vec<i128>) -> Option<()> {
+fn cuts(lines: &[Line], lo: i128, hi: i128, out: &mut SmallVec<[i128; 16]>) -> Option<()> {
     for (i, a) in lines.iter().enumerate() {
         for b in &lines[i + 1..] {
             let (da, db) = a.minus(b)?;
@@ -223,23 +237,14 @@ pub(super) fn count_polygon(
     if lo > hi || ny <= 0 {
         return Ok(Some(0));
     }
-    let Some((lower, upper, on_x)) = bounds(cons, y, ny, x, &m.env) else {
+    let (mut lo, mut hi) = (lo, hi);
+    let Some((lower, upper)) = bounds(cons, (y, ny), (x, &mut lo, &mut hi), &m.env) else {
         return Ok(None);
     };
-    let (mut lo, mut hi) = (lo, hi);
-    for c in &on_x {
-        ck(crate::constraints::system::narrow(
-            c,
-            x,
-            &at(&m.env),
-            &mut lo,
-            &mut hi,
-        ))?;
-    }
     if lo > hi {
         return Ok(Some(0));
     }
-    let mut at = vec![lo - 1];
+    let mut at: SmallVec<[i128; 16]> = smallvec![lo - 1];
     ck(cuts(&lower, lo, hi, &mut at))?;
     ck(cuts(&upper, lo, hi, &mut at))?;
     at.push(hi);
@@ -307,4 +312,5 @@ fn shadow(l: &Line, u: &Line, (a, b): (i128, i128), s: i128, t: i128) -> Option<
     Some(n)
 }
 
-use crate::constraints::linear::{ceil_div, floor_div};
+use crate::constraints::linear::{ceil_div, floor_div, LinForm};
+use smallvec::{smallvec, SmallVec};

@@ -402,6 +402,11 @@ pub(super) fn count(preds: &[PNode], m: &mut Machine, plan: &Plan, exists: bool)
     if !stage_rest_ok(preds, m, &plan.pre)? {
         return Ok(0);
     }
+    if !exists && least_steps(m, plan) > m.budget as u128 {
+        // the enumeration would certainly spend the budget: fail now, not
+        // after spending it
+        return Err(budget_exceeded());
+    }
     let c = count_level(preds, m, plan, 0, exists)?;
     if c == 0 || exists {
         return Ok(c.min(1));
@@ -409,6 +414,46 @@ pub(super) fn count(preds: &[PNode], m: &mut Machine, plan: &Plan, exists: bool)
     plan.factor
         .and_then(|f| f.checked_mul(c))
         .ok_or_else(too_large)
+}
+
+/// A lower bound on the budget units that enumerating `plan`'s levels
+/// takes: every value of an enumerated level takes one, and where the
+/// outermost levels' ranges do not depend on one another (nor on anything
+/// the enumeration sets) and no per-tuple predicate filters them, each
+/// value of one enters every value of the next. So a nest of independent
+/// ranges whose product exceeds the budget fails at once instead of after
+/// spending it (a 2-D image loop around a counted stencil at sizes near
+/// 10^6: 2·10^11 steps), with the same error it would have reached.
+fn least_steps(m: &Machine, plan: &Plan) -> u128 {
+    let set_by_enumeration = |s: u32| {
+        plan.levels
+            .iter()
+            .any(|l| l.slot == s || l.stage.solved.iter().any(|(t, _)| *t == s))
+            || plan.counted.as_ref().is_some_and(|c| c.slot == s)
+    };
+    let mut steps: u128 = 0;
+    let mut product: u128 = 1;
+    for (k, lv) in plan.levels.iter().enumerate() {
+        let polygon =
+            k + 1 == plan.levels.len() && lv.stage.opaque.is_empty() && plan.counted.is_some();
+        let independent = lv.stage.cmps.iter().all(|c| {
+            c.form()
+                .names()
+                .all(|s| s == lv.slot || !set_by_enumeration(s))
+        });
+        if polygon || !independent {
+            break;
+        }
+        let Ok((lo, hi)) = interval(lv.slot, lv.n, &lv.stage.cmps, &m.env) else {
+            break;
+        };
+        product = product.saturating_mul(if hi >= lo { (hi - lo + 1) as u128 } else { 0 });
+        steps = steps.max(product);
+        if !(lv.stage.opaque.is_empty() && lv.stage.solved.is_empty()) {
+            break;
+        }
+    }
+    steps
 }
 
 pub(super) fn count_level(
