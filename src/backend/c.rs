@@ -494,6 +494,9 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         out += "#define ATL_SPLIT 1\n";
     }
     out += PRELUDE;
+    if super::gemm::used(&f.body) {
+        out += super::gemm::GEMM;
+    }
     out += &crate::front::blackbox::c_definitions("ATL_BB");
     let mut args: Vec<String> = f
         .params

@@ -526,6 +526,14 @@ fn piece_write(piece: &str) -> Option<String> {
     if rest.starts_with('(') && (COUNTING.contains(&name) || name == "ATL_FIRST_AT") {
         return None;
     }
+    if name == "atlh_gemm" && rest.starts_with('(') {
+        // The contraction kernel writes its first argument's buffer.
+        let arg = rest[1..].trim_start();
+        let end = arg
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(arg.len());
+        return Some(if end == 0 { "?" } else { &arg[..end] }.to_string());
+    }
     if rest.starts_with('[') {
         let mut depth = 0;
         let mut close = None;
