@@ -70,7 +70,7 @@ const PRELUDE: &str = r#"#include <stdint.h>
    when the copies fit in ATL_SCRATCH_MAX reals (the loop runs serially
    otherwise). Never in the counting build, which runs serially. */
 #ifndef ATL_PAR_WORK
-#define ATL_PAR_WORK 32768.0
+#define ATL_PAR_WORK 262144.0
 #endif
 #define ATL_CHUNKS 64
 #define ATL_SCRATCH_MAX 8388608

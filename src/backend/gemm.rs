@@ -42,7 +42,7 @@ pub(crate) const GEMM: &str = r#"
 #define ATL_GEMM_NG (16 * ATL_GEMM_NR)
 #define ATL_GEMM_NC 4096
 #define ATL_GEMM_SMALL 16384.0
-#define ATL_GEMM_PAR_WORK 262144.0
+#define ATL_GEMM_PAR_WORK 1048576.0
 #if defined(__FMA__) && defined(__clang__)
 #define ATL_GEMM_KERNEL static
 #define ATL_GEMM_FUSE _Pragma("clang fp contract(fast)")
