@@ -646,6 +646,12 @@ mod tests {
         assert_eq!(piece_write("ATL_FIRST_AT(h9, d2)"), None);
         assert_eq!(piece_write("if (c2)"), None);
         assert_eq!(piece_write("something odd"), Some("?".into()));
+        // The contraction kernel writes its first argument.
+        assert_eq!(
+            piece_write("atlh_gemm(t7_out + i9_b*d3, d2, 1, d0, d2, d1, t4_A, d1, 1, t5_X, d2, 1)"),
+            Some("t7_out".into())
+        );
+        assert_eq!(piece_write("atlh_gemm((t7_out), 1)"), Some("?".into()));
     }
 
     #[test]
