@@ -980,6 +980,67 @@ fn parallel_loops_run_as_evaluated_at_one_and_two_threads() {
     );
 }
 
+/// Matrix products run by the tiled contraction kernel (`src/lower/contract.rs`):
+/// plain, with either operand transposed, under another expression, into a
+/// batch's slice and in matmul's gradient, at sizes with remainders in every
+/// blocking (rows, columns, more than one block of the summed index). The
+/// kernel is called; values equal `eval` (within 1e-12 relative to the
+/// largest magnitude, at one and at two threads, forced parallel) and the
+/// counting build counts the cost exactly.
+#[test]
+fn contractions_run_by_the_tiled_kernel_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let sizes = [("n", 29), ("k", 300), ("m", 37), ("B", 3)];
+    let sources = [
+        "(fn ab ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (sum l k (* (get A i l) (get X l j))))))",
+        "(fn atb ((A (tensor k n R)) (X (tensor k m R))) (gen i n (gen j m (sum l k (* (get X l j) (get A l i))))))",
+        "(fn abt ((A (tensor n k R)) (X (tensor m k R))) (gen i n (gen j m (+ 1.0 (exp (* 0.01 (sum l k (* (get A i l) (get X j l)))))))))",
+        "(fn batch ((A (tensor B n k R)) (X (tensor B k m R))) (gen b B (gen i n (gen j m (sum l k (* (get A b i l) (get X b l j)))))))",
+    ];
+    let mut progs = vec![];
+    for src in sources {
+        progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
+    }
+    let lsq = "(fn lsq ((A (tensor n k R)) (X (tensor k m R)) (B (tensor n m R)))
+      (let R (gen i n (gen j m (- (sum l k (* (get A i l) (get X l j))) (get B i j))))
+        (* 0.5 (sum i n (sum j m (* (get R i j) (get R i j)))))))";
+    let lsq = atl_egg::front::parse_program(lsq.as_bytes()).expect("parse");
+    let wrt = [egg::Symbol::from("X"), egg::Symbol::from("A")];
+    progs.push(derive::grad(&lsq, &wrt, &options()).expect("grad").program);
+    progs.push(lsq);
+    let sizes = sizes
+        .iter()
+        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .collect();
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    for prog in &progs {
+        let what = prog.name.to_string();
+        let src = backend::generate(prog).expect("generate").source;
+        assert!(
+            src.contains("  atlh_gemm("),
+            "{what}: no kernel call:\n{src}"
+        );
+        let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
+        let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, c, "{what}: executed operations differ from the cost");
+        let want = eval::evaluate(prog, &inputs).expect("eval");
+        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        for threads in [1, 2] {
+            compiled.set_threads(threads).expect("threads");
+            let got = compiled.call(&inputs).expect("run");
+            let tol = Tolerance {
+                rel: 1e-12,
+                abs: 0.0,
+            };
+            compare_values(&want, &got, tol)
+                .unwrap_or_else(|e| panic!("{what} at {threads} threads: {e}"));
+        }
+    }
+}
+
 /// Programs whose loops iterate relations' stored tuples (`src/lower/relation.rs`):
 /// atoms in and out of loop order (permuted layouts), of arity 1 to 3, with
 /// bound arguments, beside other conjuncts, under `exists` and in `or` (whose

@@ -70,7 +70,7 @@ const PRELUDE: &str = r#"#include <stdint.h>
    when the copies fit in ATL_SCRATCH_MAX reals (the loop runs serially
    otherwise). Never in the counting build, which runs serially. */
 #ifndef ATL_PAR_WORK
-#define ATL_PAR_WORK 32768.0
+#define ATL_PAR_WORK 262144.0
 #endif
 #define ATL_CHUNKS 64
 #define ATL_SCRATCH_MAX 8388608
@@ -494,6 +494,9 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         out += "#define ATL_SPLIT 1\n";
     }
     out += PRELUDE;
+    if super::gemm::used(&f.body) {
+        out += super::gemm::GEMM;
+    }
     out += &crate::front::blackbox::c_definitions("ATL_BB");
     let mut args: Vec<String> = f
         .params

@@ -11,6 +11,7 @@
 
 pub mod build;
 pub mod c;
+mod gemm;
 pub mod json;
 pub mod marshal;
 pub mod pretty;

@@ -63,7 +63,7 @@ impl Lowerer {
     pub(crate) fn store(&mut self, e: &Expr, dest: &V) -> Result<()> {
         match e {
             Expr::Gen(i, d, body) => {
-                if self.store_gen_pattern(e, dest)? {
+                if self.store_contraction(e, dest)? || self.store_gen_pattern(e, dest)? {
                     return Ok(());
                 }
                 self.store_gen(*i, d, body, dest)

@@ -274,6 +274,7 @@ impl Lowerer {
                 || run.names.contains(x)
                 || !run.qualifies(body, *v)
                 || self.wants_interchange(*v, body)
+                || super::contract::is_contraction(e0)
             {
                 break;
             }
@@ -298,7 +299,10 @@ impl Lowerer {
         for (le, ld) in ls {
             match le {
                 Expr::Gen(v, d, body)
-                    if d == n && run.qualifies(body, *v) && !self.wants_interchange(*v, body) =>
+                    if d == n
+                        && run.qualifies(body, *v)
+                        && !self.wants_interchange(*v, body)
+                        && !super::contract::is_contraction(le) =>
                 {
                     run.members.push(Member::Out(*v, body, ld))
                 }
@@ -310,7 +314,9 @@ impl Lowerer {
                 {
                     run.members.push(Member::Sum(*v, body, ld))
                 }
-                Expr::Gen(g, dm, body) if !run.names.is_empty() => {
+                Expr::Gen(g, dm, body)
+                    if !run.names.is_empty() && !super::contract::is_contraction(le) =>
+                {
                     match self.reduction_member(*g, dm, body, n, &run.names, &ld) {
                         Some((s, inner)) => run.members.push(Member::Reduce {
                             g: *g,

@@ -25,13 +25,17 @@
 //!   accesses are strided is interchanged (`order.rs`), and a let spine's
 //!   gens over one extent run as one loop over rows (`fuse.rs`);
 //! * a loop whose iterations write disjoint rows, and a large outer sum,
-//!   run on all cores (`parallel.rs`).
+//!   run on all cores (`parallel.rs`);
+//! * a gen of a gen over a sum of products of two tensor reads (a matrix
+//!   product at any strides) runs as one call of a tiled kernel
+//!   (`contract.rs`).
 //!
 //! Where each part lives: the function's frame (parameters, results,
 //! dimensions, arena slots) in `frame.rs`; expressions, lets and stores in
 //! `expr.rs`; sum chains in `sum.rs`; predicates in `pred.rs`; values in
 //! `value.rs`; the C text they all emit through in `emit.rs`.
 
+mod contract;
 mod emit;
 mod expr;
 mod frame;

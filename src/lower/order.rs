@@ -250,7 +250,7 @@ impl Lowerer {
 
 impl Lowerer {
     /// The leaf a variable (or a projection of one) is bound to.
-    fn resolve(&self, e: &Expr) -> Option<V> {
+    pub(super) fn resolve(&self, e: &Expr) -> Option<V> {
         match e {
             Expr::Var(x) => self.vals.get(x).cloned(),
             Expr::Fst(a) => self.resolve(a)?.split_pair().ok().map(|p| p.0),

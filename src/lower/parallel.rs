@@ -526,6 +526,14 @@ fn piece_write(piece: &str) -> Option<String> {
     if rest.starts_with('(') && (COUNTING.contains(&name) || name == "ATL_FIRST_AT") {
         return None;
     }
+    if name == "atlh_gemm" && rest.starts_with('(') {
+        // The contraction kernel writes its first argument's buffer.
+        let arg = rest[1..].trim_start();
+        let end = arg
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(arg.len());
+        return Some(if end == 0 { "?" } else { &arg[..end] }.to_string());
+    }
     if rest.starts_with('[') {
         let mut depth = 0;
         let mut close = None;
@@ -638,6 +646,12 @@ mod tests {
         assert_eq!(piece_write("ATL_FIRST_AT(h9, d2)"), None);
         assert_eq!(piece_write("if (c2)"), None);
         assert_eq!(piece_write("something odd"), Some("?".into()));
+        // The contraction kernel writes its first argument.
+        assert_eq!(
+            piece_write("atlh_gemm(t7_out + i9_b*d3, d2, 1, d0, d2, d1, t4_A, d1, 1, t5_X, d2, 1)"),
+            Some("t7_out".into())
+        );
+        assert_eq!(piece_write("atlh_gemm((t7_out), 1)"), Some("?".into()));
     }
 
     #[test]

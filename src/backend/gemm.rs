@@ -1,0 +1,194 @@
+//! The C of the contraction kernel `atlh_gemm`, which the lowering calls
+//! for a matrix product at any strides (`lower/contract.rs`); emitted after
+//! the prelude only into programs that call it.
+//!
+//! The schedule is BLIS's: for each block of `KC` rows of `B` (and at most
+//! `NC` columns) the block is packed into panels of `NR` columns; the rows
+//! of `A` are cut into blocks of `MC` rows, each packed into panels of
+//! `MR` rows by the thread that works on it, and an `MR×NR` micro-kernel
+//! keeps its accumulators in vector registers (GCC and Clang vector
+//! extensions; 12×16 with AVX-512, 6×8 with AVX, 4×4 otherwise) while it
+//! runs down `k`. Work items (a block of rows times 16 panels of
+//! columns) are shared by the OpenMP threads, unless the call already runs
+//! in a parallel region or the product is small. Each element of `C` is the
+//! sum of its `K` products, added in order within a block of `k` (with
+//! fused multiply-adds where the target has them: one rounding per term
+//! instead of two) and the blocks added in order: the value does not
+//! depend on the number of threads. Remainders are padded with zeros in
+//! the packed panels and never stored. A small product (or a failed
+//! allocation) runs the plain loop nest. The counting build counts what
+//! the cost model counts: `M·N·K` multiplications and `M·N·(K-1)`
+//! additions.
+
+/// The kernel's C text.
+pub(crate) const GEMM: &str = r#"
+/* Contractions (see src/backend/gemm.rs): C[i][j] = sum_k A[i][k] * B[k][j]
+   for i < M, j < N, k < K, every operand at its own strides. */
+#if defined(__AVX512F__)
+#define ATL_VL 8
+#define ATL_GEMM_MR 12
+#define ATL_GEMM_NR 16
+#elif defined(__AVX__)
+#define ATL_VL 4
+#define ATL_GEMM_MR 6
+#define ATL_GEMM_NR 8
+#else
+#define ATL_VL 2
+#define ATL_GEMM_MR 4
+#define ATL_GEMM_NR 4
+#endif
+#define ATL_GEMM_KC 256
+#define ATL_GEMM_MC (8 * ATL_GEMM_MR)
+#define ATL_GEMM_NG (16 * ATL_GEMM_NR)
+#define ATL_GEMM_NC 4096
+#define ATL_GEMM_SMALL 16384.0
+#define ATL_GEMM_PAR_WORK 1048576.0
+#if defined(__FMA__) && defined(__clang__)
+#define ATL_GEMM_KERNEL static
+#define ATL_GEMM_FUSE _Pragma("clang fp contract(fast)")
+#elif defined(__FMA__) && defined(__GNUC__)
+#define ATL_GEMM_KERNEL __attribute__((optimize("fp-contract=fast"))) static
+#define ATL_GEMM_FUSE
+#else
+#define ATL_GEMM_KERNEL static
+#define ATL_GEMM_FUSE
+#endif
+typedef double atlh_vd __attribute__((vector_size(ATL_VL * 8), aligned(8)));
+
+ATL_GEMM_KERNEL void atlh_gemm_kernel(int64_t kc, const double *restrict ap, const double *restrict bp,
+                                      double *c, int64_t csi, int64_t csj, int64_t mr, int64_t nr, int first) {
+  ATL_GEMM_FUSE
+  atlh_vd acc[ATL_GEMM_MR][ATL_GEMM_NR / ATL_VL];
+  for (int r = 0; r < ATL_GEMM_MR; r++)
+    for (int s = 0; s < ATL_GEMM_NR / ATL_VL; s++) acc[r][s] = (atlh_vd){0};
+  for (int64_t k = 0; k < kc; k++) {
+    const double *a = ap + k * ATL_GEMM_MR, *b = bp + k * ATL_GEMM_NR;
+    atlh_vd bv[ATL_GEMM_NR / ATL_VL];
+    for (int s = 0; s < ATL_GEMM_NR / ATL_VL; s++) __builtin_memcpy(&bv[s], b + s * ATL_VL, sizeof(atlh_vd));
+    for (int r = 0; r < ATL_GEMM_MR; r++) {
+      const atlh_vd av = (atlh_vd){0} + a[r];
+      for (int s = 0; s < ATL_GEMM_NR / ATL_VL; s++) acc[r][s] += av * bv[s];
+    }
+  }
+  double out[ATL_GEMM_MR][ATL_GEMM_NR];
+  __builtin_memcpy(out, acc, sizeof out);
+  for (int64_t r = 0; r < mr; r++)
+    for (int64_t s = 0; s < nr; s++) {
+      double *p = c + r * csi + s * csj;
+      *p = first ? out[r][s] : *p + out[r][s];
+    }
+}
+
+/* The rows [ic, ic + mc) of A, columns [pc, pc + kc), as panels of MR rows
+   (k-major, zero padded). */
+static void atlh_gemm_pack_a(double *ap, const double *A, int64_t asi, int64_t ask, int64_t ic, int64_t mc,
+                             int64_t pc, int64_t kc) {
+  for (int64_t ir = 0; ir < mc; ir += ATL_GEMM_MR) {
+    double *p = ap + ir * kc;
+    const int64_t mr = mc - ir < ATL_GEMM_MR ? mc - ir : ATL_GEMM_MR;
+    for (int64_t k = 0; k < kc; k++) {
+      const double *src = A + (ic + ir) * asi + (pc + k) * ask;
+      for (int64_t r = 0; r < ATL_GEMM_MR; r++) p[k * ATL_GEMM_MR + r] = r < mr ? src[r * asi] : 0.0;
+    }
+  }
+}
+
+/* The rows [pc, pc + kc) of B, columns [jc, jc + nc), as panels of NR
+   columns (k-major, zero padded). */
+static void atlh_gemm_pack_b(double *bp, const double *B, int64_t bsk, int64_t bsj, int64_t pc, int64_t kc,
+                             int64_t jc, int64_t nc) {
+  for (int64_t jr = 0; jr < nc; jr += ATL_GEMM_NR) {
+    double *p = bp + jr * kc;
+    const int64_t nr = nc - jr < ATL_GEMM_NR ? nc - jr : ATL_GEMM_NR;
+    for (int64_t k = 0; k < kc; k++) {
+      const double *src = B + (pc + k) * bsk + (jc + jr) * bsj;
+      for (int64_t s = 0; s < ATL_GEMM_NR; s++) p[k * ATL_GEMM_NR + s] = s < nr ? src[s * bsj] : 0.0;
+    }
+  }
+}
+
+/* One block of KC rows of B (packed in bp) times the rows of A, the work
+   items shared by nt threads, each packing its rows into its part of ap. */
+static void atlh_gemm_block(double *C, int64_t csi, int64_t csj, int64_t M, const double *A, int64_t asi,
+                            int64_t ask, const double *bp, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
+                            double *ap, int nt) {
+  const int64_t nb = (nc + ATL_GEMM_NG - 1) / ATL_GEMM_NG;
+  const int64_t items = (M + ATL_GEMM_MC - 1) / ATL_GEMM_MC * nb;
+  (void)nt;
+#if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+#endif
+  for (int64_t it = 0; it < items; it++) {
+    int t = 0;
+#if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
+    t = omp_get_thread_num();
+#endif
+    double *mine = ap + (int64_t)t * ATL_GEMM_KC * ATL_GEMM_MC;
+    const int64_t ic = it / nb * ATL_GEMM_MC, jg = it % nb * ATL_GEMM_NG;
+    const int64_t mc = M - ic < ATL_GEMM_MC ? M - ic : ATL_GEMM_MC;
+    const int64_t ng = nc - jg < ATL_GEMM_NG ? nc - jg : ATL_GEMM_NG;
+    atlh_gemm_pack_a(mine, A, asi, ask, ic, mc, pc, kc);
+    for (int64_t jr = jg; jr < jg + ng; jr += ATL_GEMM_NR) {
+      const int64_t nr = jg + ng - jr < ATL_GEMM_NR ? jg + ng - jr : ATL_GEMM_NR;
+      for (int64_t ir = 0; ir < mc; ir += ATL_GEMM_MR) {
+        const int64_t mr = mc - ir < ATL_GEMM_MR ? mc - ir : ATL_GEMM_MR;
+        atlh_gemm_kernel(kc, mine + ir * kc, bp + jr * kc, C + (ic + ir) * csi + (jc + jr) * csj, csi, csj, mr,
+                         nr, pc == 0);
+      }
+    }
+  }
+}
+
+static ATL_MAYBE_UNUSED void atlh_gemm(double *C, int64_t csi, int64_t csj, int64_t M, int64_t N, int64_t K,
+                                       const double *A, int64_t asi, int64_t ask, const double *B, int64_t bsk,
+                                       int64_t bsj) {
+#ifdef ATL_COUNT_OPS
+  if (M > 0 && N > 0 && K > 0) {
+    atlpacked_ops[1] += (uint64_t)M * (uint64_t)N * (uint64_t)K;
+    atlpacked_ops[0] += (uint64_t)M * (uint64_t)N * (uint64_t)(K - 1);
+  }
+#endif
+  if (M <= 0 || N <= 0) return;
+  const double work = (double)M * (double)N * (double)K;
+  int nt = 1;
+#if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
+  if (work >= ATL_GEMM_PAR_WORK && !omp_in_parallel()) nt = omp_get_max_threads();
+#endif
+  const int64_t ncap = N < ATL_GEMM_NC ? N : ATL_GEMM_NC;
+  double *bp = K > 0 && work >= ATL_GEMM_SMALL
+                   ? (double *)malloc(sizeof(double) * ATL_GEMM_KC * (size_t)(ncap + ATL_GEMM_NR))
+                   : NULL;
+  double *ap = bp != NULL ? (double *)malloc(sizeof(double) * ATL_GEMM_KC * ATL_GEMM_MC * (size_t)nt) : NULL;
+  if (ap == NULL) {
+    free(bp);
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double s = 0.0;
+        for (int64_t k = 0; k < K; k++) s += A[i * asi + k * ask] * B[k * bsk + j * bsj];
+        C[i * csi + j * csj] = s;
+      }
+    return;
+  }
+  for (int64_t jc = 0; jc < N; jc += ATL_GEMM_NC) {
+    const int64_t nc = N - jc < ATL_GEMM_NC ? N - jc : ATL_GEMM_NC;
+    for (int64_t pc = 0; pc < K; pc += ATL_GEMM_KC) {
+      const int64_t kc = K - pc < ATL_GEMM_KC ? K - pc : ATL_GEMM_KC;
+      atlh_gemm_pack_b(bp, B, bsk, bsj, pc, kc, jc, nc);
+      atlh_gemm_block(C, csi, csj, M, A, asi, ask, bp, pc, kc, jc, nc, ap, nt);
+    }
+  }
+  free(ap);
+  free(bp);
+}
+"#;
+
+/// Whether the loop IR calls the kernel.
+pub(crate) fn used(body: &[crate::lower::ir::Stmt]) -> bool {
+    use crate::lower::ir::Stmt;
+    body.iter().any(|s| match s {
+        Stmt::Line(l) => l.contains("atlh_gemm("),
+        Stmt::Decl { .. } => false,
+        Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => used(body),
+        Stmt::If { then, els, .. } => used(then) || used(els),
+    })
+}
