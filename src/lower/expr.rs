@@ -26,7 +26,7 @@ impl Lowerer {
         e0: &Expr,
         rest: &Expr,
     ) -> Result<Option<(Option<V>, Option<Type>)>> {
-        let Some((params, body)) = self.lazy_pattern(x, e0, rest)? else {
+        let Some((params, body)) = self.lazy_pattern(x, e0, rest) else {
             return Ok(None);
         };
         let t = self.type_of(e0)?;

@@ -90,6 +90,10 @@ type DriveShape = (String, Vec<Affine>, Vec<usize>, Vec<Affine>);
 /// the bracket and the element.
 type PatternGen<'a> = (Vec<(Symbol, &'a Affine)>, &'a Pred, &'a Expr);
 
+/// A gen over a relation's pattern that is not stored: its variables and
+/// dimensions, and its body.
+type PatternView<'a> = (Vec<(Symbol, Affine)>, &'a Expr);
+
 /// Does `e` bind nothing (no sum, gen or let)?
 fn binder_free(e: &Expr) -> bool {
     e.binder().is_none() && e.children().all(binder_free)
@@ -301,12 +305,10 @@ impl Lowerer {
         x: Symbol,
         e0: &'a Expr,
         rest: &Expr,
-    ) -> Result<Option<(Vec<(Symbol, Affine)>, &'a Expr)>> {
-        let Some((chain, _, body)) = self.pattern_gen(e0) else {
-            return Ok(None);
-        };
+    ) -> Option<PatternView<'a>> {
+        let (chain, _, body) = self.pattern_gen(e0)?;
         if !binder_free(body) || !matches!(self.type_of(body), Ok(Type::Real)) {
-            return Ok(None);
+            return None;
         }
         let mut reads = Reads {
             x,
@@ -315,14 +317,14 @@ impl Lowerer {
             sites: 0,
         };
         if !reads.ok(rest, &mut vec![]) || reads.sites > 2 {
-            return Ok(None);
+            return None;
         }
         let mut inner = e0;
         while let Expr::Gen(_, _, b) = inner {
             inner = b;
         }
         let params = chain.into_iter().map(|(i, d)| (i, d.clone())).collect();
-        Ok(Some((params, inner)))
+        Some((params, inner))
     }
 
     /// The layout of the relation parameter `buf` with its arguments
