@@ -134,21 +134,47 @@ def _relation_arg(what, value, arity, shape):
         raise TypeError("%s must be an array of tuples (k, %d) or of shape %s: %s"
                         % (what, arity, shape, e)) from None
     if arr.dtype.kind in "iu" and arr.ndim == 2 and arr.shape[1] == arity:
-        return _sorted_tuples(what, arr.astype(np.int64), None, duplicates_ok=False)
+        return _sorted_tuples(what, arr.astype(np.int64, copy=False), None, duplicates_ok=False)
     dense = _checks.array_of_rank(what, arr, arity, shape, relation=True)
     return _Relation(np.argwhere(dense).astype(np.int64).reshape(-1, arity), dense.shape)
+
+
+def _lex_key(tuples):
+    """One int64 per tuple ordered as the tuples are lexicographically
+    (mixed radix by each column's largest coordinate plus one), or None
+    where that radix overflows int64."""
+    radix = [int(tuples[:, c].max()) + 1 for c in range(tuples.shape[1])]
+    total = 1
+    for r in radix:
+        total *= r
+    if total >= 1 << 63:
+        return None
+    key = tuples[:, 0].copy()
+    for c in range(1, tuples.shape[1]):
+        key *= radix[c]
+        key += tuples[:, c]
+    return key
 
 
 def _sorted_tuples(what, tuples, shape, duplicates_ok):
     if tuples.size and tuples.min() < 0:
         raise ValueError("%s: a tuple has a negative coordinate" % what)
     if len(tuples) > 1 and tuples.shape[1] > 0:
-        # already sorted (the usual case) unless some tuple is below the previous
-        step = tuples[1:] - tuples[:-1]
-        first = np.argmax(step != 0, axis=1)
-        if (step[np.arange(len(step)), first] < 0).any():
-            tuples = tuples[np.lexsort(tuples.T[::-1])]
-        same = np.all(tuples[1:] == tuples[:-1], axis=1)
+        key = _lex_key(tuples)
+        if key is not None:
+            # already sorted (the usual case) unless some tuple is below the previous
+            step = np.diff(key)
+            if (step < 0).any():
+                order = np.argsort(key, kind="stable")
+                tuples = tuples[order]
+                step = np.diff(key[order])
+            same = step == 0
+        else:
+            step = tuples[1:] - tuples[:-1]
+            first = np.argmax(step != 0, axis=1)
+            if (step[np.arange(len(step)), first] < 0).any():
+                tuples = tuples[np.lexsort(tuples.T[::-1])]
+            same = np.all(tuples[1:] == tuples[:-1], axis=1)
         if same.any():
             if not duplicates_ok:
                 raise ValueError("%s: the tuple %s is given twice" % (
@@ -168,14 +194,16 @@ def _compressed_layout(tuples, dims):
     header[0], header[1] = k, nnz
     parts, at = [header], 2 + 2 * k
     # first[i]: the first argument where tuple i differs from tuple i - 1
+    # (the tuples are distinct: every one is new at the last level, so
+    # arity 2 needs none)
     first = np.zeros(nnz, dtype=np.int64)
-    if nnz > 1:
+    if nnz > 1 and k > 2:
         first[1:] = np.argmax(tuples[1:] != tuples[:-1], axis=1)
     for level in range(start, k):
-        new = first <= level
+        new = first <= level if level < k - 1 else slice(None)
         if level == start:
             parents = dims[0] if start else 1
-            parent_ids = tuples[new, 0] if start else np.zeros(int(new.sum()), dtype=np.int64)
+            parent_ids = tuples[new, 0] if start else np.zeros(nnz, dtype=np.int64)
         else:
             new_parent = first < level
             parents = int(new_parent.sum())
@@ -323,7 +351,7 @@ class AtlFunction:
                 if rel.shape is not None and tuple(rel.shape) != want:
                     raise ValueError("input %s has shape %s, expected %s = %s" % (
                         p["source"], tuple(rel.shape), _checks.shape_text(p["shape"]), want))
-                if len(rel.tuples):
+                if len(rel.tuples) and any(int(rel.tuples[:, c].max()) >= w for c, w in enumerate(want)):
                     over = rel.tuples >= np.asarray(want, dtype=np.int64)
                     if over.any():
                         bad = tuple(int(c) for c in rel.tuples[over.any(axis=1)][0])

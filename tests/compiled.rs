@@ -1084,7 +1084,8 @@ fn loops_over_relations_run_as_evaluated() {
 
 /// A loss over a graph's edges and its gradient visit the edges, not all
 /// pairs of nodes: at 300 nodes and 3 edges a node, their loop iterations
-/// and tests stay within a few times the edges (not 90,000).
+/// and tests stay within a few times the edges and nodes (not 90,000), and
+/// no intermediate has more than n reals.
 #[test]
 fn graph_loss_loops_over_its_edges() {
     if !have_cc() {
@@ -1115,22 +1116,43 @@ fn graph_loss_loops_over_its_edges() {
             bits,
         },
     );
-    let compiled = backend::compile_with(&p.program, true).expect("compile");
-    let (got, ops) = compiled.call_counted(&inputs).expect("run");
-    let want = eval::evaluate(&p.program, &inputs).expect("eval");
-    compare_values(
-        &want,
-        &got,
-        Tolerance {
-            rel: 1e-8,
-            abs: 1e-12,
-        },
-    )
-    .expect("values");
-    let ops = ops.expect("counters");
-    let loops = ops[3] + ops[4];
-    assert!(
-        loops <= 8 * (edges + n as u64),
-        "{loops} iterations and tests for {edges} edges on {n} nodes"
-    );
+    let wrt = [egg::Symbol::from("x")];
+    let gradient = derive::grad(&p.program, &wrt, &options())
+        .expect("grad")
+        .program;
+    for (what, prog) in [("f", &p.program), ("grad", &gradient)] {
+        // the gradient's adjoint of the edge terms is a gen over the edge
+        // pattern: computed where it is read, never stored as n x n
+        let f = backend::generate(prog).expect("generate").function;
+        let env: std::collections::HashMap<egg::Symbol, i64> =
+            inputs.sizes.iter().map(|(k, v)| (*k, *v)).collect();
+        for slot in &f.slots {
+            let size: i64 = slot.dims.iter().map(|d| d.eval(&env).unwrap()).product();
+            assert!(
+                size <= n as i64,
+                "{what}: a slot of {size} reals on {n} nodes"
+            );
+        }
+        let compiled = backend::compile_with(prog, true).expect("compile");
+        let (got, ops) = compiled.call_counted(&inputs).expect("run");
+        let want = eval::evaluate(prog, &inputs).expect("eval");
+        compare_values(
+            &want,
+            &got,
+            Tolerance {
+                rel: 1e-8,
+                abs: 1e-12,
+            },
+        )
+        .expect("values");
+        let ops = ops.expect("counters");
+        let loops = ops[3] + ops[4];
+        // the gradient reads the adjoint of each edge term twice, and each
+        // read tests the edge's bracket (two lookups, twice) again
+        let per_edge = if what == "f" { 8 } else { 24 };
+        assert!(
+            loops <= per_edge * (edges + n as u64),
+            "{what}: {loops} iterations and tests for {edges} edges on {n} nodes"
+        );
+    }
 }

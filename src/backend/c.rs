@@ -146,54 +146,71 @@ static inline int64_t atlh_rel_at(const int64_t *r, int n, const int64_t *idx) {
 }
 /* A membership test (counted as a predicate test). */
 #define ATL_REL_HAS(r, n, ...) (ATL_TEST(atlh_rel_at((r), (n), (const int64_t[]){__VA_ARGS__}) >= 0))
-static void atlh_rel_walk(const int64_t *r, int64_t l, int64_t p, int64_t *tup, int64_t *out, int64_t *n) {
+/* Append every tuple of r below position p of level l (the arguments above
+   l in tup) to out, arguments permuted: out gets (t[perm[0]], ...). */
+static void atlh_rel_walk(const int64_t *r, int64_t l, int64_t p, int64_t *tup, const int *perm, int64_t *out, int64_t *n) {
   const int64_t k = r[0];
   if (l == k) {
-    for (int64_t j = 0; j < k; j++) out[*n * k + j] = tup[j];
+    for (int64_t j = 0; j < k; j++) out[*n * k + j] = tup[perm[j]];
     (*n)++;
     return;
   }
   const int64_t *pos = ATL_RPOS(r, l), *crd = ATL_RCRD(r, l);
-  for (int64_t q = pos[p]; q < pos[p + 1]; q++) { tup[l] = crd[q]; atlh_rel_walk(r, l + 1, q, tup, out, n); }
+  for (int64_t q = pos[p]; q < pos[p + 1]; q++) { tup[l] = crd[q]; atlh_rel_walk(r, l + 1, q, tup, perm, out, n); }
 }
+#define ATLH_RADIX_BITS 10
 /* The layout of r (dimensions dims) with its arguments permuted: a tuple t
    becomes (t[perm[0]], ..., t[perm[k - 1]]). Linear in the tuples and the
-   dimensions (counting sorts); NULL when out of memory. */
+   dimensions: a least-significant-key-first radix sort of the permuted
+   tuples (counting sorts that move whole tuples, so that every pass reads
+   its input in order), skipping a key already ascending in the current
+   order (as the first argument of r is before any pass); a transpose sorts
+   by one key. NULL when out of memory. */
 static ATL_MAYBE_UNUSED int64_t *atlh_rel_permute(const int64_t *r, const int64_t *dims, const int *perm) {
   const int64_t k = r[0], nnz = r[1], start = k >= 2 ? 1 : 0;
   int64_t tup[16], n = 0, dmax = 1;
   for (int64_t j = 0; j < k; j++) if (dims[j] > dmax) dmax = dims[j];
-  int64_t *t = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nnz * k + 1));
   int64_t *u = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nnz * k + 1));
-  int64_t *ord = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nnz + 1));
-  int64_t *tmp = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nnz + 1));
+  int64_t *w = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nnz * k + 1));
+  uint8_t *first = (uint8_t *)malloc((size_t)(nnz + 1));
   int64_t *cnt = (int64_t *)malloc(sizeof(int64_t) * (size_t)(dmax + 1));
   const int64_t d0 = k >= 1 ? dims[perm[0]] : 0;
   const int64_t cap = 2 + 2 * k + d0 + 1 + k * (2 * nnz + 1);
   int64_t *out = (int64_t *)malloc(sizeof(int64_t) * (size_t)cap);
-  if (!t || !u || !ord || !tmp || !cnt || !out || k > 16) {
-    free(t); free(u); free(ord); free(tmp); free(cnt); free(out);
+  if (!u || !w || !first || !cnt || !out || k > 16) {
+    free(u); free(w); free(first); free(cnt); free(out);
     return NULL;
   }
   if (k >= 2) {
-    for (int64_t i = 0; i < dims[0]; i++) { tup[0] = i; atlh_rel_walk(r, 1, i, tup, t, &n); }
+    for (int64_t i = 0; i < dims[0]; i++) { tup[0] = i; atlh_rel_walk(r, 1, i, tup, perm, u, &n); }
   } else if (k == 1) {
-    atlh_rel_walk(r, 0, 0, tup, t, &n);
+    atlh_rel_walk(r, 0, 0, tup, perm, u, &n);
   }
-  for (int64_t i = 0; i < nnz; i++) { ord[i] = i; for (int64_t m = 0; m < k; m++) u[i * k + m] = t[i * k + perm[m]]; }
-  for (int64_t m = k - 1; m >= 0; m--) { /* stable counting sort by key m */
+  for (int64_t m = k - 1; m >= 0; m--) { /* stable sort by key m */
+    int64_t sorted = 1;
+    for (int64_t i = 1; i < nnz && sorted; i++) sorted = u[(i - 1) * k + m] <= u[i * k + m];
+    if (sorted) continue;
     const int64_t dm = dims[perm[m]];
-    for (int64_t x = 0; x <= dm; x++) cnt[x] = 0;
-    for (int64_t i = 0; i < nnz; i++) cnt[u[ord[i] * k + m] + 1]++;
-    for (int64_t x = 0; x < dm; x++) cnt[x + 1] += cnt[x];
-    for (int64_t i = 0; i < nnz; i++) tmp[cnt[u[ord[i] * k + m]]++] = ord[i];
-    for (int64_t i = 0; i < nnz; i++) ord[i] = tmp[i];
+    /* counting sorts by ATLH_RADIX_BITS-bit digits, lowest first: a pass
+       writes to at most 2^ATLH_RADIX_BITS places at once, which stay in
+       cache (a counting sort by the whole key writes all over memory). */
+    for (int64_t shift = 0; shift == 0 || (dm - 1) >> shift > 0; shift += ATLH_RADIX_BITS) {
+      const int64_t buckets = atlh_min(dm, (int64_t)1 << ATLH_RADIX_BITS), mask = ((int64_t)1 << ATLH_RADIX_BITS) - 1;
+      for (int64_t x = 0; x <= buckets; x++) cnt[x] = 0;
+      for (int64_t i = 0; i < nnz; i++) cnt[((u[i * k + m] >> shift) & mask) + 1]++;
+      for (int64_t x = 0; x < buckets; x++) cnt[x + 1] += cnt[x];
+      for (int64_t i = 0; i < nnz; i++) {
+        int64_t *to = w + cnt[(u[i * k + m] >> shift) & mask]++ * k;
+        for (int64_t j = 0; j < k; j++) to[j] = u[i * k + j];
+      }
+      int64_t *s = u; u = w; w = s;
+    }
   }
-  /* tmp[i]: the first argument where sorted tuple i differs from i - 1. */
+  /* first[i]: the first argument where sorted tuple i differs from i - 1. */
   for (int64_t i = 0; i < nnz; i++) {
     int64_t m = 0;
-    if (i > 0) while (m < k && u[ord[i] * k + m] == u[ord[i - 1] * k + m]) m++;
-    tmp[i] = m;
+    if (i > 0) while (m < k && u[i * k + m] == u[(i - 1) * k + m]) m++;
+    first[i] = (uint8_t)m;
   }
   out[0] = k; out[1] = nnz;
   int64_t at = 2 + 2 * k, prev_nodes = 0;
@@ -207,9 +224,9 @@ static ATL_MAYBE_UNUSED int64_t *atlh_rel_permute(const int64_t *r, const int64_
     int64_t *crd = out + at;
     out[3 + 2 * l] = at;
     for (int64_t i = 0; i < nnz; i++) {
-      const int64_t *v = u + ord[i] * k;
-      if (l > start && tmp[i] < l) c_prev++;
-      if (tmp[i] <= l) {
+      const int64_t *v = u + i * k;
+      if (l > start && first[i] < l) c_prev++;
+      if (first[i] <= l) {
         const int64_t parent = l == start ? (start ? v[0] : 0) : c_prev - 1;
         crd[c++] = v[l];
         pos[parent + 1]++;
@@ -219,7 +236,7 @@ static ATL_MAYBE_UNUSED int64_t *atlh_rel_permute(const int64_t *r, const int64_
     at += c;
     prev_nodes = c;
   }
-  free(t); free(u); free(ord); free(tmp); free(cnt);
+  free(u); free(w); free(first); free(cnt);
   return out;
 }
 

@@ -17,6 +17,29 @@ impl Lowerer {
         type_of(e, &mut self.tenv)
     }
 
+    /// Bind `(let x e0 rest)` as a view that is not stored when `e0` is a
+    /// gen over a relation's pattern read element by element
+    /// ([`Self::lazy_pattern`]); `None` (nothing bound) otherwise.
+    fn bind_pattern_view(
+        &mut self,
+        x: Symbol,
+        e0: &Expr,
+        rest: &Expr,
+    ) -> Result<Option<(Option<V>, Option<Type>)>> {
+        let Some((params, body)) = self.lazy_pattern(x, e0, rest) else {
+            return Ok(None);
+        };
+        let t = self.type_of(e0)?;
+        let v = V::Lazy {
+            params,
+            args: vec![],
+            conds: vec![],
+            body: Box::new(body.clone()),
+            ty: t.clone(),
+        };
+        Ok(Some((self.vals.insert(x, v), self.tenv.insert(x, t))))
+    }
+
     /// Bind a `let` (or evaluate its right side): returns what to restore.
     pub(super) fn bind_let(&mut self, x: Symbol, e0: &Expr) -> Result<(Option<V>, Option<Type>)> {
         let t = self.type_of(e0)?;
@@ -80,10 +103,11 @@ impl Lowerer {
                 if matches!(&**body, Expr::Var(y) if y == x) {
                     return self.store(e0, dest);
                 }
-                if self.store_fused(e, dest)? {
-                    return Ok(());
-                }
-                let old = self.bind_let(*x, e0)?;
+                let old = match self.bind_pattern_view(*x, e0, body)? {
+                    Some(old) => old,
+                    None if self.store_fused(e, dest)? => return Ok(()),
+                    None => self.bind_let(*x, e0)?,
+                };
                 let r = self.store(body, dest);
                 self.unbind(*x, old);
                 r
@@ -194,7 +218,10 @@ impl Lowerer {
                 }
             }
             Expr::Let(x, e0, body) => {
-                let old = self.bind_let(*x, e0)?;
+                let old = match self.bind_pattern_view(*x, e0, body)? {
+                    Some(old) => old,
+                    None => self.bind_let(*x, e0)?,
+                };
                 let r = self.val(body, base);
                 self.unbind(*x, old);
                 r?

@@ -28,7 +28,7 @@ use super::value::V;
 use super::Lowerer;
 use crate::error::Result;
 use crate::front::affine::Affine;
-use crate::front::ast::{Expr, Pred};
+use crate::front::ast::{Expr, Pred, Type};
 use egg::Symbol;
 
 /// The most arguments a permuted layout may have (the C helper's limit).
@@ -85,6 +85,89 @@ impl Drive {
 /// atom's bound arguments first and its loop variables next (in loop
 /// order), and the atom's arguments.
 type DriveShape = (String, Vec<Affine>, Vec<usize>, Vec<Affine>);
+
+/// A gen chain over a relation's pattern: its variables and dimensions,
+/// the bracket and the element.
+type PatternGen<'a> = (Vec<(Symbol, &'a Affine)>, &'a Pred, &'a Expr);
+
+/// A gen over a relation's pattern that is not stored: its variables and
+/// dimensions, and its body.
+type PatternView<'a> = (Vec<(Symbol, Affine)>, &'a Expr);
+
+/// Does `e` bind nothing (no sum, gen or let)?
+fn binder_free(e: &Expr) -> bool {
+    e.binder().is_none() && e.children().all(binder_free)
+}
+
+/// The reads of a tensor `x` of `arity` dimensions in an expression, for
+/// [`Lowerer::lazy_pattern`]: `sites` counts them; `avoid` are the names
+/// its definition reads (no binder on the way to a read may shadow them).
+struct Reads {
+    x: Symbol,
+    arity: usize,
+    avoid: std::collections::BTreeSet<Symbol>,
+    sites: usize,
+}
+
+impl Reads {
+    /// Is every free occurrence of `x` in `e` a read of one element by
+    /// plain index variables that name every loop variable of `bound` (the
+    /// binders entered since the let)?
+    fn ok(&mut self, e: &Expr, bound: &mut Vec<Symbol>) -> bool {
+        let mut idx = vec![];
+        let mut t = e;
+        while let Expr::Get(a, i) = t {
+            idx.push(i);
+            t = a;
+        }
+        if matches!(t, Expr::Var(y) if *y == self.x) {
+            let vars: Option<Vec<Symbol>> = idx
+                .iter()
+                .map(|a| match a.terms.as_slice() {
+                    [(v, 1)] if a.constant == 0 => Some(*v),
+                    _ => None,
+                })
+                .collect();
+            let Some(vars) = vars else {
+                return false;
+            };
+            self.sites += 1;
+            return idx.len() == self.arity && bound.iter().all(|b| vars.contains(b));
+        }
+        let (b, is_loop) = match e {
+            Expr::Let(y, e0, body) => {
+                if !self.ok(e0, bound) {
+                    return false;
+                }
+                if *y == self.x {
+                    return true;
+                }
+                (Some((*y, &**body)), false)
+            }
+            Expr::Sum(v, _, body) | Expr::Gen(v, _, body) => (Some((*v, &**body)), true),
+            _ => (None, false),
+        };
+        match b {
+            Some((y, body)) => {
+                if y == self.x {
+                    return true;
+                }
+                if self.avoid.contains(&y) {
+                    return false;
+                }
+                if is_loop {
+                    bound.push(y);
+                }
+                let r = self.ok(body, bound);
+                if is_loop {
+                    bound.pop();
+                }
+                r
+            }
+            None => e.children().all(|c| self.ok(c, bound)),
+        }
+    }
+}
 
 /// What to restore after a nest's driven loops are emitted.
 pub(crate) type Engaged = Vec<(Symbol, Option<DrivenLevel>)>;
@@ -162,12 +245,11 @@ impl Lowerer {
         Some((buf, dims, perm, args.clone()))
     }
 
-    /// `(gen i d ... (iverson p body))` where `p` has a relation atom (or
-    /// a disjunction of atoms and affine predicates) over the gen
-    /// variables: `dest` is zero filled, then only the stored tuples are
-    /// visited, each storing `body` into its element. False (nothing
-    /// emitted) for any other expression.
-    pub(crate) fn store_gen_pattern(&mut self, e: &Expr, dest: &V) -> Result<bool> {
+    /// `(gen i d ... (iverson p body))` with distinct variables where `p`
+    /// has a relation atom (or a disjunction of atoms and affine
+    /// predicates) that can drive the gen variables: the chain, `p` and
+    /// `body`.
+    fn pattern_gen<'a>(&self, e: &'a Expr) -> Option<PatternGen<'a>> {
         let mut chain: Vec<(Symbol, &Affine)> = vec![];
         let mut x = e;
         while let Expr::Gen(i, d, b) = x {
@@ -175,7 +257,7 @@ impl Lowerer {
             x = b;
         }
         let Expr::Iverson(p, body) = x else {
-            return Ok(false);
+            return None;
         };
         let vars: Vec<Symbol> = chain.iter().map(|c| c.0).collect();
         let distinct = (1..vars.len()).all(|k| !vars[..k].contains(&vars[k]));
@@ -190,16 +272,59 @@ impl Lowerer {
             }
             _ => false,
         });
-        if !distinct || !drivable {
+        (distinct && drivable).then_some((chain, p, body))
+    }
+
+    /// `(gen i d ... (iverson p body))` where `p` has a relation atom (or
+    /// a disjunction of atoms and affine predicates) over the gen
+    /// variables: `dest` is zero filled, then only the stored tuples are
+    /// visited, each storing `body` into its element. False (nothing
+    /// emitted) for any other expression.
+    pub(crate) fn store_gen_pattern(&mut self, e: &Expr, dest: &V) -> Result<bool> {
+        let Some((chain, p, body)) = self.pattern_gen(e) else {
             return Ok(false);
-        }
+        };
         dest.zero_fill(self)?;
         let acc = Acc::Store {
             dest: dest.clone(),
-            gens: vars,
+            gens: chain.iter().map(|c| c.0).collect(),
         };
         self.loop_nest(chain, Some(p), body, &acc)?;
         Ok(true)
+    }
+
+    /// `(let x e0 rest)` where `e0` is a gen over a relation's pattern
+    /// ([`Self::pattern_gen`]) whose element is a scalar computed without
+    /// loops or bindings, and `rest` reads `x` only element by element, at
+    /// most twice, each read under no loop whose variable it does not
+    /// index by: `x` is not stored (a dense tensor zero almost
+    /// everywhere), each read computes its element. The variables and the
+    /// gens' body (the bracket and the element).
+    pub(crate) fn lazy_pattern<'a>(
+        &mut self,
+        x: Symbol,
+        e0: &'a Expr,
+        rest: &Expr,
+    ) -> Option<PatternView<'a>> {
+        let (chain, _, body) = self.pattern_gen(e0)?;
+        if !binder_free(body) || !matches!(self.type_of(body), Ok(Type::Real)) {
+            return None;
+        }
+        let mut reads = Reads {
+            x,
+            arity: chain.len(),
+            avoid: crate::front::subst::free_names(e0),
+            sites: 0,
+        };
+        if !reads.ok(rest, &mut vec![]) || reads.sites > 2 {
+            return None;
+        }
+        let mut inner = e0;
+        while let Expr::Gen(_, _, b) = inner {
+            inner = b;
+        }
+        let params = chain.into_iter().map(|(i, d)| (i, d.clone())).collect();
+        Some((params, inner))
     }
 
     /// The layout of the relation parameter `buf` with its arguments
