@@ -26,6 +26,59 @@ pub(super) fn is_const(k: Var) -> Check {
     check(move |g, s| g[s[k]].data.num.is_some())
 }
 
+/// What a class is to the regrouping of a product: a constant, a constant
+/// multiple of a term (it holds `k·e` or `e·k`, `e` not constant), or
+/// neither.
+#[derive(Clone, Copy, PartialEq)]
+enum Factor {
+    Constant(f64),
+    Multiple,
+    Other,
+}
+
+fn factor_of(g: &AtlGraph, id: Id) -> Factor {
+    let class = &g[id];
+    if let Some(k) = class.data.num {
+        return Factor::Constant(k.0);
+    }
+    let constant = |c: &Id| g[*c].data.num.is_some();
+    let multiple = class
+        .nodes
+        .iter()
+        .any(|n| matches!(n, Atl::Mul([a, b]) if constant(a) != constant(b)));
+    if multiple {
+        Factor::Multiple
+    } else {
+        Factor::Other
+    }
+}
+
+/// Whether the product `p·q` would be a new constant multiple `k·e` (`k`
+/// neither 0 nor 1) of a class `e` that is already one.
+fn new_multiple_of_multiple(g: &AtlGraph, p: Id, q: Id) -> bool {
+    if g.lookup(Atl::Mul([p, q])).is_some() || g.lookup(Atl::Mul([q, p])).is_some() {
+        return false;
+    }
+    match (factor_of(g, p), factor_of(g, q)) {
+        (Factor::Constant(k), Factor::Multiple) | (Factor::Multiple, Factor::Constant(k)) => {
+            k != 0.0 && k != 1.0
+        }
+        _ => false,
+    }
+}
+
+/// `no-new-multiple(?a, ?b)`: the product `a·b` that a regrouping makes
+/// (the one new class it can make: the other product joins the matched
+/// class) is no new constant multiple `k·e` of a class `e` that is already
+/// a constant multiple. Once a class holds both `a` and `2·(0.5·a)`,
+/// associativity and commutativity otherwise make `4·a`, `8·a`, ... (and
+/// `0.25·a`, ...) without end; products that fold constants together
+/// (`2·(3·e)` to `6·e`) are still made, through the innermost term that is
+/// no multiple, and so is `-0.5·(-2·x)` in the class of `x`.
+pub(super) fn no_new_multiple(a: Var, b: Var) -> Check {
+    check(move |g, s| !new_multiple_of_multiple(g, s[a], s[b]))
+}
+
 /// The conjuncts of the smallest predicate of class `id`.
 fn class_conjuncts(g: &AtlGraph, id: Id) -> Option<Vec<Pred>> {
     let rec = smallest(g, id)?;
