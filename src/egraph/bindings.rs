@@ -55,6 +55,7 @@ const MAX_TERMS: usize = 4;
 pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     let started = Instant::now();
     let opts = &opts.started();
+    let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let mut next_id = crate::front::subst::max_fresh_suffix(&prog.body);
     let mut candidates = vec![];
     let mut phases = vec![];
