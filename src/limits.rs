@@ -118,7 +118,9 @@ impl Counting {
             }
         });
         if pending > 0 {
-            let live = LIVE.fetch_add(pending, Ordering::Relaxed).saturating_add(pending);
+            let live = LIVE
+                .fetch_add(pending, Ordering::Relaxed)
+                .saturating_add(pending);
             let cap = CAP.load(Ordering::Relaxed);
             if cap != 0 && live > 0 && live as usize > cap {
                 out_of_memory(size as usize, cap, false);

@@ -105,11 +105,7 @@ pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let (p, st) = forward::jvp_program(prog, wrt, opts)?;
     let reference = p.clone();
-    within_reference(
-        simplify((p, vec![st]), opts, started)?,
-        reference,
-        opts,
-    )
+    within_reference(simplify((p, vec![st]), opts, started)?, reference, opts)
 }
 
 /// The unsimplified vector-Jacobian product program.
@@ -198,11 +194,7 @@ pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let (p, st) = vjp_program(prog, wrt, opts)?;
     let out = simplify((p, vec![st]), opts, started)?;
-    within_reference(
-        out,
-        direct_vjp_program(prog, wrt, opts)?,
-        opts,
-    )
+    within_reference(out, direct_vjp_program(prog, wrt, opts)?, opts)
 }
 
 /// The unsimplified gradient program.
@@ -238,11 +230,7 @@ pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let (p, st) = grad_program(prog, wrt, opts)?;
     let out = simplify((p, vec![st]), opts, started)?;
-    within_reference(
-        out,
-        direct_grad_program(prog, wrt, opts)?,
-        opts,
-    )
+    within_reference(out, direct_grad_program(prog, wrt, opts)?, opts)
 }
 
 /// Hessian-vector product (forward over reverse): the original parameters,
@@ -268,9 +256,5 @@ pub fn hvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let (d, st) = forward::jvp_program(&g.program, &wrt, opts)?;
     phases.push(st);
     let reference = d.clone();
-    within_reference(
-        simplify((d, phases), opts, started)?,
-        reference,
-        opts,
-    )
+    within_reference(simplify((d, phases), opts, started)?, reference, opts)
 }
