@@ -193,8 +193,12 @@ pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let opts = &opts.started();
     let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let (p, st) = vjp_program(prog, wrt, opts)?;
+    opts.check_time()?;
     let out = simplify((p, vec![st]), opts, started)?;
-    within_reference(out, direct_vjp_program(prog, wrt, opts)?, opts)
+    opts.check_time()?;
+    let direct = direct_vjp_program(prog, wrt, opts)?;
+    opts.check_time()?;
+    within_reference(out, direct, opts)
 }
 
 /// The unsimplified gradient program.
@@ -229,8 +233,12 @@ pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let opts = &opts.started();
     let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let (p, st) = grad_program(prog, wrt, opts)?;
+    opts.check_time()?;
     let out = simplify((p, vec![st]), opts, started)?;
-    within_reference(out, direct_grad_program(prog, wrt, opts)?, opts)
+    opts.check_time()?;
+    let direct = direct_grad_program(prog, wrt, opts)?;
+    opts.check_time()?;
+    within_reference(out, direct, opts)
 }
 
 /// Hessian-vector product (forward over reverse): the original parameters,
