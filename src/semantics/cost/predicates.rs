@@ -209,7 +209,7 @@ impl Machine {
             return Err(budget_exceeded());
         }
         self.budget -= 1;
-        if self.budget % CLOCK_EVERY == 0 {
+        if self.budget.is_multiple_of(CLOCK_EVERY) {
             self.check_deadline()?;
         }
         Ok(())
