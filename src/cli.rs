@@ -26,6 +26,23 @@ use std::io::Read;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// GiB of memory the command may hold at once (fractions allowed); an
+    /// allocation past it ends the command with an error (exit 1).
+    #[arg(long, global = true, value_name = "GIB", default_value_t = atl_egg::limits::DEFAULT_MEMORY_LIMIT_GIB)]
+    pub memory_limit: f64,
+}
+
+impl Cli {
+    /// The memory cap in bytes, from `--memory-limit`.
+    pub fn memory_limit_bytes(&self) -> Result<usize> {
+        let gib = self.memory_limit;
+        if !(gib.is_finite() && gib > 0.0 && gib < 1e6) {
+            return Err(Error::usage(
+                "--memory-limit must be a positive number of GiB",
+            ));
+        }
+        Ok((gib * (1u64 << 30) as f64) as usize)
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -94,6 +111,9 @@ pub enum Command {
         /// Print the input/output cost (cost + size of inputs and output).
         #[arg(long)]
         io: bool,
+        /// Seconds the count may take; past them it fails with an error.
+        #[arg(long, default_value_t = egraph::runner::DEFAULT_TIME_LIMIT as f64)]
+        time_limit: f64,
         #[command(flatten)]
         output: OutputArg,
     },
@@ -244,15 +264,10 @@ pub struct OptArgs {
 
 impl OptArgs {
     pub fn options(&self) -> Result<egraph::Options> {
-        if !(self.time_limit.is_finite() && self.time_limit > 0.0 && self.time_limit < 1e6) {
-            return Err(Error::usage(
-                "--time-limit must be a positive number of seconds",
-            ));
-        }
         Ok(egraph::Options {
             node_limit: self.node_limit,
             iter_limit: self.iter_limit,
-            time_limit: std::time::Duration::from_secs_f64(self.time_limit),
+            time_limit: seconds(self.time_limit)?,
             sizes: self
                 .sizes
                 .sizes
@@ -262,6 +277,16 @@ impl OptArgs {
             deadline: None,
         })
     }
+}
+
+/// The value of `--time-limit`.
+fn seconds(time_limit: f64) -> Result<std::time::Duration> {
+    if !(time_limit.is_finite() && time_limit > 0.0 && time_limit < 1e6) {
+        return Err(Error::usage(
+            "--time-limit must be a positive number of seconds",
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(time_limit))
 }
 
 /// What a run read: the program's name and text, for error reports.
@@ -512,8 +537,12 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
             sizes,
             inputs,
             io,
+            time_limit,
             output,
         } => {
+            let limit = seconds(time_limit)?;
+            let _deadline =
+                atl_egg::limits::deadline_scope(std::time::Instant::now() + limit, limit);
             let prog = load_program(&file, session)?;
             let inputs = inputs_for(&prog, &sizes, inputs.as_deref(), false, session)?;
             let c = if io {

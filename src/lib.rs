@@ -65,6 +65,8 @@ pub mod error;
 #[doc(hidden)]
 pub mod front;
 #[doc(hidden)]
+pub mod limits;
+#[doc(hidden)]
 pub mod lower;
 pub mod npz;
 #[doc(hidden)]

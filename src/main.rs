@@ -8,8 +8,19 @@ use clap::Parser;
 use cli::{exit_code, run, Cli, Session};
 use std::io::Write;
 
+/// The system allocator, counting live bytes to hold `--memory-limit`.
+#[global_allocator]
+static ALLOCATOR: atl_egg::limits::Counting = atl_egg::limits::Counting;
+
 fn main() {
     let cli = Cli::parse(); // exits with status 2 on a bad command line
+    match cli.memory_limit_bytes() {
+        Ok(bytes) => atl_egg::limits::set_memory_limit(bytes),
+        Err(e) => {
+            eprint!("{}", atl_egg::diagnostics::render(&e, None, false));
+            std::process::exit(exit_code(&e));
+        }
+    }
     let (mut session, depth) = Session::for_command(&cli.command);
     let worker = atl_egg::with_stack_for(depth, move || {
         let outcome = run(cli.command, &mut session);

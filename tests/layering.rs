@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 /// `src/cli.rs`, `src/cli_stats.rs`).
 const LAYERS: &[&str] = &[
     "error",
+    "limits",
     "rng",
     "stack",
     "diagnostics",

@@ -6,11 +6,14 @@
 //! * `jvp` and `hvp` give a derivative of programs too wide or too long for
 //!   the e-graphs to finish (a sum of 5,000 terms for `jvp`, of 1,000 for
 //!   `hvp`, a chain of 2,000 bindings for both), equal by value to dual
-//!   numbers, in a time measured here with a generous margin;
+//!   numbers, in a time measured here with a generous margin, and `grad` of
+//!   the sum of 5,000 terms;
 //! * `grad` of deep nesting (20,000 nested `sin`, 2,000 nested pairs) within
 //!   the default time limit, in time linear in the depth;
 //! * the time limit fails a command that would run past it, within about a
-//!   second, with an error naming `--time-limit`.
+//!   second, with an error naming `--time-limit`, a long count included;
+//! * the memory limit fails a command that would hold more, with an error
+//!   naming `--memory-limit` (exit 1, not an abort).
 
 mod common;
 
@@ -145,8 +148,8 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// `jvp f` at `x` along `d` equals dual numbers.
-fn check_jvp(prog: &Program, inputs: &Inputs, d: &Value) {
-    let j = derive::jvp(prog, &[x()], &opts()).unwrap().program;
+fn check_jvp(prog: &Program, inputs: &Inputs, d: &Value, opts: &Options) {
+    let j = derive::jvp(prog, &[x()], opts).unwrap().program;
     let mut with = inputs.clone();
     with.values.insert(Symbol::from("dx"), d.clone());
     let got = evaluate(&j, &with).unwrap();
@@ -157,9 +160,9 @@ fn check_jvp(prog: &Program, inputs: &Inputs, d: &Value) {
 
 /// `hvp f` at `x` along `d`, projected on `d`, equals dual numbers on the
 /// gradient.
-fn check_hvp(prog: &Program, inputs: &Inputs, d: &Value) {
-    let h = derive::hvp(prog, &[x()], &opts()).unwrap().program;
-    let g = derive::grad(prog, &[x()], &opts()).unwrap().program;
+fn check_hvp(prog: &Program, inputs: &Inputs, d: &Value, opts: &Options) {
+    let h = derive::hvp(prog, &[x()], opts).unwrap().program;
+    let g = derive::grad(prog, &[x()], opts).unwrap().program;
     let mut with = inputs.clone();
     with.values.insert(Symbol::from("dx"), d.clone());
     let got = inner_product(&evaluate(&h, &with).unwrap(), d);
@@ -183,12 +186,35 @@ fn jvp_of_a_sum_of_5000_terms_and_hvp_of_1000() {
         let p = wide_sum(5_000);
         let (inputs, d) = point(&p, 5_000);
         timed("jvp of 5,000 terms", Duration::from_secs(120), || {
-            check_jvp(&p, &inputs, &d)
+            check_jvp(&p, &inputs, &d, &opts())
         });
         let p = wide_sum(1_000);
         let (inputs, d) = point(&p, 1_000);
         timed("hvp of 1,000 terms", Duration::from_secs(240), || {
-            check_hvp(&p, &inputs, &d)
+            check_hvp(&p, &inputs, &d, &opts())
+        });
+    });
+}
+
+/// `grad` of a sum of 5,000 terms (the adjoint's parts were added two by
+/// two, each step copying the sum so far, and every subterm of the long
+/// addition was measured whole: quadratic; 19 s of CPU now, 101 s before),
+/// equal to dual numbers.
+#[test]
+fn grad_of_a_sum_of_5000_terms() {
+    atl_egg::with_big_stack(|| {
+        let p = wide_sum(5_000);
+        let (inputs, d) = point(&p, 5_000);
+        timed("grad of 5,000 terms", Duration::from_secs(240), || {
+            let g = derive::grad(&p, &[x()], &opts())
+                .unwrap_or_else(|e| panic!("grad of 5,000 terms: {e}"))
+                .program;
+            let got = inner_product(&evaluate(&g, &inputs).unwrap(), &d);
+            let (_, want) = dual_jvp(&p, &inputs, &HashMap::from([(x(), d.clone())])).unwrap();
+            let Value::Real(want) = want else {
+                panic!("a real: {want:?}")
+            };
+            assert!(close(got, want), "<grad, d> = {got}, dual numbers {want}");
         });
     });
 }
@@ -199,10 +225,10 @@ fn jvp_and_hvp_of_a_chain_of_2000_bindings() {
         let p = long_chain(2_000);
         let (inputs, d) = point(&p, 5);
         timed("jvp of 2,000 bindings", Duration::from_secs(120), || {
-            check_jvp(&p, &inputs, &d)
+            check_jvp(&p, &inputs, &d, &opts())
         });
         timed("hvp of 2,000 bindings", Duration::from_secs(240), || {
-            check_hvp(&p, &inputs, &d)
+            check_hvp(&p, &inputs, &d, &opts())
         });
     });
 }
@@ -236,6 +262,88 @@ fn the_time_limit_stops_a_long_command_within_a_second() {
         // about a second past the limit (more on a loaded machine)
         assert!(took < Duration::from_secs(3 + 5), "{command}: {took:?}");
     }
+}
+
+/// A count that would take half a minute (a sum over `n²` pairs whose
+/// bracket, a disjunction of five equalities, is evaluated pair by pair)
+/// stops at `--time-limit`, within about a second, naming the flag.
+#[test]
+fn the_time_limit_stops_a_long_count() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("limits-count");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("count.atl");
+    let p = "(fn f ((x (tensor n R))) (sum i n (sum j n (iverson (or (== (* 2 i) (* 3 j)) \
+             (or (== (* 5 i) (* 7 j)) (or (== (* 11 i) (* 13 j)) (or (== (* 17 i) (* 19 j)) \
+             (== (* 23 i) (* 29 j)))))) (get x j)))))";
+    std::fs::write(&path, p).unwrap();
+    let started = Instant::now();
+    let out = Command::new(BIN)
+        .args(["cost", path.to_str().unwrap(), "--sizes", "n=15000"])
+        .args(["--time-limit", "1"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--time-limit"), "{err}");
+    // about a second past the limit (more on a loaded machine)
+    assert!(took < Duration::from_secs(1 + 5), "{took:?}");
+}
+
+/// A command that would hold more memory than `--memory-limit` fails with
+/// an error naming the flag, exit status 1 (the evaluation of a 5,000 by
+/// 5,000 matrix, hundreds of MB, under a cap of 64 MiB); a small command
+/// runs under the same cap.
+#[test]
+fn the_memory_limit_fails_a_command_cleanly() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("limits-memory");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("square.atl");
+    std::fs::write(&path, "(fn f ((n size) (y R)) (gen i n (gen j n y)))").unwrap();
+    let inputs = dir.join("in.json");
+    std::fs::write(&inputs, r#"{"y": 1}"#).unwrap();
+    let (path, inputs) = (path.to_str().unwrap(), inputs.to_str().unwrap());
+    let eval = |n: &str| {
+        Command::new(BIN)
+            .args(["eval", path, "--inputs", inputs, "--sizes", n])
+            .args(["--memory-limit", "0.0625"])
+            .output()
+            .unwrap()
+    };
+    let out = eval("n=5000");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--memory-limit"), "{err}");
+    let out = eval("n=3");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(out.stdout.iter().filter(|b| **b == b'1').count(), 9);
+}
+
+/// The statistics' total (`--stats`) counts every phase, differentiation
+/// included (it once left the derivatives' phases out): it is at least the
+/// sum of the phases' times, for each derivative.
+#[test]
+fn the_statistics_total_includes_every_phase() {
+    atl_egg::with_big_stack(|| {
+        let p = long_chain(50);
+        let w = [x()];
+        for (what, d) in [
+            ("grad", derive::grad(&p, &w, &opts())),
+            ("vjp", derive::vjp(&p, &w, &opts())),
+            ("jvp", derive::jvp(&p, &w, &opts())),
+            ("hvp", derive::hvp(&p, &w, &opts())),
+        ] {
+            let s = d.unwrap().stats;
+            let phases: f64 = s.phases.iter().map(|p| p.seconds).sum();
+            assert!(!s.phases.is_empty() && phases > 0.0, "{what}: {s:?}");
+            assert!(
+                s.seconds >= phases,
+                "{what}: total {} < phases {phases}",
+                s.seconds
+            );
+        }
+    });
 }
 
 /// `x` under `depth` nested `sin`s.

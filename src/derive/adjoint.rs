@@ -299,14 +299,17 @@ impl Ctx<'_> {
                 .chunks(GROUP)
                 .map(|g| self.coefficient(x, g, fresh, stats))
                 .collect::<Result<Vec<_>>>()?;
-            return Ok(parts
-                .into_iter()
-                .reduce(|a, b| add_values(a, b, &self.types[&x], fresh))
-                .expect("a group"));
+            return Ok(add_values(parts, &self.types[&x], fresh));
         }
         self.opts.check_time()?;
         if self.direct_only {
             return Ok(self.direct(x, forms, fresh));
+        }
+        if forms.iter().all(|f| pointwise(&f.1)) {
+            // no loop and no bracket: the rules could only multiply out the
+            // chain rule, which the direct pass does in one step (a sum of
+            // thousands of scalar terms made thousands of e-graphs)
+            return Ok(drop_unit_factors(&self.direct(x, forms, fresh)));
         }
         // only what the forms mention: copying the whole program's types
         // and extents into every binding's e-graph made the phase quadratic
@@ -375,6 +378,26 @@ impl Ctx<'_> {
         Ok(out)
     }
 }
+/// Whether `e` is arithmetic on variables, accesses and pairs: no loop,
+/// bracket or binding, so its adjoint needs no index elimination.
+fn pointwise(e: &Expr) -> bool {
+    match e {
+        Expr::Gen(..) | Expr::Sum(..) | Expr::Iverson(..) | Expr::Let(..) => false,
+        e => e.children().all(pointwise),
+    }
+}
+
+/// `e` without the factors 1 of its products (the seed of a gradient, which
+/// the direct pass multiplies in as it is).
+fn drop_unit_factors(e: &Expr) -> Expr {
+    let one = |e: &Expr| matches!(e, Expr::Const(c) if c.0 == 1.0);
+    match e.map_children(drop_unit_factors) {
+        Expr::Mul(a, b) if one(&a) => *b,
+        Expr::Mul(a, b) if one(&b) => *a,
+        e => e,
+    }
+}
+
 /// The differentiation phase's starting e-graph and its root: the
 /// coefficients of the `wrt` inputs' tangents in `(dot seed (D body))`,
 /// with sigma, the types and the extents in the analysis. With
@@ -446,37 +469,38 @@ pub fn adjoint_egraph(
     Ok((egraph, root))
 }
 
-/// `a + b` for two values of type `t` (pointwise on tensors and pairs),
-/// fused: a `gen` operand is indexed by substitution, never as
+/// The sum of `parts`, values of type `t` (pointwise on tensors and
+/// pairs), fused: a `gen` operand is indexed by substitution, never as
 /// `(get (gen ..) g)` (which the work cost charges as the whole `gen` per
-/// element), and the terms of `b` are added to `a` one at a time, so a
-/// bracketed term keeps its bracket and its addition is charged only where
-/// the bracket holds (docs/language.md, "Cost").
-fn add_values(a: Expr, b: Expr, t: &Type, fresh: &mut Fresh) -> Expr {
+/// element), and the terms of each later part are added to the first one
+/// at a time, so a bracketed term keeps its bracket and its addition is
+/// charged only where the bracket holds (docs/language.md, "Cost"). All
+/// parts at once: adding them two by two substituted into the growing sum
+/// at every step, quadratic in the number of parts.
+fn add_values(parts: Vec<Expr>, t: &Type, fresh: &mut Fresh) -> Expr {
     use crate::front::ast::build;
     match t {
         Type::Real => {
+            let mut parts = parts.into_iter();
+            let first = parts.next().expect("a part");
             let mut terms = vec![];
-            add_terms(b, &mut terms);
-            terms.into_iter().fold(a, build::add)
+            for b in parts {
+                add_terms(b, &mut terms);
+            }
+            terms.into_iter().fold(first, build::add)
         }
-        Type::Pair(ta, tb) => build::pair(
-            add_values(
-                project(a.clone(), true),
-                project(b.clone(), true),
-                ta,
-                fresh,
-            ),
-            add_values(project(a, false), project(b, false), tb, fresh),
-        ),
+        Type::Pair(ta, tb) => {
+            let (fsts, snds): (Vec<Expr>, Vec<Expr>) = parts
+                .into_iter()
+                .map(|p| (project(p.clone(), true), project(p, false)))
+                .unzip();
+            build::pair(add_values(fsts, ta, fresh), add_values(snds, tb, fresh))
+        }
         Type::Tensor(n, te) => {
             let g = fresh.name("g");
             let i = Affine::var(g);
-            build::gen(
-                g,
-                n.clone(),
-                add_values(index(a, &i, fresh), index(b, &i, fresh), te, fresh),
-            )
+            let rows = parts.into_iter().map(|p| index(p, &i, fresh)).collect();
+            build::gen(g, n.clone(), add_values(rows, te, fresh))
         }
     }
 }

@@ -83,13 +83,18 @@ fn simplify(
 /// `reference`.
 /// The paper bounds the reference's cost, so the bound holds for what a
 /// user gets whatever the optimizer extracted.
-fn within_reference(mut out: Derived, reference: Program, opts: &Options) -> Derived {
-    if !crate::egraph::runner::never_costlier(&out.program, &reference, opts.sizes.as_ref()) {
+/// Fails past the command's deadline (a count cut short by it must not
+/// decide).
+fn within_reference(mut out: Derived, reference: Program, opts: &Options) -> Result<Derived> {
+    let cheaper =
+        crate::egraph::runner::never_costlier(&out.program, &reference, opts.sizes.as_ref());
+    opts.check_time()?;
+    if !cheaper {
         out.program =
             crate::front::readable::readable(&reference, &std::collections::HashMap::new());
         out.stats.kept_input = true;
     }
-    out
+    Ok(out)
 }
 
 /// Jacobian-vector product: the original parameters, then one tangent per
@@ -97,13 +102,10 @@ fn within_reference(mut out: Derived, reference: Program, opts: &Options) -> Der
 pub fn jvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
     let opts = &opts.started();
+    let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let (p, st) = forward::jvp_program(prog, wrt, opts)?;
     let reference = p.clone();
-    Ok(within_reference(
-        simplify((p, vec![st]), opts, started)?,
-        reference,
-        opts,
-    ))
+    within_reference(simplify((p, vec![st]), opts, started)?, reference, opts)
 }
 
 /// The unsimplified vector-Jacobian product program.
@@ -189,13 +191,14 @@ fn reverse_program(
 pub fn vjp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
     let opts = &opts.started();
+    let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let (p, st) = vjp_program(prog, wrt, opts)?;
+    opts.check_time()?;
     let out = simplify((p, vec![st]), opts, started)?;
-    Ok(within_reference(
-        out,
-        direct_vjp_program(prog, wrt, opts)?,
-        opts,
-    ))
+    opts.check_time()?;
+    let direct = direct_vjp_program(prog, wrt, opts)?;
+    opts.check_time()?;
+    within_reference(out, direct, opts)
 }
 
 /// The unsimplified gradient program.
@@ -228,13 +231,14 @@ fn grad_program_by(
 pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
     let opts = &opts.started();
+    let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let (p, st) = grad_program(prog, wrt, opts)?;
+    opts.check_time()?;
     let out = simplify((p, vec![st]), opts, started)?;
-    Ok(within_reference(
-        out,
-        direct_grad_program(prog, wrt, opts)?,
-        opts,
-    ))
+    opts.check_time()?;
+    let direct = direct_grad_program(prog, wrt, opts)?;
+    opts.check_time()?;
+    within_reference(out, direct, opts)
 }
 
 /// Hessian-vector product (forward over reverse): the original parameters,
@@ -245,6 +249,7 @@ pub fn grad(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
 pub fn hvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let started = Instant::now();
     let opts = &opts.started();
+    let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let g = grad(prog, &wrt, opts)?;
     let mut phases: Vec<PhaseStats> = g
@@ -259,9 +264,5 @@ pub fn hvp(prog: &Program, wrt: &[Symbol], opts: &Options) -> Result<Derived> {
     let (d, st) = forward::jvp_program(&g.program, &wrt, opts)?;
     phases.push(st);
     let reference = d.clone();
-    Ok(within_reference(
-        simplify((d, phases), opts, started)?,
-        reference,
-        opts,
-    ))
+    within_reference(simplify((d, phases), opts, started)?, reference, opts)
 }

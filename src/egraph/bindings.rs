@@ -55,6 +55,7 @@ const MAX_TERMS: usize = 4;
 pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     let started = Instant::now();
     let opts = &opts.started();
+    let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
     let mut next_id = crate::front::subst::max_fresh_suffix(&prog.body);
     let mut candidates = vec![];
     let mut phases = vec![];
@@ -149,7 +150,9 @@ fn by_binding(
     fresh.raise_to(*next_id);
     let (binds, result) = dead_code(lift(&unique, &mut fresh));
     *next_id = (*next_id).max(fresh.counter());
+    opts.check_time()?;
     let (binds, result) = dead_code(inline_free_bindings(binds, result, next_id));
+    opts.check_time()?;
     let mut types = param_env(prog);
     for (x, e) in &binds {
         let t = type_of(e, &mut types)?;
@@ -177,9 +180,15 @@ fn by_binding(
         .into_iter()
         .map(|(x, e)| (x, bracket_additions(&e)))
         .collect();
+    // the let-level passes are linear, but on a long program they are
+    // most of the command's time: the deadline between them
+    opts.check_time()?;
     let (out, result) = reuse_bindings(out, result);
+    opts.check_time()?;
     let (out, result) = share_repeated_elements(out, result, next_id);
+    opts.check_time()?;
     let (out, result) = drop_broadcast_dimensions(out, result);
+    opts.check_time()?;
     let body = unflatten(dead_code((out, result)));
     let mut stats = units.stats;
     for s in &mut stats {

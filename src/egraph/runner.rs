@@ -96,11 +96,7 @@ pub fn check_deadline(deadline: Instant, limit: Duration) -> Result<()> {
     if Instant::now() < deadline {
         return Ok(());
     }
-    Err(crate::error::Error::transform(format!(
-        "the command did not finish within its time limit ({} s)",
-        limit.as_secs_f64()
-    ))
-    .with_hint("raise --time-limit (the result does not depend on it: it only stops a command that runs too long)"))
+    Err(crate::limits::time_limit_error(limit))
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -608,6 +604,8 @@ pub fn guard(
             .iter()
             .map(|s| (label(s), cost_at(&candidate.body, &ext2, s)))
             .collect();
+        // a count the deadline cut short must not decide
+        opts.check_time()?;
         let size = crate::terms::size::term_size(&candidate.body);
         // growth first, then the costs in sample order (`cost_key`)
         let key = |c: &Costs| cost_key(&c.iter().map(|a| a.1).collect::<Vec<_>>(), &samples);

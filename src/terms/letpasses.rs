@@ -312,7 +312,7 @@ fn reuse_in(e: &Expr, known: &HashMap<ReuseKey, Known>, loops: &mut Vec<(Symbol,
             e,
             Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
         )
-        && super::size::term_size(e) <= MAX_REUSE_NODES
+        && super::size::size_at_most(e, MAX_REUSE_NODES)
     {
         let names: Vec<Symbol> = loops.iter().map(|l| l.0).collect();
         if let Some((key, seen)) = subterm_key(e, &names) {
@@ -619,7 +619,7 @@ fn element_of(
             Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
         )
         || !does_work(e)
-        || super::size::term_size(e) > MAX_REUSE_NODES
+        || !super::size::size_at_most(e, MAX_REUSE_NODES)
     {
         return None;
     }

@@ -58,6 +58,7 @@ impl<'c, 'a> Compiler<'c, 'a> {
             m: Machine {
                 env: Vec::new(),
                 budget,
+                deadline: crate::limits::deadline(),
             },
             scope: HashMap::new(),
             work: 0,
@@ -67,7 +68,11 @@ impl<'c, 'a> Compiler<'c, 'a> {
     }
 
     pub(super) fn spend(&mut self, k: usize) -> Result<()> {
+        let before = self.work;
         self.work = self.work.saturating_add(k as u64 + 1);
+        if before / CLOCK_EVERY != self.work / CLOCK_EVERY {
+            self.m.check_deadline()?;
+        }
         if self.work > SYMBOLIC_WORK_LIMIT {
             self.gave_up = true;
             return Err(Error::eval("the symbolic cost grew too large"));

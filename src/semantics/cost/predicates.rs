@@ -188,7 +188,14 @@ fn unique_binders(preds: &[PNode], id: u32, out: &mut Vec<(u32, u32)>) {
 pub(super) struct Machine {
     pub(super) env: Vec<i64>,
     pub(super) budget: u64,
+    /// The command's deadline ([`crate::limits::deadline`]), looked at
+    /// every [`CLOCK_EVERY`] steps.
+    pub(super) deadline: Option<(std::time::Instant, std::time::Duration)>,
 }
+
+/// How many steps of counting go between two looks at the clock (a step
+/// takes well under a microsecond).
+pub(super) const CLOCK_EVERY: u64 = 1 << 12;
 
 pub(super) fn budget_exceeded() -> Error {
     Error::eval(format!(
@@ -202,7 +209,20 @@ impl Machine {
             return Err(budget_exceeded());
         }
         self.budget -= 1;
+        if self.budget.is_multiple_of(CLOCK_EVERY) {
+            self.check_deadline()?;
+        }
         Ok(())
+    }
+
+    /// The time-limit error past the command's deadline.
+    pub(super) fn check_deadline(&self) -> Result<()> {
+        match self.deadline {
+            Some((t, limit)) if std::time::Instant::now() >= t => {
+                Err(crate::limits::time_limit_error(limit))
+            }
+            _ => Ok(()),
+        }
     }
 }
 

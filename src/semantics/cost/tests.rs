@@ -1161,6 +1161,7 @@ fn polygons_count_as_enumerated() {
         let mut m = Machine {
             env: vec![outer, 0, 0],
             budget: 1000,
+            deadline: None,
         };
         let cell = (1, lo, hi.min(nx as i128 - 1));
         let got = count_polygon(&mut m, cell, (2, ny), &cons, Count::Points)
