@@ -71,7 +71,9 @@ impl Elab {
             }
             "real" => {
                 arity(&[1])?;
-                let a = self.index(&args[0])?;
+                let a = self.index(&args[0]).map_err(|e| {
+                    e.with_hint("(real a) turns an index expression a (an index variable, a size, an integer, or +, -, (* k a) of them) into a real")
+                })?;
                 Ok((Expr::IndexReal(a), Type::Real))
             }
             "pair" => {
