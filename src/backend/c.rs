@@ -781,6 +781,6 @@ pub fn manifest(f: &Function) -> serde_json::Value {
             "3": "the intermediates' size overflows 64 bits",
             "4": INDEX_OVERFLOW_MESSAGE,
         },
-        "count_ops": "compile with -DATL_COUNT_OPS: uint64_t atlpacked_ops[5] = additions, multiplications, black-box calls, loop iterations, predicate tests of the last call",
+        "count_ops": "compile with -DATL_COUNT_OPS: uint64_t atlpacked_ops[5] = additions (max and min included), multiplications, black-box calls, loop iterations, predicate tests of the last call",
     })
 }

@@ -10,9 +10,7 @@ pub fn term_size(e: &Expr) -> usize {
         | Expr::Mul(a, b)
         | Expr::MaxMin(_, a, b)
         | Expr::Pair(a, b)
-        | Expr::Let(_, a, b) => {
-            1 + term_size(a) + term_size(b)
-        }
+        | Expr::Let(_, a, b) => 1 + term_size(a) + term_size(b),
         Expr::Call(_, a)
         | Expr::Fst(a)
         | Expr::Snd(a)

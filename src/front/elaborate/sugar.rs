@@ -78,7 +78,10 @@ impl Elab {
         let (Some(sa), Some(sb)) = (ta.real_shape(), tb.real_shape()) else {
             return Err(Error::typ(
                 pos,
-                format!("{} expects reals or tensors of reals, got {ta} and {tb}", m.name()),
+                format!(
+                    "{} expects reals or tensors of reals, got {ta} and {tb}",
+                    m.name()
+                ),
             ));
         };
         let op = move |mut xs: Vec<Expr>| {
@@ -95,7 +98,10 @@ impl Elab {
         }
         Err(Error::typ(
             pos,
-            format!("cannot take the {} of {ta} and {tb} (shapes differ)", m.name()),
+            format!(
+                "cannot take the {} of {ta} and {tb} (shapes differ)",
+                m.name()
+            ),
         ))
     }
 
