@@ -18,7 +18,7 @@
 
 use atl_egg::egraph::language::{Atl, FromRec, Num};
 use atl_egg::front::affine::Affine;
-use atl_egg::front::ast::{MaxMin, Type};
+use atl_egg::front::ast::Type;
 use atl_egg::semantics::dual::{dual_expr, DualEnv};
 use atl_egg::semantics::eval::{eval_expr, eval_pred, Budget, Env};
 use atl_egg::semantics::numerics::inner_product;
@@ -253,15 +253,6 @@ impl<'a> ExtEval<'a> {
             }
             Atl::Add([a, b]) => Value::Real(self.real(t, ext, *a)? + self.real(t, ext, *b)?),
             Atl::Mul([a, b]) => Value::Real(self.real(t, ext, *a)? * self.real(t, ext, *b)?),
-            Atl::Max([a, b]) | Atl::Min([a, b]) => {
-                let m = if matches!(node, Atl::Max(_)) {
-                    MaxMin::Max
-                } else {
-                    MaxMin::Min
-                };
-                Value::Real(m.apply(self.real(t, ext, *a)?, self.real(t, ext, *b)?))
-            }
-            Atl::IndexReal(a) => Value::Real(self.affine(&aff(*a)?)? as f64),
             Atl::Pair([a, b]) => Value::pair(self.eval(t, ext, *a)?, self.eval(t, ext, *b)?),
             Atl::Fst(a) => self.eval(t, ext, *a)?.fst().map_err(s)?,
             Atl::Snd(a) => self.eval(t, ext, *a)?.snd().map_err(s)?,
