@@ -201,8 +201,10 @@ fn vjps_satisfy_the_adjoint_identity() {
 }
 
 fn uses_kinks(p: &Program) -> bool {
-    p.body
-        .any(&mut |e| matches!(e, Expr::Call(f, _) if ["relu", "step"].contains(&f.name())))
+    p.body.any(&mut |e| {
+        matches!(e, Expr::Call(f, _) if ["relu", "step"].contains(&f.name()))
+            || matches!(e, Expr::MaxMin(..))
+    })
 }
 
 #[test]
@@ -358,6 +360,12 @@ fn forward_rules_are_each_exercised() {
             "(fn f ((x (tensor n R))) (sum i n (iverson (< i 2) (exp (get x i)))))",
         ),
         ("d-let", "(fn f ((x R)) (let y (sin x) (* y y)))"),
+        ("d-max", "(fn f ((x R) (y R)) (max (* x y) (sin y)))"),
+        ("d-min", "(fn f ((x R) (y R)) (min (* x y) (sin y)))"),
+        (
+            "d-real",
+            "(fn f ((x (tensor n R))) (sum i n (* (real i) (get x i))))",
+        ),
     ];
     let specs = atl_egg::egraph::rules::all_specs();
     for s in specs.iter().filter(|s| s.file == "forward.rules") {
@@ -386,5 +394,111 @@ fn forward_rules_are_each_exercised() {
             same_value(&got, &want, 1e-10),
             "{rule}: {got:?} vs {want:?}"
         );
+    }
+}
+
+/// `max` and `min` at ties, signed zeros and infinities, and `(real a)`:
+/// every entry of the gradient (and the jvp, and the hvp) equals the
+/// dual-number derivative exactly: the derivative of the operand selected,
+/// ties to the first.
+#[test]
+fn max_and_min_derivatives_match_dual_numbers_at_ties() {
+    let programs = [
+        "(fn f ((a R) (b R)) (max a b))",
+        "(fn f ((a R) (b R)) (min a b))",
+        "(fn f ((a R) (b R)) (* (max a (* 2 b)) (min (sin a) b)))",
+        "(fn f ((a R) (b R)) (+ (max (max a b) (min a b)) (* (real 3) (min b a))))",
+        "(fn f ((a R) (b R)) (max (* a a) (* b (* b b))))",
+    ];
+    let inf = f64::INFINITY;
+    let points = [
+        (1.0, 1.0),
+        (1.0, 2.0),
+        (2.0, 1.0),
+        (-0.0, 0.0),
+        (0.0, -0.0),
+        (0.5, 0.25),
+        (inf, inf),
+        (-inf, 3.0),
+    ];
+    let (a, b) = (Symbol::from("a"), Symbol::from("b"));
+    let mut failures = vec![];
+    for (n, src) in programs.into_iter().enumerate() {
+        let prog = atl_egg::front::parse_program(src.as_bytes()).unwrap();
+        let wrt = [a, b];
+        let g = derive::grad(&prog, &wrt, &opts()).unwrap().program;
+        let j = derive::jvp(&prog, &wrt, &opts()).unwrap().program;
+        let h = derive::hvp(&prog, &wrt, &opts()).unwrap().program;
+        let extra_of = |p: &Program, da: f64, db: f64| -> Vec<(Symbol, Value)> {
+            let names: Vec<Symbol> = p.params[2..].iter().map(|p| p.name).collect();
+            vec![(names[0], Value::Real(da)), (names[1], Value::Real(db))]
+        };
+        // infinities only where no product can meet them (0 · inf)
+        for &(x, y) in points.iter().filter(|p| n < 2 || p.0.is_finite()) {
+            let mut inputs = random_inputs(&prog, &Sizes::new(), &mut Rng::new(1)).unwrap();
+            inputs.values.insert(a, Value::Real(x));
+            inputs.values.insert(b, Value::Real(y));
+            let grad = flat(&evaluate(&g, &inputs).unwrap());
+            for (k, (da, db)) in [(1.0, 0.0), (0.0, 1.0)].into_iter().enumerate() {
+                let v = HashMap::from([(a, Value::Real(da)), (b, Value::Real(db))]);
+                let (_, want) = dual_jvp(&prog, &inputs, &v).unwrap();
+                let want = flat(&want).first().copied().unwrap_or(0.0);
+                let got_j = evaluate(&j, &with_extra(&inputs, &extra_of(&j, da, db))).unwrap();
+                let got_j = flat(&got_j).first().copied().unwrap_or(0.0);
+                for (what, got) in [("grad", grad[k]), ("jvp", got_j)] {
+                    if got != want && !(got.is_nan() && want.is_nan()) {
+                        failures.push(format!("{src} at ({x}, {y}): {what}[{k}] {got} != {want}"));
+                    }
+                }
+                if x.is_finite() && y.is_finite() {
+                    let got_h = evaluate(&h, &with_extra(&inputs, &extra_of(&h, da, db))).unwrap();
+                    let (_, want_h) = dual_jvp(&g, &inputs, &v).unwrap();
+                    if !same_value(&got_h, &want_h, 1e-12) {
+                        failures.push(format!("{src} at ({x}, {y}): hvp {got_h:?} != {want_h:?}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A two-class softmax cross-entropy written with `max` (the stable
+/// log-sum-exp `m + log(exp(a - m) + exp(b - m))`, `m = max(a, b)`): finite
+/// in value and gradient at logits of ±1,000, where the naive form
+/// overflows, and its gradient (the softmax minus the label) equals the
+/// dual numbers'.
+#[test]
+fn stable_log_sum_exp_with_max_is_finite_at_logits_of_1000() {
+    let src = "(fn xent ((a R) (b R))
+      (let m (max a b)
+        (- (+ m (log (+ (exp (- a m)) (exp (- b m))))) a)))";
+    let prog = atl_egg::front::parse_program(src.as_bytes()).unwrap();
+    let (a, b) = (Symbol::from("a"), Symbol::from("b"));
+    let g = derive::grad(&prog, &[a, b], &opts()).unwrap().program;
+    for (x, y, value, ga) in [
+        (1000.0, -1000.0, 0.0, 0.0),
+        (-1000.0, 1000.0, 2000.0, -1.0),
+        (1000.0, 1000.0, std::f64::consts::LN_2, -0.5),
+    ] {
+        let mut inputs = random_inputs(&prog, &Sizes::new(), &mut Rng::new(1)).unwrap();
+        inputs.values.insert(a, Value::Real(x));
+        inputs.values.insert(b, Value::Real(y));
+        let v = flat(&evaluate(&prog, &inputs).unwrap())[0];
+        let grad = flat(&evaluate(&g, &inputs).unwrap());
+        assert!(close(v, value, 1.0, 1e-12), "xent({x}, {y}) = {v}");
+        assert!(
+            close(grad[0], ga, 1.0, 1e-12),
+            "d/da at ({x}, {y}): {grad:?}"
+        );
+        assert!(
+            close(grad[1], -ga, 1.0, 1e-12),
+            "d/db at ({x}, {y}): {grad:?}"
+        );
+        for (k, (da, db)) in [(1.0, 0.0), (0.0, 1.0)].into_iter().enumerate() {
+            let dirs = HashMap::from([(a, Value::Real(da)), (b, Value::Real(db))]);
+            let (_, t) = dual_jvp(&prog, &inputs, &dirs).unwrap();
+            assert!(close(grad[k], flat(&t)[0], 1.0, 1e-12), "{grad:?} vs {t:?}");
+        }
     }
 }

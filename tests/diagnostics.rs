@@ -108,6 +108,26 @@ const CASES: &[Case] = &[
     chk("arity-exp", b"(fn f ((x R))\n  (exp x x))\n"),
     chk("arity-fst", b"(fn f ((p (pair R R)))\n  (fst p p))\n"),
     chk("arity-fn", b"(fn f ((x R)))\n"),
+    chk("arity-max", b"(fn f ((x R) (y R))\n  (max x y 1.0))\n"),
+    chk("arity-real", b"(fn f ((x (tensor n R)))\n  (sum i n (real)))\n"),
+    // max, min and (real a) misused
+    chk(
+        "max-of-a-pair",
+        b"(fn f ((x R) (p (pair R R)))\n  (max x p))\n",
+    ),
+    chk(
+        "min-shapes-differ",
+        b"(fn f ((x (tensor n R)) (y (tensor m R)))\n  (min x y))\n",
+    ),
+    chk(
+        "real-of-a-real",
+        b"(fn f ((x (tensor n R)))\n  (sum i n (* (real (get x i)) (get x i))))\n",
+    ),
+    chk(
+        "real-of-a-variable",
+        b"(fn f ((x R))\n  (real x))\n",
+    ),
+    chk("fn-named-max", b"(fn max ((x R)) x)\n(fn f ((y R)) (max y y))\n"),
     // type errors
     chk(
         "type-tensor-plus-pair",

@@ -110,6 +110,11 @@ static inline int64_t atlh_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t atlh_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && a < 0) ? q - 1 : q; }
 static inline int64_t atlh_ceildiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && a > 0) ? q + 1 : q; }
 static inline int64_t atlh_mod(int64_t a, int64_t b) { int64_t r = a % b; return r < 0 ? r + b : r; }
+/* (max a b), (min a b) of reals: the first operand unless the second is
+   strictly better or NaN (so ties keep the first, NaN propagates), as the
+   evaluator (MaxMin::apply); not fmax/fmin, which drop NaN. */
+static inline double atlh_rmax(double a, double b) { return (b != b || a < b) ? b : a; }
+static inline double atlh_rmin(double a, double b) { return (b != b || b < a) ? b : a; }
 /* Work estimates and chunks of parallel loops. */
 static inline double atlh_trip(int64_t lo, int64_t hi) { return hi > lo ? (double)hi - (double)lo : 0.0; }
 static inline int64_t atlh_mid(int64_t lo, int64_t hi) { return hi > lo ? lo / 2 + hi / 2 : lo; }
@@ -796,6 +801,6 @@ pub fn manifest(f: &Function) -> serde_json::Value {
             "3": "the intermediates' size overflows 64 bits",
             "4": INDEX_OVERFLOW_MESSAGE,
         },
-        "count_ops": "compile with -DATL_COUNT_OPS: uint64_t atlpacked_ops[5] = additions, multiplications, black-box calls, loop iterations, predicate tests of the last call",
+        "count_ops": "compile with -DATL_COUNT_OPS: uint64_t atlpacked_ops[5] = additions (max and min included), multiplications, black-box calls, loop iterations, predicate tests of the last call",
     })
 }

@@ -217,7 +217,10 @@ fn write_flat(e: &Expr, out: &mut String, limit: usize) -> bool {
             out.push(')');
             ok
         }
-        Expr::Pair(a, b) => {
+        Expr::Pair(a, b) | Expr::MaxMin(_, a, b) => {
+            if let Expr::MaxMin(m, ..) = e {
+                out.push_str(m.name());
+            }
             out.push('(');
             let ok = write_flat(a, out, limit) && {
                 out.push_str(", ");
@@ -225,6 +228,10 @@ fn write_flat(e: &Expr, out: &mut String, limit: usize) -> bool {
             };
             out.push(')');
             ok
+        }
+        Expr::IndexReal(a) => {
+            out.push_str(&format!("real({})", pretty_aff(a)));
+            true
         }
         Expr::Fst(a) | Expr::Snd(a) => {
             out.push_str(projection(e));
@@ -335,12 +342,18 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
                 out.push(')');
             }
         }
-        Expr::Pair(a, b) => {
+        Expr::Pair(a, b) | Expr::MaxMin(_, a, b) => {
+            let head = match e {
+                Expr::MaxMin(m, ..) => m.name(),
+                _ => "",
+            };
+            out.push_str(head);
             out.push('(');
-            layout(a, indent + 1, out);
+            let at = indent + head.len() + 1;
+            layout(a, at, out);
             out.push(',');
-            newline(indent + 1, out);
-            layout(b, indent + 1, out);
+            newline(at, out);
+            layout(b, at, out);
             out.push(')');
         }
         Expr::Call(f, a) => {
@@ -362,7 +375,7 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
             layout(a, indent + 1, out);
             out.push_str(&format!(")[{}]", pretty_aff(i)));
         }
-        Expr::Var(_) | Expr::Const(_) => {
+        Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => {
             let _ = write_flat(e, out, usize::MAX);
         }
     }

@@ -125,8 +125,15 @@ impl Adjoint {
             return build::num(0.0);
         }
         match e {
-            Expr::Const(_) => build::num(0.0),
+            Expr::Const(_) | Expr::IndexReal(_) => build::num(0.0),
             Expr::Var(_) => self.leaf(c, acc),
+            Expr::MaxMin(m, a, b) => {
+                let (wa, wb) = m.weights(a, b);
+                add(
+                    self.coef(mul(c.clone(), wa), a, acc),
+                    self.coef(mul(c, wb), b, acc),
+                )
+            }
             Expr::Add(a, b) => add(self.coef(c.clone(), a, acc), self.coef(c, b, acc)),
             Expr::Mul(a, b) => add(
                 self.coef(mul(c.clone(), (**b).clone()), a, acc),

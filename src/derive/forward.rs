@@ -229,6 +229,14 @@ pub fn names_in(prog: &Program) -> std::collections::BTreeSet<String> {
                 out.insert(x.to_string());
             }
             Expr::Const(_) => {}
+            Expr::IndexReal(a) => aff(a, out),
+            Expr::MaxMin(m, a, b) => {
+                // its derivative calls `step`
+                out.insert(m.name().to_string());
+                out.insert("step".to_string());
+                expr(a, out);
+                expr(b, out);
+            }
             Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
                 expr(a, out);
                 expr(b, out);

@@ -39,7 +39,23 @@ impl ForwardDirect<'_> {
 
     fn d(&mut self, e: &Expr) -> Result<Tangent> {
         Ok(match e {
-            Expr::Const(_) => zero_real(),
+            Expr::Const(_) | Expr::IndexReal(_) => zero_real(),
+            Expr::MaxMin(m, a, b) => {
+                let (wa, wb) = m.weights(a, b);
+                let left = match self.d(a)? {
+                    (_, true) => None,
+                    (da, false) => Some(build::mul(wa, da)),
+                };
+                let right = match self.d(b)? {
+                    (_, true) => None,
+                    (db, false) => Some(build::mul(wb, db)),
+                };
+                match (left, right) {
+                    (None, None) => zero_real(),
+                    (Some(t), None) | (None, Some(t)) => (t, false),
+                    (Some(l), Some(r)) => (build::add(l, r), false),
+                }
+            }
             Expr::Var(x) => match self.tangents.get(x) {
                 Some(dx) => (Expr::Var(*dx), false),
                 None => {

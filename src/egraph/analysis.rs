@@ -13,7 +13,7 @@
 
 use super::language::{Atl, Fun, Idx, Num};
 use crate::front::affine::Affine;
-use crate::front::ast::Real;
+use crate::front::ast::{MaxMin, Real};
 use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
 use std::collections::HashMap;
 
@@ -204,6 +204,9 @@ fn fold_real(egraph: &AtlGraph, n: &Atl) -> Option<Real> {
         Atl::Num(k) => return Some(k.0),
         Atl::Add([a, b]) => c(a)? + c(b)?,
         Atl::Mul([a, b]) => c(a)? * c(b)?,
+        Atl::Max([a, b]) => MaxMin::Max.apply(c(a)?, c(b)?),
+        Atl::Min([a, b]) => MaxMin::Min.apply(c(a)?, c(b)?),
+        Atl::IndexReal(a) => egraph[*a].data.aff.as_ref()?.as_constant()? as f64,
         _ => {
             let (f, a, k) = n.as_call()?;
             let x = c(&a)?;

@@ -27,7 +27,7 @@
 use super::analysis::AtlGraph;
 use super::language::{Atl, Fun};
 use crate::front::affine::Affine;
-use crate::front::ast::{build, CmpOp, Expr, Pred};
+use crate::front::ast::{build, CmpOp, Expr, MaxMin, Pred};
 use crate::front::subst::free_names;
 use crate::semantics::cost::{cost_expr_budget, CostCtx};
 use crate::semantics::value::{Relation, Sizes};
@@ -298,6 +298,9 @@ pub fn build_term(n: &Atl, kid: &mut dyn FnMut(Id) -> Option<Term>) -> Option<Te
         Atl::Var(x) => Term::Expr(Expr::Var(name(kid, x)?)),
         Atl::Add([x, y]) => Term::Expr(build::add(e(kid, x)?, e(kid, y)?)),
         Atl::Mul([x, y]) => Term::Expr(build::mul(e(kid, x)?, e(kid, y)?)),
+        Atl::Max([x, y]) => Term::Expr(build::maxmin(MaxMin::Max, e(kid, x)?, e(kid, y)?)),
+        Atl::Min([x, y]) => Term::Expr(build::maxmin(MaxMin::Min, e(kid, x)?, e(kid, y)?)),
+        Atl::IndexReal(x) => Term::Expr(Expr::IndexReal(a(kid, x)?)),
         Atl::Pair([x, y]) => Term::Expr(build::pair(e(kid, x)?, e(kid, y)?)),
         Atl::Fst(x) => Term::Expr(build::fst(e(kid, x)?)),
         Atl::Snd(x) => Term::Expr(build::snd(e(kid, x)?)),
@@ -337,8 +340,9 @@ pub const EXTRACTION_BUDGET: u64 = 2_000;
 fn dense(e: &Expr) -> Expr {
     use build::*;
     match e {
-        Expr::Var(_) | Expr::Const(_) => e.clone(),
+        Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => e.clone(),
         Expr::Add(a, b) => add(dense(a), dense(b)),
+        Expr::MaxMin(m, a, b) => maxmin(*m, dense(a), dense(b)),
         Expr::Mul(a, b) => mul(dense(a), dense(b)),
         Expr::Pair(a, b) => pair(dense(a), dense(b)),
         Expr::Call(f, a) => call(*f, dense(a)),

@@ -12,7 +12,7 @@
 //! `==` (the front end's `>`/`>=` are flipped); `and`/`or` are binary.
 
 use crate::front::affine::Affine;
-use crate::front::ast::{CmpOp, Expr, Func, Pred, Real};
+use crate::front::ast::{CmpOp, Expr, Func, MaxMin, Pred, Real};
 use egg::{define_language, Id, RecExpr, Symbol};
 use std::fmt;
 use std::str::FromStr;
@@ -22,6 +22,12 @@ define_language! {
         "var" = Var(Id),
         "+" = Add([Id; 2]),
         "*" = Mul([Id; 2]),
+        // (max a b), (min a b): the first operand unless the second is
+        // strictly better or NaN
+        "max" = Max([Id; 2]),
+        "min" = Min([Id; 2]),
+        // (real a): the index expression a (an `Aff` leaf) as a real
+        "real" = IndexReal(Id),
         // (call f x), (call f x k): the black box f (a [`Fun`] leaf) at x;
         // pow and dpow take their exponent k, a constant class. One operator
         // of two arities, read through [`Atl::as_call`] (with a slice of
@@ -365,6 +371,17 @@ impl ToRec {
                 let (a, b) = (self.expr(a), self.expr(b));
                 self.add(Atl::Mul([a, b]))
             }
+            Expr::MaxMin(m, a, b) => {
+                let (a, b) = (self.expr(a), self.expr(b));
+                self.add(match m {
+                    MaxMin::Max => Atl::Max([a, b]),
+                    MaxMin::Min => Atl::Min([a, b]),
+                })
+            }
+            Expr::IndexReal(a) => {
+                let a = self.aff(a);
+                self.add(Atl::IndexReal(a))
+            }
             Expr::Call(f, a) => {
                 let a = self.expr(a);
                 let k = f.exponent().map(|k| self.add(Atl::Num(Num(k))));
@@ -513,6 +530,9 @@ impl<'a, F: Fn(Id) -> &'a Atl> FromRec<'a, F> {
             Atl::Num(k) => Expr::Const(k.0),
             Atl::Add([a, b]) => add(self.expr(*a)?, self.expr(*b)?),
             Atl::Mul([a, b]) => mul(self.expr(*a)?, self.expr(*b)?),
+            Atl::Max([a, b]) => maxmin(MaxMin::Max, self.expr(*a)?, self.expr(*b)?),
+            Atl::Min([a, b]) => maxmin(MaxMin::Min, self.expr(*a)?, self.expr(*b)?),
+            Atl::IndexReal(a) => Expr::IndexReal(self.aff(*a)?),
             Atl::Pair([a, b]) => pair(self.expr(*a)?, self.expr(*b)?),
             Atl::Fst(a) => fst(self.expr(*a)?),
             Atl::Snd(a) => snd(self.expr(*a)?),

@@ -99,6 +99,70 @@ impl CmpOp {
     }
 }
 
+/// The two extrema of reals: `(max a b)` and `(min a b)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MaxMin {
+    Max,
+    Min,
+}
+
+impl MaxMin {
+    /// The binary form's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MaxMin::Max => "max",
+            MaxMin::Min => "min",
+        }
+    }
+
+    /// Does `b` replace `a` (`a` the first operand)? `b` is taken when it
+    /// is strictly better or NaN, so ties keep the first operand and a NaN
+    /// operand gives NaN. Compiled code tests the same comparisons.
+    pub fn takes_second(self, a: f64, b: f64) -> bool {
+        b.is_nan()
+            || match self {
+                MaxMin::Max => a < b,
+                MaxMin::Min => b < a,
+            }
+    }
+
+    /// `(max a b)` or `(min a b)`.
+    pub fn apply(self, a: f64, b: f64) -> f64 {
+        if self.takes_second(a, b) {
+            b
+        } else {
+            a
+        }
+    }
+
+    /// Is the derivative that of the second operand? Where `b` is strictly
+    /// better: a tie, or a NaN, gives the first operand's derivative.
+    pub fn selects_second(self, a: f64, b: f64) -> bool {
+        match self {
+            MaxMin::Max => a < b,
+            MaxMin::Min => b < a,
+        }
+    }
+
+    /// The derivative's weights of the operands, `(1 - s, s)` with `s` the
+    /// real [`Self::selects_second`]: `(step (- b a))` for `max`,
+    /// `(step (- a b))` for `min` (a difference of doubles is positive
+    /// exactly where the comparison holds; NaN steps to 0). The forward
+    /// rules `d-max`, `d-min` (rules/forward.rules) write the same terms.
+    pub fn weights(self, a: &Expr, b: &Expr) -> (Expr, Expr) {
+        use build::*;
+        let (hi, lo) = match self {
+            MaxMin::Max => (b, a),
+            MaxMin::Min => (a, b),
+        };
+        let s = call(
+            Func::named("step"),
+            add(hi.clone(), mul(num(-1.0), lo.clone())),
+        );
+        (add(num(1.0), mul(num(-1.0), s.clone())), s)
+    }
+}
+
 /// Predicates of Iverson brackets.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Pred {
@@ -121,6 +185,11 @@ pub enum Expr {
     Add(Box<Expr>, Box<Expr>),
     Mul(Box<Expr>, Box<Expr>),
     Call(Func, Box<Expr>),
+    /// `(max a b)`, `(min a b)`: the first operand unless the second is
+    /// strictly better or NaN ([`MaxMin::apply`]).
+    MaxMin(MaxMin, Box<Expr>, Box<Expr>),
+    /// `(real a)`: the index expression `a` as a real.
+    IndexReal(Affine),
     Pair(Box<Expr>, Box<Expr>),
     Fst(Box<Expr>),
     Snd(Box<Expr>),
@@ -141,10 +210,12 @@ impl Expr {
     /// index expressions and predicates are not expressions).
     pub fn children(&self) -> impl Iterator<Item = &Expr> {
         let (a, b): (Option<&Expr>, Option<&Expr>) = match self {
-            Expr::Var(_) | Expr::Const(_) => (None, None),
-            Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
-                (Some(a), Some(b))
-            }
+            Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => (None, None),
+            Expr::Add(a, b)
+            | Expr::Mul(a, b)
+            | Expr::MaxMin(_, a, b)
+            | Expr::Pair(a, b)
+            | Expr::Let(_, a, b) => (Some(a), Some(b)),
             Expr::Call(_, a)
             | Expr::Fst(a)
             | Expr::Snd(a)
@@ -165,8 +236,9 @@ impl Expr {
     ) -> Result<Expr, E> {
         let mut g = |e: &Expr| f(e).map(Box::new);
         Ok(match self {
-            Expr::Var(_) | Expr::Const(_) => self.clone(),
+            Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => self.clone(),
             Expr::Add(a, b) => Expr::Add(g(a)?, g(b)?),
+            Expr::MaxMin(m, a, b) => Expr::MaxMin(*m, g(a)?, g(b)?),
             Expr::Mul(a, b) => Expr::Mul(g(a)?, g(b)?),
             Expr::Pair(a, b) => Expr::Pair(g(a)?, g(b)?),
             Expr::Call(h, a) => Expr::Call(*h, g(a)?),
@@ -311,6 +383,9 @@ pub mod build {
     }
     pub fn mul(a: Expr, b: Expr) -> Expr {
         Expr::Mul(Box::new(a), Box::new(b))
+    }
+    pub fn maxmin(m: MaxMin, a: Expr, b: Expr) -> Expr {
+        Expr::MaxMin(m, Box::new(a), Box::new(b))
     }
     pub fn call(f: Func, a: Expr) -> Expr {
         Expr::Call(f, Box::new(a))

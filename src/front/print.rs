@@ -99,6 +99,8 @@ fn parts(e: &Expr) -> (String, Vec<Part<'_>>) {
         Expr::Const(c) => (c.to_string(), vec![]),
         Expr::Add(a, b) => ("+".into(), vec![Sub(a), Sub(b)]),
         Expr::Mul(a, b) => ("*".into(), vec![Sub(a), Sub(b)]),
+        Expr::MaxMin(m, a, b) => (m.name().into(), vec![Sub(a), Sub(b)]),
+        Expr::IndexReal(a) => ("real".into(), vec![Text(a.to_string())]),
         Expr::Call(f, a) => match f.exponent() {
             Some(k) => (f.name().into(), vec![Sub(a), Text(k.to_string())]),
             None => (f.name().into(), vec![Sub(a)]),

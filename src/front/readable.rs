@@ -174,6 +174,7 @@ impl Readable<'_> {
         match e {
             Expr::Var(x) => var(self.name(*x)),
             Expr::Get(a, i) => get(self.expr(a), self.aff(i)),
+            Expr::IndexReal(a) => Expr::IndexReal(self.aff(a)),
             Expr::Iverson(p, a) => iverson(self.pred(p), self.expr(a)),
             Expr::Let(x, a, b) => {
                 let a = self.expr(a);

@@ -74,7 +74,8 @@ fn expr_names(e: &Expr, bound: &mut Bound, out: &mut BTreeSet<Symbol>) {
     match e {
         Expr::Var(x) => bound.note(*x, out),
         Expr::Const(_) => {}
-        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
+        Expr::IndexReal(a) => aff_names(a, bound, out),
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::MaxMin(_, a, b) | Expr::Pair(a, b) => {
             expr_names(a, bound, out);
             expr_names(b, bound, out);
         }
@@ -264,6 +265,7 @@ impl<'f> Substituter<'f> {
                 _ => e.clone(),
             },
             Expr::Get(a, i) => get(self.expr_r(a, r)?, self.aff(i, r)?),
+            Expr::IndexReal(a) => Expr::IndexReal(self.aff(a, r)?),
             Expr::Iverson(p, a) => iverson(self.pred_r(p, r)?, self.expr_r(a, r)?),
             Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
                 let d = self.aff(d, r)?;

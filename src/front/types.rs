@@ -35,8 +35,8 @@ pub fn type_of(e: &Expr, env: &mut TypeEnv) -> Result<Type> {
             .get(x)
             .cloned()
             .ok_or_else(|| bad(format!("unbound variable {x}")))?,
-        Expr::Const(_) => Type::Real,
-        Expr::Add(..) | Expr::Mul(..) | Expr::Call(..) | Expr::Sum(..) => {
+        Expr::Const(_) | Expr::IndexReal(_) => Type::Real,
+        Expr::Add(..) | Expr::Mul(..) | Expr::MaxMin(..) | Expr::Call(..) | Expr::Sum(..) => {
             for c in e.children() {
                 match type_of(c, env)? {
                     Type::Real => {}

@@ -8,7 +8,7 @@ use super::value::V;
 use super::Lowerer;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
-use crate::front::ast::{Expr, Type};
+use crate::front::ast::{Expr, MaxMin, Type};
 use crate::front::types::type_of;
 use egg::Symbol;
 
@@ -180,6 +180,20 @@ impl Lowerer {
                 self.line("ATL_MUL();".into());
                 V::Scalar(t)
             }
+            Expr::MaxMin(m, a, b) => {
+                let x = self.scalar(a, base)?;
+                let y = self.scalar(b, base)?;
+                let t = self.fresh("m", base);
+                let f = match m {
+                    MaxMin::Max => "atlh_rmax",
+                    MaxMin::Min => "atlh_rmin",
+                };
+                self.decl("const double", &t, format!("{f}({x}, {y})"));
+                // one operation, counted with the additions
+                self.line("ATL_ADD(1);".into());
+                V::Scalar(t)
+            }
+            Expr::IndexReal(a) => V::Scalar(format!("((double)({}))", self.aff(a)?)),
             Expr::Call(f, a) => {
                 let x = self.scalar(a, base)?;
                 let t = self.fresh("f", base);

@@ -40,8 +40,8 @@ fn row_only(e: &Expr, x: Symbol, v: Symbol) -> bool {
     match e {
         Expr::Get(a, i) if matches!(&**a, Expr::Var(y) if *y == x) => is_var(i, v),
         Expr::Var(y) => *y != x,
-        Expr::Const(_) => true,
-        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
+        Expr::Const(_) | Expr::IndexReal(_) => true,
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::MaxMin(_, a, b) | Expr::Pair(a, b) => {
             row_only(a, x, v) && row_only(b, x, v)
         }
         Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => row_only(a, x, v),
@@ -71,8 +71,9 @@ fn rewrite(e: &Expr, x: Symbol, v: Symbol, to: Symbol) -> Expr {
     let r = |a: &Expr| Box::new(rewrite(a, x, v, to));
     match e {
         Expr::Get(a, i) if matches!(&**a, Expr::Var(y) if *y == x) && is_var(i, v) => Expr::Var(to),
-        Expr::Var(_) | Expr::Const(_) => e.clone(),
+        Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => e.clone(),
         Expr::Add(a, b) => Expr::Add(r(a), r(b)),
+        Expr::MaxMin(m, a, b) => Expr::MaxMin(*m, r(a), r(b)),
         Expr::Mul(a, b) => Expr::Mul(r(a), r(b)),
         Expr::Pair(a, b) => Expr::Pair(r(a), r(b)),
         Expr::Call(f, a) => Expr::Call(*f, r(a)),

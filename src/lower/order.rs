@@ -79,7 +79,7 @@ fn stride(idx: &[Affine], v: Symbol) -> Stride {
 pub(super) fn candidates<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match e {
         Expr::Sum(..) => out.push(e),
-        Expr::Add(a, b) | Expr::Mul(a, b) => {
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::MaxMin(_, a, b) => {
             candidates(a, out);
             candidates(b, out);
         }
@@ -96,6 +96,9 @@ pub(super) fn replace(e: &Expr, repl: &[(*const Expr, Expr)]) -> Expr {
     match e {
         Expr::Add(a, b) => Expr::Add(Box::new(replace(a, repl)), Box::new(replace(b, repl))),
         Expr::Mul(a, b) => Expr::Mul(Box::new(replace(a, repl)), Box::new(replace(b, repl))),
+        Expr::MaxMin(m, a, b) => {
+            Expr::MaxMin(*m, Box::new(replace(a, repl)), Box::new(replace(b, repl)))
+        }
         Expr::Call(f, a) => Expr::Call(*f, Box::new(replace(a, repl))),
         _ => e.clone(),
     }
@@ -104,10 +107,12 @@ pub(super) fn replace(e: &Expr, repl: &[(*const Expr, Expr)]) -> Expr {
 /// A summand without loops or bindings of its own.
 fn flat(e: &Expr) -> bool {
     match e {
-        Expr::Var(_) | Expr::Const(_) => true,
+        Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => true,
         Expr::Get(a, _) | Expr::Fst(a) | Expr::Snd(a) | Expr::Call(_, a) => flat(a),
         Expr::Iverson(_, a) => flat(a),
-        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => flat(a) && flat(b),
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::MaxMin(_, a, b) | Expr::Pair(a, b) => {
+            flat(a) && flat(b)
+        }
         Expr::Sum(..) | Expr::Gen(..) | Expr::Let(..) => false,
     }
 }
@@ -127,6 +132,8 @@ fn subst_expr(e: &Expr, j: Symbol, by: &Affine, avoid: &[Symbol]) -> Option<Expr
     let r = |a: &Expr| subst_expr(a, j, by, avoid).map(Box::new);
     Some(match e {
         Expr::Var(_) | Expr::Const(_) => e.clone(),
+        Expr::IndexReal(ix) => Expr::IndexReal(ix.substitute(j, by).ok()?),
+        Expr::MaxMin(m, a, b) => Expr::MaxMin(*m, r(a)?, r(b)?),
         Expr::Get(a, ix) => Expr::Get(r(a)?, ix.substitute(j, by).ok()?),
         Expr::Fst(a) => Expr::Fst(r(a)?),
         Expr::Snd(a) => Expr::Snd(r(a)?),
@@ -276,7 +283,7 @@ impl Lowerer {
                     }
                 }
             }
-            Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) => {
+            Expr::Add(a, b) | Expr::Mul(a, b) | Expr::MaxMin(_, a, b) | Expr::Pair(a, b) => {
                 self.accesses(a, out);
                 self.accesses(b, out);
             }

@@ -40,6 +40,13 @@ pub fn dual_expr(e: &Expr, env: &mut DualEnv, budget: &mut Budget) -> Result<Dua
             let (b0, b1) = reals(dual_expr(b, env, budget)?)?;
             (Value::Real(a0 * b0), Value::Real(a1 * b0 + a0 * b1))
         }
+        Expr::MaxMin(m, a, b) => {
+            let (a0, a1) = reals(dual_expr(a, env, budget)?)?;
+            let (b0, b1) = reals(dual_expr(b, env, budget)?)?;
+            let d = if m.selects_second(a0, b0) { b1 } else { a1 };
+            (Value::Real(m.apply(a0, b0)), Value::Real(d))
+        }
+        Expr::IndexReal(a) => (Value::Real(env.affine(a)? as f64), Value::Real(0.0)),
         Expr::Call(f, a) => {
             let (x, dx) = reals(dual_expr(a, env, budget)?)?;
             let v = f.apply(x);

@@ -472,6 +472,12 @@ pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> 
             Value::Real(x * y)
         }
         Expr::Call(f, a) => Value::Real(f.apply(eval_expr(a, env, budget)?.real()?)),
+        Expr::MaxMin(m, a, b) => {
+            let x = eval_expr(a, env, budget)?.real()?;
+            let y = eval_expr(b, env, budget)?.real()?;
+            Value::Real(m.apply(x, y))
+        }
+        Expr::IndexReal(a) => Value::Real(env.affine(a)? as f64),
         Expr::Pair(a, b) => {
             let x = eval_expr(a, env, budget)?;
             let y = eval_expr(b, env, budget)?;

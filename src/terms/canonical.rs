@@ -81,6 +81,8 @@ pub fn canonical_binders_with_hints(e: &Expr) -> (Expr, HashMap<Symbol, Symbol>)
                 Expr::Var(_) | Expr::Const(_) => e.clone(),
                 Expr::Add(a, b) => add(self.expr(a, depth), self.expr(b, depth)),
                 Expr::Mul(a, b) => mul(self.expr(a, depth), self.expr(b, depth)),
+                Expr::MaxMin(m, a, b) => maxmin(*m, self.expr(a, depth), self.expr(b, depth)),
+                Expr::IndexReal(a) => Expr::IndexReal(self.aff(a)),
                 Expr::Pair(a, b) => pair(self.expr(a, depth), self.expr(b, depth)),
                 Expr::Call(f, a) => call(*f, self.expr(a, depth)),
                 Expr::Fst(a) => fst(self.expr(a, depth)),

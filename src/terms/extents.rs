@@ -19,8 +19,12 @@ pub fn collect_extents(e: &Expr, out: &mut HashMap<Symbol, Affine>) {
         }
     }
     match e {
-        Expr::Var(_) | Expr::Const(_) => {}
-        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
+        Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => {}
+        Expr::Add(a, b)
+        | Expr::Mul(a, b)
+        | Expr::MaxMin(_, a, b)
+        | Expr::Pair(a, b)
+        | Expr::Let(_, a, b) => {
             collect_extents(a, out);
             collect_extents(b, out);
         }

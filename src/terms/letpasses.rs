@@ -42,14 +42,19 @@ pub fn add_terms<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
 /// such.
 fn does_no_work(e: &Expr) -> bool {
     match e {
-        Expr::Var(_) | Expr::Const(_) => true,
+        Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => true,
         Expr::Gen(_, _, a)
         | Expr::Get(a, _)
         | Expr::Iverson(_, a)
         | Expr::Fst(a)
         | Expr::Snd(a) => does_no_work(a),
         Expr::Pair(a, b) => does_no_work(a) && does_no_work(b),
-        Expr::Add(..) | Expr::Mul(..) | Expr::Call(..) | Expr::Sum(..) | Expr::Let(..) => false,
+        Expr::Add(..)
+        | Expr::Mul(..)
+        | Expr::MaxMin(..)
+        | Expr::Call(..)
+        | Expr::Sum(..)
+        | Expr::Let(..) => false,
     }
 }
 
@@ -277,7 +282,9 @@ fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(ReuseKey, Vec<Symbol>)> {
 /// order of first occurrence (`bound`: the binders around).
 fn first_indices(e: &Expr, bound: &mut Vec<Symbol>, out: &mut Vec<Symbol>) {
     let names: Vec<Symbol> = match e {
-        Expr::Get(_, a) | Expr::Gen(_, a, _) | Expr::Sum(_, a, _) => a.names().collect(),
+        Expr::Get(_, a) | Expr::Gen(_, a, _) | Expr::Sum(_, a, _) | Expr::IndexReal(a) => {
+            a.names().collect()
+        }
         Expr::Iverson(p, _) => {
             let mut in_pred = std::collections::BTreeSet::new();
             crate::front::subst::pred_free(p, &mut in_pred);
@@ -310,7 +317,7 @@ fn reuse_in(e: &Expr, known: &HashMap<ReuseKey, Known>, loops: &mut Vec<(Symbol,
         && does_work(e)
         && matches!(
             e,
-            Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
+            Expr::Call(..) | Expr::Mul(..) | Expr::MaxMin(..) | Expr::Add(..) | Expr::Sum(..)
         )
         && super::size::size_at_most(e, MAX_REUSE_NODES)
     {
@@ -385,7 +392,13 @@ pub fn drop_false_brackets(e: &Expr) -> Expr {
     let is_real = |e: &Expr| {
         matches!(
             e,
-            Expr::Const(_) | Expr::Add(..) | Expr::Mul(..) | Expr::Call(..) | Expr::Sum(..)
+            Expr::Const(_)
+                | Expr::IndexReal(_)
+                | Expr::Add(..)
+                | Expr::Mul(..)
+                | Expr::MaxMin(..)
+                | Expr::Call(..)
+                | Expr::Sum(..)
         )
     };
     let e = e.map_children(drop_false_brackets);
@@ -616,7 +629,7 @@ fn element_of(
     if loops.is_empty()
         || !matches!(
             e,
-            Expr::Call(..) | Expr::Mul(..) | Expr::Add(..) | Expr::Sum(..)
+            Expr::Call(..) | Expr::Mul(..) | Expr::MaxMin(..) | Expr::Add(..) | Expr::Sum(..)
         )
         || !does_work(e)
         || !super::size::size_at_most(e, MAX_REUSE_NODES)

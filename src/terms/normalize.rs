@@ -77,7 +77,12 @@ fn wrap(binds: Vec<(Symbol, Expr)>, body: Expr) -> Expr {
 /// A-normal form for operands of `*`, black boxes, accesses and projections.
 pub fn anf(e: &Expr, fresh: &mut Fresh) -> Expr {
     match e {
-        Expr::Mul(..) | Expr::Call(..) | Expr::Get(..) | Expr::Fst(_) | Expr::Snd(_) => {
+        Expr::Mul(..)
+        | Expr::MaxMin(..)
+        | Expr::Call(..)
+        | Expr::Get(..)
+        | Expr::Fst(_)
+        | Expr::Snd(_) => {
             let mut binds = vec![];
             let e = e.map_children(|c| atomize(anf(c, fresh), &mut binds, fresh));
             wrap(binds, e)

@@ -905,10 +905,23 @@ impl<'a> G<'a> {
             3,
             2,
             3,
+            2,
+            1,
         ];
         match self.rng.weighted(&w) {
             0 => self.constant(),
             1 => self.any_form(&Type::Real, depth, 4),
+            15 => {
+                self.features.insert("max-min");
+                let (a, b) = (self.expr(&Type::Real, d), self.expr(&Type::Real, d));
+                let head = if self.rng.chance(0.5) { "max" } else { "min" };
+                Out::form(head, &[&a, &b], Type::Real)
+            }
+            16 => {
+                self.features.insert("real-index");
+                let i = self.index();
+                Out::same(format!("(real {i})"), Type::Real, false)
+            }
             2 | 3 => {
                 let (a, b) = (self.expr(&Type::Real, d), self.expr(&Type::Real, d));
                 let add = self.rng.chance(0.5);

@@ -49,7 +49,7 @@ pub(super) struct FnDef {
 const RESERVED: &[&str] = &[
     "+", "-", "*", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "tuple",
     "proj", "vec", "fn", "tensor", "relation", "size", "R", "<", "<=", "==", ">", ">=", "and",
-    "or", "exists", "true", "false", "grad", "jvp", "vjp", "hvp", "wrt",
+    "or", "exists", "true", "false", "grad", "jvp", "vjp", "hvp", "wrt", "max", "min", "real",
 ];
 
 fn shape_error(pos: Pos) -> Error {

@@ -5,7 +5,7 @@
 
 use super::{kind_words, Binding, Elab};
 use crate::error::{Error, Pos, Result};
-use crate::front::ast::{build, CmpOp, Expr, Func, Real, Type};
+use crate::front::ast::{build, CmpOp, Expr, Func, MaxMin, Real, Type};
 use crate::front::reader::Sexp;
 use std::collections::HashSet;
 
@@ -13,7 +13,7 @@ use std::collections::HashSet;
 /// The black boxes' names are added from their table.
 const EXPR_FORMS: &[&str] = &[
     "+", "*", "-", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "tuple",
-    "proj", "vec",
+    "proj", "vec", "max", "min", "real",
 ];
 
 impl Elab {
@@ -57,6 +57,24 @@ impl Elab {
                 arity(&[1])?;
                 let a = self.expr(&args[0], claimed)?;
                 self.call(Func::unary(h).expect("checked"), a, pos)
+            }
+            "max" | "min" => {
+                arity(&[2])?;
+                let m = if h == "max" { MaxMin::Max } else { MaxMin::Min };
+                let a = self.expr(&args[0], claimed)?;
+                let b = self.expr(&args[1], claimed)?;
+                let (ta, tb) = (a.1.clone(), b.1.clone());
+                self.maxmin(m, a, b, pos).map_err(|e| {
+                    e.with_label(args[0].pos(), format!("this is {ta}"))
+                        .with_label(args[1].pos(), format!("this is {tb}"))
+                })
+            }
+            "real" => {
+                arity(&[1])?;
+                let a = self.index(&args[0]).map_err(|e| {
+                    e.with_hint("(real a) turns an index expression a (an index variable, a size, an integer, or +, -, (* k a) of them) into a real")
+                })?;
+                Ok((Expr::IndexReal(a), Type::Real))
             }
             "pair" => {
                 arity(&[2])?;

@@ -6,7 +6,7 @@
 use super::Elab;
 use crate::error::{Error, Pos, Result};
 use crate::front::affine::Affine;
-use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Type};
+use crate::front::ast::{build, CmpOp, Expr, Func, MaxMin, Pred, Type};
 use crate::front::reader::Sexp;
 use egg::Symbol;
 use std::collections::HashSet;
@@ -64,6 +64,45 @@ impl Elab {
                 Ok(self.pointwise(&shape, vec![(a, ta)], |mut xs| build::call(f, xs.remove(0))))
             }
         }
+    }
+
+    /// `(max a b)`, `(min a b)`: the core form on reals, pointwise on two
+    /// tensors of one shape or on a tensor and a real (as `*`).
+    pub(super) fn maxmin(
+        &mut self,
+        m: MaxMin,
+        (a, ta): (Expr, Type),
+        (b, tb): (Expr, Type),
+        pos: Pos,
+    ) -> Result<(Expr, Type)> {
+        let (Some(sa), Some(sb)) = (ta.real_shape(), tb.real_shape()) else {
+            return Err(Error::typ(
+                pos,
+                format!(
+                    "{} expects reals or tensors of reals, got {ta} and {tb}",
+                    m.name()
+                ),
+            ));
+        };
+        let op = move |mut xs: Vec<Expr>| {
+            let y = xs.pop().expect("two operands");
+            let x = xs.pop().expect("two operands");
+            build::maxmin(m, x, y)
+        };
+        if sa.is_empty() && sb.is_empty() {
+            return Ok((op(vec![a, b]), Type::Real));
+        }
+        if sa.is_empty() || sb.is_empty() || sa == sb {
+            let shape = if sa.is_empty() { sb } else { sa };
+            return Ok(self.pointwise(&shape, vec![(a, ta), (b, tb)], op));
+        }
+        Err(Error::typ(
+            pos,
+            format!(
+                "cannot take the {} of {ta} and {tb} (shapes differ)",
+                m.name()
+            ),
+        ))
     }
 
     /// `+` (`is_add`) or `*` of two operands: the core form on reals,

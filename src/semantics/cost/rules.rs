@@ -33,8 +33,8 @@ impl Compiler<'_, '_> {
     /// The cost of `e` by the rules.
     pub(super) fn cost<C: Algebra>(&mut self, e: &Expr) -> Result<C> {
         match e {
-            // x, c: 0
-            Expr::Var(_) | Expr::Const(_) => Ok(C::zero()),
+            // x, c, (real a): 0
+            Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => Ok(C::zero()),
             // (+ a b): a + b + [p_a ∧ p_b], p_x the predicate of x when x is
             // literally an iverson, else true
             Expr::Add(a, b) => {
@@ -53,8 +53,8 @@ impl Compiler<'_, '_> {
                 let one = C::indicator(self, g)?;
                 C::plus(self, sum, one)
             }
-            // (* a b): 1 + a + b
-            Expr::Mul(a, b) => {
+            // (* a b), (max a b), (min a b): 1 + a + b
+            Expr::Mul(a, b) | Expr::MaxMin(_, a, b) => {
                 let (x, y) = (self.cost(a)?, self.cost(b)?);
                 let sum = C::plus(self, x, y)?;
                 C::one_more(self, sum)

@@ -129,12 +129,12 @@ impl Spec<'_, '_> {
     fn cost(&mut self, e: &Expr) -> Result<i128> {
         let add = |a: i128, b: i128| a.checked_add(b).ok_or_else(too_large);
         match e {
-            Expr::Var(_) | Expr::Const(_) => Ok(0),
+            Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => Ok(0),
             Expr::Add(a, b) => {
                 let both = self.side(a)? && self.side(b)?;
                 add(add(self.cost(a)?, self.cost(b)?)?, i128::from(both))
             }
-            Expr::Mul(a, b) => add(1, add(self.cost(a)?, self.cost(b)?)?),
+            Expr::Mul(a, b) | Expr::MaxMin(_, a, b) => add(1, add(self.cost(a)?, self.cost(b)?)?),
             Expr::Call(_, a) => add(1, self.cost(a)?),
             Expr::Pair(a, b) | Expr::Let(_, a, b) => add(self.cost(a)?, self.cost(b)?),
             Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => self.cost(a),

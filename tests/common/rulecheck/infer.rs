@@ -248,10 +248,15 @@ impl Infer {
                 want(Sort::Expr)?;
                 Ty::Real
             }
-            Atl::Add([a, b]) | Atl::Mul([a, b]) => {
+            Atl::Add([a, b]) | Atl::Mul([a, b]) | Atl::Max([a, b]) | Atl::Min([a, b]) => {
                 want(Sort::Expr)?;
                 real(self, a)?;
                 real(self, b)?;
+                Ty::Real
+            }
+            Atl::IndexReal(a) => {
+                want(Sort::Expr)?;
+                self.walk(ast, a, Sort::Index, scope)?;
                 Ty::Real
             }
             Atl::Pair([a, b]) => {

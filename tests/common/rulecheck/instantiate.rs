@@ -85,7 +85,12 @@ impl Term {
             | Atl::D(e)
             | Atl::Fst(e)
             | Atl::Snd(e) => self.readable_at(*e),
-            Atl::Let([_, a, b]) | Atl::Add([a, b]) | Atl::Mul([a, b]) | Atl::Pair([a, b]) => {
+            Atl::Let([_, a, b])
+            | Atl::Add([a, b])
+            | Atl::Mul([a, b])
+            | Atl::Max([a, b])
+            | Atl::Min([a, b])
+            | Atl::Pair([a, b]) => {
                 self.readable_at(*a)?;
                 self.readable_at(*b)
             }
@@ -177,6 +182,7 @@ impl Renamer<'_> {
         match e {
             Expr::Var(x) => Expr::Var(self.look(*x)),
             Expr::Get(a, i) => get(self.expr(a), self.aff(i)),
+            Expr::IndexReal(a) => Expr::IndexReal(self.aff(a)),
             Expr::Iverson(p, a) => iverson(self.pred(p), self.expr(a)),
             Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
                 let ni = self.fresh("s");
