@@ -31,10 +31,12 @@ pub fn size_at_most(e: &Expr, limit: usize) -> bool {
         }
         *left -= 1;
         match e {
-            Expr::Var(_) | Expr::Const(_) => true,
-            Expr::Add(a, b) | Expr::Mul(a, b) | Expr::Pair(a, b) | Expr::Let(_, a, b) => {
-                count(a, left) && count(b, left)
-            }
+            Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => true,
+            Expr::Add(a, b)
+            | Expr::Mul(a, b)
+            | Expr::MaxMin(_, a, b)
+            | Expr::Pair(a, b)
+            | Expr::Let(_, a, b) => count(a, left) && count(b, left),
             Expr::Call(_, a)
             | Expr::Fst(a)
             | Expr::Snd(a)
