@@ -4,21 +4,7 @@ use crate::front::ast::Expr;
 
 /// The number of nodes of an expression.
 pub fn term_size(e: &Expr) -> usize {
-    match e {
-        Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => 1,
-        Expr::Add(a, b)
-        | Expr::Mul(a, b)
-        | Expr::MaxMin(_, a, b)
-        | Expr::Pair(a, b)
-        | Expr::Let(_, a, b) => 1 + term_size(a) + term_size(b),
-        Expr::Call(_, a)
-        | Expr::Fst(a)
-        | Expr::Snd(a)
-        | Expr::Get(a, _)
-        | Expr::Iverson(_, a)
-        | Expr::Gen(_, _, a)
-        | Expr::Sum(_, _, a) => 1 + term_size(a),
-    }
+    1 + e.children().map(term_size).sum::<usize>()
 }
 
 /// Whether `e` has at most `limit` nodes, in time bounded by `limit` (not by
@@ -30,21 +16,7 @@ pub fn size_at_most(e: &Expr, limit: usize) -> bool {
             return false;
         }
         *left -= 1;
-        match e {
-            Expr::Var(_) | Expr::Const(_) | Expr::IndexReal(_) => true,
-            Expr::Add(a, b)
-            | Expr::Mul(a, b)
-            | Expr::MaxMin(_, a, b)
-            | Expr::Pair(a, b)
-            | Expr::Let(_, a, b) => count(a, left) && count(b, left),
-            Expr::Call(_, a)
-            | Expr::Fst(a)
-            | Expr::Snd(a)
-            | Expr::Get(a, _)
-            | Expr::Iverson(_, a)
-            | Expr::Gen(_, _, a)
-            | Expr::Sum(_, _, a) => count(a, left),
-        }
+        e.children().all(|c| count(c, left))
     }
     let mut left = limit;
     count(e, &mut left)
