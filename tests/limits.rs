@@ -246,21 +246,22 @@ fn the_time_limit_stops_a_long_command_within_a_second() {
         ")".repeat(depth)
     );
     std::fs::write(&path, text).unwrap();
+    // Either command needs tens of seconds for this program; with a limit of
+    // one second it must fail, naming the flag, soon after the limit.
     for command in ["grad", "jvp"] {
         let started = Instant::now();
         let out = Command::new(BIN)
-            .args([command, path.to_str().unwrap(), "--time-limit", "3"])
+            .args([command, path.to_str().unwrap(), "--time-limit", "1"])
             .output()
             .unwrap();
         let took = started.elapsed();
         let err = String::from_utf8_lossy(&out.stderr);
-        if out.status.success() {
-            continue; // finished within the limit: nothing to check
-        }
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(out.status.code(), Some(1), "{command}: {err}");
         assert!(err.contains("--time-limit"), "{err}");
-        // about a second past the limit (more on a loaded machine)
-        assert!(took < Duration::from_secs(3 + 5), "{command}: {took:?}");
+        // Under a second past the limit on an idle machine; the bound is
+        // generous because tests run side by side, and a loaded machine
+        // slows the work after the last check several times over.
+        assert!(took < Duration::from_secs(1 + 20), "{command}: {took:?}");
     }
 }
 
