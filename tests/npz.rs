@@ -255,7 +255,10 @@ fn hostile_dir(name: &str, program: &str) -> std::path::PathBuf {
 
 fn assert_clean_failure(what: &str, (code, err, secs): (i32, String, f64), needles: &[&str]) {
     assert_eq!(code, 1, "{what}: exit status {code}: {err}");
-    assert!(secs < 5.0, "{what}: took {secs:.1} s");
+    // well under a second on an idle machine; the bound allows for tests
+    // running side by side, and still catches a reader that walks
+    // gigabytes an input's header claims
+    assert!(secs < 20.0, "{what}: took {secs:.1} s");
     for n in needles {
         assert!(err.contains(n), "{what}: message lacks '{n}': {err}");
     }

@@ -9,10 +9,12 @@
 //!   (with [`Value::Zero`] read as the zero of the other side's shape);
 //! * [`rulecheck`]: the rule validator used by `tests/rule_validation.rs`;
 //! * [`par`]: independent checks run on every core;
+//! * [`cpu`]: the CPU time of the calling thread, for bounds on work;
 //! * [`extension`]: the evaluator of the extended language (`D`, `dot`,
 //!   `dlet`, `coeff`, `drop`) that both rule validators use.
 #![allow(dead_code, unused_imports)]
 
+pub mod cpu;
 pub mod extension;
 pub mod par;
 pub mod progen;
