@@ -1,8 +1,9 @@
 //! Compiled code (`atl_egg::compile`) against the evaluator: equal values
 //! (within 1e-8 of the largest magnitude) and executed operations within
-//! `2 * cost + 1`, on every corpus program (ours and the conformance
-//! suite's, when present) and on its derivatives and optimized form, and on
-//! random programs. Also: the generated C compiles without warnings under
+//! `2 * cost + 1` (`common::run_check`), on the conformance suite's corpus
+//! (when present) with its derivatives and optimized form, and on random
+//! programs (our own corpus and its derivatives: tests/derivatives.rs, which
+//! derives them once for all its checks). Also: the generated C compiles without warnings under
 //! `-Wall -Wextra -Werror`, and runs clean under AddressSanitizer and
 //! UBSan where the sanitizer runtime exists.
 //!
@@ -14,121 +15,13 @@ mod common;
 use atl_egg::backend::{self, build};
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::Program;
-use atl_egg::semantics::value::Inputs;
-use atl_egg::semantics::{cost, eval};
+use atl_egg::semantics::eval;
+use atl_egg::semantics::value::{Inputs, Sizes};
 use atl_egg::{derive, egraph};
+use common::run_check::{check, have_cc, report_worst_overhead};
 use common::{compare_values, generate, GenConfig, Rng, Tolerance};
 use std::path::Path;
 use std::process::Command;
-
-fn have_cc() -> bool {
-    let ok = Command::new(build::compiler())
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipped: no C compiler ('{}')", build::compiler());
-    }
-    ok
-}
-
-/// Compile, run counted, compare with eval and with the cost model.
-fn check(prog: &Program, inputs: &Inputs, what: &str) -> Result<(u128, u128), String> {
-    let want = eval::evaluate(prog, inputs).map_err(|e| format!("{what}: eval: {e}"))?;
-    let compiled =
-        backend::compile_with(prog, true).map_err(|e| format!("{what}: compile: {e}"))?;
-    let (got, ops) = compiled
-        .call_counted(inputs)
-        .map_err(|e| format!("{what}: run: {e}"))?;
-    compare_values(
-        &want,
-        &got,
-        Tolerance {
-            rel: 1e-8,
-            abs: 1e-12,
-        },
-    )
-    .map_err(|e| format!("{what}: run differs from eval: {e}"))?;
-    let ops = ops.ok_or("no counters")?;
-    let total: u128 = ops[..3].iter().map(|&k| k as u128).sum();
-    let c = cost::cost(prog, &inputs.sizes, &inputs.relations)
-        .map_err(|e| format!("{what}: cost: {e}"))?;
-    if total > 2 * c + 1 {
-        return Err(format!("{what}: executed {total} ops ({ops:?}), cost {c}"));
-    }
-    let overhead = ops[3] as u128 + ops[4] as u128;
-    let scale = c + data_size(prog, inputs).map_err(|e| format!("{what}: sizes: {e}"))?;
-    if overhead > LOOP_OVERHEAD * scale {
-        return Err(format!(
-            "{what}: {} loop iterations and {} tests, above {LOOP_OVERHEAD} x (cost {c} + data {})",
-            ops[3],
-            ops[4],
-            scale - c
-        ));
-    }
-    WORST_OVERHEAD.with(|w| {
-        let mut w = w.borrow_mut();
-        if overhead * w.1 > w.0 * scale.max(1) {
-            *w = (overhead, scale.max(1), what.to_string());
-        }
-    });
-    Ok((total, c))
-}
-
-/// The loop overhead bound: loop iterations plus predicate tests are at most
-/// this many times the work cost plus the data's size ([`data_size`]).
-const LOOP_OVERHEAD: u128 = 8;
-
-thread_local! {
-    /// The largest overhead ratio seen: overhead, scale, which run.
-    static WORST_OVERHEAD: std::cell::RefCell<(u128, u128, String)> =
-        const { std::cell::RefCell::new((0, 1, String::new())) };
-}
-
-/// The reals and relation tuples the compiled code is given, the reals it
-/// returns and the reals of its intermediates (each relation also counts
-/// its first dimension: the rows its dense level has), the sizes loops over
-/// data cannot avoid visiting.
-fn data_size(prog: &Program, inputs: &Inputs) -> Result<u128, String> {
-    use atl_egg::front::ast::ParamKind;
-    use atl_egg::semantics::value::type_size;
-    let mut n = type_size(&prog.ret, &inputs.sizes).map_err(|e| e.to_string())?;
-    for p in &prog.params {
-        match &p.kind {
-            ParamKind::Real(t) => n += type_size(t, &inputs.sizes).map_err(|e| e.to_string())?,
-            ParamKind::Relation(_) => {
-                let r = &inputs.relations[&p.name];
-                n += r.bits.iter().filter(|&&b| b).count() as u128;
-                n += r.dims.first().copied().unwrap_or(0) as u128;
-            }
-            ParamKind::Size => {}
-        }
-    }
-    let env: std::collections::HashMap<egg::Symbol, i64> =
-        inputs.sizes.iter().map(|(k, v)| (*k, *v)).collect();
-    let f = backend::generate(prog).map_err(|e| e.to_string())?.function;
-    for slot in &f.slots {
-        let mut k: u128 = 1;
-        for d in &slot.dims {
-            k *= d.eval(&env).map_err(|e| e.to_string())?.max(0) as u128;
-        }
-        n += k;
-    }
-    Ok(n)
-}
-
-fn report_worst_overhead() {
-    WORST_OVERHEAD.with(|w| {
-        let w = w.borrow();
-        eprintln!(
-            "largest loop overhead: {} / {} = {:.2} ({})",
-            w.0,
-            w.1,
-            w.0 as f64 / w.1 as f64,
-            w.2
-        );
-    });
-}
 
 fn options() -> egraph::Options {
     egraph::Options {
@@ -139,13 +32,19 @@ fn options() -> egraph::Options {
 
 /// The function, its optimized form and its derivatives.
 fn variants(p: &CorpusProgram) -> Vec<(String, Program)> {
+    let mut out = derivatives(p);
+    if let Ok(d) = egraph::optimize(&p.program, &options()) {
+        out.insert(1, ("optimize".into(), d.program));
+    }
+    out
+}
+
+/// The function and its derivatives.
+fn derivatives(p: &CorpusProgram) -> Vec<(String, Program)> {
     let prog = &p.program;
     let wrt = p.wrt_or_all();
     let o = options();
     let mut out = vec![("f".to_string(), prog.clone())];
-    if let Ok(d) = egraph::optimize(prog, &o) {
-        out.push(("optimize".into(), d.program));
-    }
     if prog.ret == atl_egg::front::ast::Type::Real {
         out.push((
             "grad".into(),
@@ -189,11 +88,6 @@ fn corpus_dir(dir: &Path) {
 }
 
 #[test]
-fn own_corpus_runs_as_evaluated() {
-    corpus_dir(Path::new("corpus"));
-}
-
-#[test]
 fn conformance_corpus_runs_as_evaluated() {
     corpus_dir(Path::new("../shared/conformance/corpus"));
 }
@@ -223,35 +117,48 @@ fn random_programs_run_as_evaluated() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Some programs and their gradients, for the compiler-flag tests.
-fn sample() -> Vec<(String, Program, Inputs)> {
-    let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
-    let mut out = vec![];
-    for name in [
-        "conv1d_padded",
-        "softmax_labels_relation",
-        "polar_points",
-        "exists_parity",
-        "trace_diag_k8",
-        "activation_zoo",
-        // interchanged, fused and skewed loops
-        "nested_lets",
-        "rank3_batched_bilinear",
-        "band_comparisons",
-        "causal_attention",
-        "let_chain_tensor",
-    ] {
-        let p = progs
-            .iter()
-            .find(|p| p.name == name)
-            .expect("sample program");
-        for (what, prog) in variants(p).into_iter().filter(|(w, _)| w != "optimize") {
-            let sizes = p.size_sets.last().expect("sizes");
-            let inputs = random_inputs(&prog, sizes, &mut Rng::new(p.seed)).expect("inputs");
-            out.push((format!("{name} {what}"), prog, inputs));
-        }
-    }
-    out
+/// Some programs and their derivatives, for the compiler-flag tests, with
+/// their inputs; derived once (on every core) for the tests of this file.
+fn sample() -> Vec<(&'static str, &'static Program, Inputs)> {
+    static SAMPLE: std::sync::OnceLock<Vec<(String, Program, Sizes, u64)>> =
+        std::sync::OnceLock::new();
+    SAMPLE
+        .get_or_init(|| common::par::par_map(&SAMPLE_NAMES, sample_one).concat())
+        .iter()
+        .map(|(name, prog, sizes, seed)| {
+            let inputs = random_inputs(prog, sizes, &mut Rng::new(*seed)).expect("inputs");
+            (name.as_str(), prog, inputs)
+        })
+        .collect()
+}
+
+/// The programs of [`sample`].
+const SAMPLE_NAMES: [&str; 11] = [
+    "conv1d_padded",
+    "softmax_labels_relation",
+    "polar_points",
+    "exists_parity",
+    "trace_diag_k8",
+    "activation_zoo",
+    // interchanged, fused and skewed loops
+    "nested_lets",
+    "rank3_batched_bilinear",
+    "band_comparisons",
+    "causal_attention",
+    "let_chain_tensor",
+];
+
+/// One program of [`sample`] and its derivatives, with the sizes and seed
+/// of their inputs.
+fn sample_one(name: &&str) -> Vec<(String, Program, Sizes, u64)> {
+    let text = std::fs::read_to_string(Path::new("corpus").join(format!("{name}.atl")))
+        .expect("sample program");
+    let p = CorpusProgram::parse(name, &text).expect("sample program parses");
+    let sizes = p.size_sets.last().expect("sizes");
+    derivatives(&p)
+        .into_iter()
+        .map(|(what, prog)| (format!("{name} {what}"), prog, sizes.clone(), p.seed))
+        .collect()
 }
 
 #[test]
@@ -262,7 +169,7 @@ fn generated_c_is_warning_free() {
     let dir = std::env::temp_dir().join(format!("atl-egg-wall-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     for (name, prog, _) in sample() {
-        let src = backend::generate(&prog).expect("generate").source;
+        let src = backend::generate(prog).expect("generate").source;
         let c = dir.join("p.c");
         std::fs::write(&c, &src).expect("write");
         for extra in [
@@ -326,12 +233,9 @@ fn sanitizers_report_nothing() {
         eprintln!("skipped: the sanitizer runtime is not available");
         return;
     }
-    for ((name, prog, inputs), count) in sample()
-        .into_iter()
-        .flat_map(|s| [(s.clone(), false), (s, true)])
-    {
-        let src = backend::generate(&prog).expect("generate");
-        let driver = sanitizer_driver(&src, &prog, &inputs);
+    for ((name, prog, inputs), count) in sample().iter().flat_map(|s| [(s, false), (s, true)]) {
+        let src = backend::generate(prog).expect("generate");
+        let driver = sanitizer_driver(&src, prog, inputs);
         let c = dir.join("p.c");
         std::fs::write(&c, format!("{}\n{driver}", src.source)).expect("write");
         let exe = dir.join("p");

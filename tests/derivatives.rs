@@ -5,8 +5,16 @@
 //! * `vjp`: `<vjp(x, w), v> = <w, jvp(x, v)>`;
 //! * `hvp`: equals the dual-number derivative of the gradient program along
 //!   `v` (exact), and a central finite difference of gradients (loosely);
+//! * every derived program prints with readable names that are C
+//!   identifiers (`common::printed`);
+//! * compiled code of the program, its optimized form, `grad`, `vjp` and
+//!   `jvp` equals the evaluator, and executes the operations the cost model
+//!   counts (`common::run_check`; skipped without a C compiler);
 //! * every entry of the black-box derivative table equals the evaluator's
 //!   derivative of that black box, and every forward rule is exercised.
+//!
+//! The corpus's derivatives are computed once, on every core, for all the
+//! tests of this file ([`derived`]).
 
 mod common;
 
@@ -27,6 +35,49 @@ use std::path::Path;
 fn corpus() -> Vec<CorpusProgram> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
     CorpusProgram::load_dir(&dir).expect("corpus loads")
+}
+
+/// One corpus program, optimized, and its derivatives along its `wrt` (all
+/// real inputs without one): `grad` and `hvp` for a function returning `R`
+/// only.
+struct Derived {
+    c: CorpusProgram,
+    wrt: Vec<Symbol>,
+    optimize: Program,
+    grad: Option<Program>,
+    jvp: Program,
+    vjp: Program,
+    hvp: Option<Program>,
+}
+
+/// The corpus's derivatives, computed on first use (on every core) and
+/// shared by the tests of this file. A derivative that fails panics, naming
+/// the program.
+fn derived() -> &'static [Derived] {
+    static DERIVED: std::sync::OnceLock<Vec<Derived>> = std::sync::OnceLock::new();
+    DERIVED.get_or_init(|| {
+        common::par::par_map(&corpus(), |c| {
+            let wrt = c.wrt_or_all();
+            let scalar = c.program.ret == Type::Real;
+            let fail = |what: &str, e: atl_egg::Error| panic!("{} {what}: {e}", c.name);
+            let program = |r: atl_egg::Result<derive::Derived>, what: &str| match r {
+                Ok(d) => d.program,
+                Err(e) => fail(what, e),
+            };
+            Derived {
+                optimize: match atl_egg::egraph::optimize(&c.program, &opts()) {
+                    Ok(o) => o.program,
+                    Err(e) => fail("optimize", e),
+                },
+                grad: scalar.then(|| program(derive::grad(&c.program, &wrt, &opts()), "grad")),
+                jvp: program(derive::jvp(&c.program, &wrt, &opts()), "jvp"),
+                vjp: program(derive::vjp(&c.program, &wrt, &opts()), "vjp"),
+                hvp: scalar.then(|| program(derive::hvp(&c.program, &wrt, &opts()), "hvp")),
+                wrt,
+                c: c.clone(),
+            }
+        })
+    })
 }
 
 fn opts() -> Options {
@@ -74,23 +125,18 @@ fn with_extra(inputs: &Inputs, extra: &[(Symbol, Value)]) -> Inputs {
 #[test]
 fn gradients_match_forward_mode() {
     let mut failures = vec![];
-    for c in corpus() {
-        if c.program.ret != Type::Real {
-            continue;
-        }
-        let wrt = c.wrt_or_all();
-        let g =
-            derive::grad(&c.program, &wrt, &opts()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+    for Derived { c, wrt, grad, .. } in derived() {
+        let Some(g) = grad else { continue };
         let mut rng = Rng::new(c.seed);
-        for sizes in small_sets(&c) {
+        for sizes in small_sets(c) {
             let inputs = random_inputs(&c.program, &sizes, &mut rng).unwrap();
-            let gv = evaluate(&g.program, &inputs).unwrap();
+            let gv = evaluate(g, &inputs).unwrap();
             let gs = unnest(&gv, wrt.len());
             for _ in 0..2 {
-                let v = directions(&c.program, &wrt, &sizes, &mut rng);
+                let v = directions(&c.program, wrt, &sizes, &mut rng);
                 let lhs: f64 = gs
                     .iter()
-                    .zip(&wrt)
+                    .zip(wrt)
                     .map(|(gi, w)| inner_product(gi, &v[w]))
                     .sum();
                 let (_, t) = dual_jvp(&c.program, &inputs, &v).unwrap();
@@ -143,24 +189,21 @@ fn same_value(a: &Value, b: &Value, rtol: f64) -> bool {
 #[test]
 fn jvps_match_forward_mode() {
     let mut failures = vec![];
-    for c in corpus() {
-        let wrt = c.wrt_or_all();
-        let j =
-            derive::jvp(&c.program, &wrt, &opts()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
-        let tangent_names: Vec<Symbol> = j.program.params[c.program.params.len()..]
+    for Derived { c, wrt, jvp: j, .. } in derived() {
+        let tangent_names: Vec<Symbol> = j.params[c.program.params.len()..]
             .iter()
             .map(|p| p.name)
             .collect();
         let mut rng = Rng::new(c.seed + 1);
-        for sizes in small_sets(&c) {
+        for sizes in small_sets(c) {
             let inputs = random_inputs(&c.program, &sizes, &mut rng).unwrap();
-            let v = directions(&c.program, &wrt, &sizes, &mut rng);
+            let v = directions(&c.program, wrt, &sizes, &mut rng);
             let extra: Vec<(Symbol, Value)> = tangent_names
                 .iter()
-                .zip(&wrt)
+                .zip(wrt)
                 .map(|(t, w)| (*t, v[w].clone()))
                 .collect();
-            let got = evaluate(&j.program, &with_extra(&inputs, &extra)).unwrap();
+            let got = evaluate(j, &with_extra(&inputs, &extra)).unwrap();
             let (_, want) = dual_jvp(&c.program, &inputs, &v).unwrap();
             if !same_value(&got, &want, 1e-8) {
                 failures.push(format!("{} at {sizes:?}: jvp {got:?} != {want:?}", c.name));
@@ -173,21 +216,18 @@ fn jvps_match_forward_mode() {
 #[test]
 fn vjps_satisfy_the_adjoint_identity() {
     let mut failures = vec![];
-    for c in corpus() {
-        let wrt = c.wrt_or_all();
-        let j =
-            derive::vjp(&c.program, &wrt, &opts()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
-        let ct = j.program.params.last().unwrap().name;
+    for Derived { c, wrt, vjp: j, .. } in derived() {
+        let ct = j.params.last().unwrap().name;
         let mut rng = Rng::new(c.seed + 2);
-        for sizes in small_sets(&c) {
+        for sizes in small_sets(c) {
             let inputs = random_inputs(&c.program, &sizes, &mut rng).unwrap();
             let w = random_value(&c.program.ret, &sizes, &mut || rng.unit()).unwrap();
-            let v = directions(&c.program, &wrt, &sizes, &mut rng);
-            let g = evaluate(&j.program, &with_extra(&inputs, &[(ct, w.clone())])).unwrap();
+            let v = directions(&c.program, wrt, &sizes, &mut rng);
+            let g = evaluate(j, &with_extra(&inputs, &[(ct, w.clone())])).unwrap();
             let gs = unnest(&g, wrt.len());
             let lhs: f64 = gs
                 .iter()
-                .zip(&wrt)
+                .zip(wrt)
                 .map(|(gi, x)| inner_product(gi, &v[x]))
                 .sum();
             let (_, t) = dual_jvp(&c.program, &inputs, &v).unwrap();
@@ -210,30 +250,26 @@ fn uses_kinks(p: &Program) -> bool {
 #[test]
 fn hvps_match_dual_numbers_and_finite_differences() {
     let mut failures = vec![];
-    for c in corpus() {
-        if c.program.ret != Type::Real {
+    for d in derived() {
+        let (Derived { c, wrt, .. }, Some(g), Some(h)) = (d, &d.grad, &d.hvp) else {
             continue;
-        }
-        let wrt = c.wrt_or_all();
-        let g = derive::grad(&c.program, &wrt, &opts()).unwrap().program;
-        let h =
-            derive::hvp(&c.program, &wrt, &opts()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
-        let dirs: Vec<Symbol> = h.program.params[c.program.params.len()..]
+        };
+        let dirs: Vec<Symbol> = h.params[c.program.params.len()..]
             .iter()
             .map(|p| p.name)
             .collect();
         let mut rng = Rng::new(c.seed + 3);
         let sizes = c.size_sets[0].clone();
         let inputs = random_inputs(&c.program, &sizes, &mut rng).unwrap();
-        let v = directions(&c.program, &wrt, &sizes, &mut rng);
+        let v = directions(&c.program, wrt, &sizes, &mut rng);
         let extra: Vec<(Symbol, Value)> = dirs
             .iter()
-            .zip(&wrt)
+            .zip(wrt)
             .map(|(d, w)| (*d, v[w].clone()))
             .collect();
-        let got = evaluate(&h.program, &with_extra(&inputs, &extra)).unwrap();
+        let got = evaluate(h, &with_extra(&inputs, &extra)).unwrap();
         // exact: forward mode through the gradient program
-        let (_, want) = dual_jvp(&g, &inputs, &v).unwrap();
+        let (_, want) = dual_jvp(g, &inputs, &v).unwrap();
         if !same_value(&got, &want, 1e-8) {
             failures.push(format!("{}: hvp {got:?} != dual {want:?}", c.name));
         }
@@ -242,14 +278,14 @@ fn hvps_match_dual_numbers_and_finite_differences() {
             let h_step = 1e-5;
             let shifted = |s: f64| {
                 let mut i = inputs.clone();
-                for w in &wrt {
+                for w in wrt {
                     let x = flat(&i.values[w]);
                     let d = flat(&v[w]);
                     let moved: Vec<f64> = x.iter().zip(&d).map(|(a, b)| a + s * b).collect();
                     i.values
                         .insert(*w, rebuild(&i.values[w], &mut moved.into_iter()));
                 }
-                flat(&evaluate(&g, &i).unwrap())
+                flat(&evaluate(g, &i).unwrap())
             };
             let (plus, minus) = (shifted(h_step), shifted(-h_step));
             let fd: Vec<f64> = plus
@@ -274,6 +310,56 @@ fn hvps_match_dual_numbers_and_finite_differences() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Every derivative of the corpus prints with readable names that are C
+/// identifiers (the optimized programs and gradients are checked with the
+/// snapshots).
+#[test]
+fn derived_programs_print_readable_c_names() {
+    let mut bad = vec![];
+    for d in derived() {
+        let name = &d.c.name;
+        let mut check = |what: &str, p: &Program| {
+            bad.extend(common::printed::check_printed(&format!("{name} {what}"), p))
+        };
+        check("jvp", &d.jvp);
+        check("vjp", &d.vjp);
+        if let Some(h) = &d.hvp {
+            check("hvp", h);
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Compiled code of every corpus program, its optimized form and its
+/// derivatives (`hvp` aside) runs as evaluated at every size set.
+#[test]
+fn corpus_and_derivatives_run_compiled_as_evaluated() {
+    use common::run_check::{check, have_cc, report_worst_overhead};
+    if !have_cc() {
+        return;
+    }
+    let mut failures = vec![];
+    for d in derived() {
+        let c = &d.c;
+        let mut variants = vec![("f", &c.program), ("optimize", &d.optimize)];
+        if let Some(g) = &d.grad {
+            variants.push(("grad", g));
+        }
+        variants.extend([("vjp", &d.vjp), ("jvp", &d.jvp)]);
+        for (what, prog) in variants {
+            for sizes in &c.size_sets {
+                let mut rng = Rng::new(c.seed);
+                let inputs = random_inputs(prog, sizes, &mut rng).expect("inputs");
+                if let Err(e) = check(prog, &inputs, &format!("{} {what} {sizes:?}", c.name)) {
+                    failures.push(e);
+                }
+            }
+        }
+    }
+    report_worst_overhead();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Replace the reals of a value (same shape) from an iterator.

@@ -10,7 +10,8 @@
 //!   `ATL_GRAD_CASES` sets the number of programs (default 40) and
 //!   `ATL_GRAD_FIRST_SEED` the generator seed to start from (default 1), so
 //!   that a long run can be split between processes; each failure is printed
-//!   as it is found, and progress every 250 programs;
+//!   as it is found, and progress every 250 checks; the checks run on every
+//!   core;
 //! * property: `vjp` and `jvp` of random generator programs of every result
 //!   type, with respect to each real input in turn and all together:
 //!   `<vjp f(x)[w], v> = <w, D f(x)[v]>` and `<w, jvp f(x)[v]> = <w, D f(x)[v]>`
@@ -242,7 +243,8 @@ fn scalar_ridge_and_relation_programs_have_correct_gradients() {
 /// real inputs (returning `R` only, with `real_result`) with respect to
 /// each real input in turn and all together. `cases_var` sets the number of
 /// programs (else `default_cases`), `ATL_GRAD_FIRST_SEED` the first seed;
-/// failures are printed as found, progress every 250 programs.
+/// the checks run on every core, failures are printed as found, progress
+/// every 250 checks.
 fn random_programs(
     cases_var: &str,
     default_cases: u64,
@@ -258,10 +260,11 @@ fn random_programs(
     let cases = env(cases_var, default_cases);
     let first = env("ATL_GRAD_FIRST_SEED", 1);
     let cfg = GenConfig::default();
-    let mut failures = vec![];
-    let mut checked = 0;
+    // the programs first (generating is cheap), then their checks on every
+    // core
+    let mut programs = vec![];
     let mut seed = first - 1;
-    while checked < cases && seed < first + cases * 20 {
+    while (programs.len() as u64) < cases && seed < first + cases * 20 {
         seed += 1;
         let g = generate(seed, &cfg);
         let Ok(p) = parse_program(g.sugar.as_bytes()) else {
@@ -271,24 +274,39 @@ fn random_programs(
         if inputs.is_empty() || real_result && p.ret != Type::Real {
             continue;
         }
-        checked += 1;
-        if checked % 250 == 0 {
-            eprintln!("checked {checked} random programs (seed {seed})");
-        }
         let mut choices: Vec<Vec<Symbol>> = inputs.iter().map(|x| vec![*x]).collect();
         if inputs.len() > 1 {
             choices.push(inputs.clone());
         }
         for wrt in choices {
-            if let Err(e) = check(&p, &wrt, seed) {
-                let failure = format!("seed {seed} --wrt {wrt:?}: {e}\n{}", g.sugar);
-                eprintln!("FAILED {failure}");
-                failures.push(failure);
-            }
+            programs.push((seed, p.clone(), wrt, g.sugar.clone()));
         }
     }
-    eprintln!("checked {checked} random programs (seeds {first}..={seed})");
-    assert_eq!(checked, cases, "the generator gave too few programs");
+    let checked = programs
+        .iter()
+        .map(|(s, ..)| s)
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(
+        checked.len() as u64,
+        cases,
+        "the generator gave too few programs"
+    );
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let failures: Vec<String> = common::par::par_map(&programs, |(seed, p, wrt, sugar)| {
+        let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if k.is_multiple_of(250) {
+            eprintln!("checked {k} of {} (program, --wrt) pairs", programs.len());
+        }
+        check(p, wrt, *seed).err().map(|e| {
+            let failure = format!("seed {seed} --wrt {wrt:?}: {e}\n{sugar}");
+            eprintln!("FAILED {failure}");
+            failure
+        })
+    })
+    .into_iter()
+    .flatten()
+    .collect();
+    eprintln!("checked {cases} random programs (seeds {first}..={seed})");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 

@@ -119,21 +119,31 @@ fn corpus_program(name: &str) -> Program {
     parse_program(&std::fs::read(path).unwrap()).unwrap()
 }
 
+/// The reduction tree (`corpus/logsumexp_tree.atl`) and its gradient,
+/// derived once for the tests of this file.
+fn reduction_tree() -> &'static (Program, Program) {
+    static TREE: std::sync::OnceLock<(Program, Program)> = std::sync::OnceLock::new();
+    TREE.get_or_init(|| {
+        let f = corpus_program("logsumexp_tree");
+        let g = derive::grad(&f, &[], &opts()).unwrap().program;
+        (f, g)
+    })
+}
+
 /// The reduction tree's gradient grows like its function (it was
 /// quadratic when extraction compared costs at n = 24 only) and never
 /// costs more than the direct derivative.
 #[test]
 fn reduction_tree_gradient_grows_like_its_function() {
-    let f = corpus_program("logsumexp_tree");
-    let g = derive::grad(&f, &[], &opts()).unwrap().program;
-    let direct = derive::direct_grad_program(&f, &[], &opts()).unwrap();
+    let (f, g) = reduction_tree();
+    let direct = derive::direct_grad_program(f, &[], &opts()).unwrap();
     let none = HashMap::new();
     let mut rs = vec![];
     // (21 levels reduce up to 2^21 entries: the sizes stay below)
     for n in [100, 2_500, 40_000, 1_280_000, 2_000_000] {
         let s = at_n(n);
-        rs.push(io_ratio(&f, &g, &s));
-        assert!(cost(&g, &s, &none).unwrap() <= cost(&direct, &s, &none).unwrap());
+        rs.push(io_ratio(f, g, &s));
+        assert!(cost(g, &s, &none).unwrap() <= cost(&direct, &s, &none).unwrap());
     }
     println!("io-cost ratios at n = 100 .. 2·10^6: {rs:?}");
     assert!(rs[4] <= rs[0] * 1.05 + 0.05, "the ratio grows: {rs:?}");
@@ -145,8 +155,7 @@ fn reduction_tree_gradient_grows_like_its_function() {
 /// is the softmax of `x`, as the gradient of log-sum-exp is.
 #[test]
 fn eval_runs_the_reduction_tree_gradient_at_forty_thousand() {
-    let f = corpus_program("logsumexp_tree");
-    let g = derive::grad(&f, &[], &opts()).unwrap().program;
+    let (_, g) = reduction_tree();
     let n = 40_000;
     let mut rng = Rng::new(9);
     let x: Vec<f64> = (0..n).map(|_| 6.0 * rng.unit() - 3.0).collect();
@@ -160,7 +169,7 @@ fn eval_runs_the_reduction_tree_gradient_at_forty_thousand() {
         .collect(),
         relations: HashMap::new(),
     };
-    let (got, cpu) = common::cpu::measure(|| evaluate(&g, &inputs).unwrap());
+    let (got, cpu) = common::cpu::measure(|| evaluate(g, &inputs).unwrap());
     let top = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let total: f64 = x.iter().map(|v| (v - top).exp()).sum();
     for (k, v) in x.iter().enumerate() {
@@ -198,9 +207,8 @@ fn cost_answers_at_large_sizes_on_the_corpus() {
         }
     }
     assert!(slow.is_empty(), "{slow:?}");
-    let f = corpus_program("logsumexp_tree");
-    let g = derive::grad(&f, &[], &opts()).unwrap().program;
-    for p in [&f, &g] {
+    let (f, g) = reduction_tree();
+    for p in [f, g] {
         let ((), cpu) = common::cpu::measure(|| {
             cost(p, &at_n(10_000_000), &none).unwrap();
         });

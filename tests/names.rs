@@ -1,14 +1,14 @@
-//! Names: internal names never collide with names a user can write, appliers
-//! that make names are idempotent (rules saturate), and printed programs use
-//! readable names that are valid C identifiers.
+//! Names: internal names never collide with names a user can write, and
+//! appliers that make names are idempotent (rules saturate). That printed
+//! programs use readable names that are valid C identifiers is checked on
+//! every corpus program by the tests that derive them (`common::printed`).
 
 mod common;
 
-use atl_egg::backend::sexp::program_to_string;
 use atl_egg::corpus::random_inputs;
 use atl_egg::derive;
 use atl_egg::egraph::{optimize, Options};
-use atl_egg::front::ast::{ParamKind, Program, Type};
+use atl_egg::front::ast::{ParamKind, Type};
 use atl_egg::front::parse_program;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::dual::jvp as dual_jvp;
@@ -105,126 +105,4 @@ fn let_pair_split_saturates() {
         assert_eq!(ph.stop_reason, "saturated", "{ph:?}");
     }
     assert_eq!(p.ret, Type::Real);
-}
-
-/// Is `s` a C identifier that is not a C keyword?
-fn c_identifier(s: &str) -> bool {
-    // C99's keywords, written out as an oracle for `readable::C_KEYWORDS` rather than taken from it
-    const KEYWORDS: &[&str] = &[
-        "auto",
-        "break",
-        "case",
-        "char",
-        "const",
-        "continue",
-        "default",
-        "do",
-        "double",
-        "else",
-        "enum",
-        "extern",
-        "float",
-        "for",
-        "goto",
-        "if",
-        "inline",
-        "int",
-        "long",
-        "register",
-        "restrict",
-        "return",
-        "short",
-        "signed",
-        "sizeof",
-        "static",
-        "struct",
-        "switch",
-        "typedef",
-        "union",
-        "unsigned",
-        "void",
-        "volatile",
-        "while",
-        "_Bool",
-        "_Complex",
-        "_Imaginary",
-        "bool",
-        "true",
-        "false",
-    ];
-    let mut cs = s.chars();
-    matches!(cs.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !KEYWORDS.contains(&s)
-}
-
-/// Every name a printed program binds or declares.
-pub fn printed_names(p: &Program) -> Vec<Symbol> {
-    use atl_egg::front::ast::{Expr, Pred};
-    fn pred(p: &Pred, out: &mut Vec<Symbol>) {
-        if let Pred::Exists(i, _, _) = p {
-            out.push(*i);
-        }
-        p.children().for_each(|q| pred(q, out));
-    }
-    fn expr(e: &Expr, out: &mut Vec<Symbol>) {
-        out.extend(e.binder());
-        if let Expr::Iverson(p, _) = e {
-            pred(p, out);
-        }
-        e.children().for_each(|c| expr(c, out));
-    }
-    let mut out: Vec<Symbol> = p.params.iter().map(|q| q.name).collect();
-    expr(&p.body, &mut out);
-    out
-}
-
-/// The printed names of one derived or optimized program: readable, C
-/// identifiers, no internal separators, no `_N` suffixes.
-pub fn check_printed(what: &str, p: &Program) -> Vec<String> {
-    let text = program_to_string(p);
-    let mut bad = vec![];
-    if text.contains('~') || text.contains('#') {
-        bad.push(format!("{what}: internal separator in {text}"));
-    }
-    let reread = parse_program(text.as_bytes()).unwrap();
-    for s in printed_names(&reread) {
-        let s = s.as_str();
-        let suffixed = s
-            .rsplit_once('_')
-            .is_some_and(|(_, d)| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
-        if !c_identifier(s) || suffixed {
-            bad.push(format!("{what}: name {s:?}"));
-        }
-    }
-    bad
-}
-
-#[test]
-fn printed_names_are_c_identifiers() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
-    let opts = Options {
-        time_limit: std::time::Duration::from_secs(600),
-        ..Default::default()
-    };
-    let corpus = atl_egg::corpus::CorpusProgram::load_dir(&dir).unwrap();
-    let bad: Vec<String> = common::par::par_map(&corpus, |c| {
-        let mut bad = vec![];
-        let wrt = c.wrt_or_all();
-        let o = optimize(&c.program, &opts).unwrap().program;
-        bad.extend(check_printed(&format!("{} optimize", c.name), &o));
-        if c.program.ret == Type::Real {
-            let g = derive::grad(&c.program, &wrt, &opts).unwrap().program;
-            bad.extend(check_printed(&format!("{} grad", c.name), &g));
-        }
-        let j = derive::jvp(&c.program, &wrt, &opts).unwrap().program;
-        bad.extend(check_printed(&format!("{} jvp", c.name), &j));
-        let v = derive::vjp(&c.program, &wrt, &opts).unwrap().program;
-        bad.extend(check_printed(&format!("{} vjp", c.name), &v));
-        bad
-    })
-    .into_iter()
-    .flatten()
-    .collect();
-    assert!(bad.is_empty(), "{bad:#?}");
 }

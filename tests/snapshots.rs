@@ -13,6 +13,10 @@
 //!   `io_cost(grad)` and their ratio (3 decimals), `f` being the program as
 //!   written (the paper's theorem bounds the ratio by 4).
 //!
+//! The optimized program and the gradient must print with readable names
+//! that are C identifiers (`common::printed`); a bad name is the snapshot's
+//! error.
+//!
 //! Metadata comments of a corpus file (anywhere in the file):
 //! `; sizes: n=3 | n=8 | n=24` (size sets separated by `|`; a program without
 //! sizes gets one empty size set), `; wrt: x,w`, `; seed: N`.
@@ -154,10 +158,13 @@ fn front(case: &Case) -> Result<String, String> {
     Ok(out)
 }
 
-fn optimized(case: &Case) -> Result<String, String> {
+/// The `optimize` snapshot, and the program as the command line prints it.
+fn optimized(case: &Case) -> Result<(String, String), String> {
     let res = optimize(&case.prog, &options()).map_err(|e| format!("optimize: {e}"))?;
+    bad_names(&common::printed::check_printed("optimize", &res.program))?;
+    let printed = program_to_string(&res.program);
     let mut out = String::new();
-    writeln!(out, "{}", program_to_string(&res.program)).unwrap();
+    writeln!(out, "{printed}").unwrap();
     out.push_str("\ncost at each size set (before -> after):\n");
     for (k, sizes) in case.size_sets.iter().enumerate() {
         let rels = relations(case, k)?;
@@ -171,12 +178,14 @@ fn optimized(case: &Case) -> Result<String, String> {
         .unwrap();
     }
     write_stats(&mut out, &res.stats);
-    Ok(out)
+    Ok((out, printed))
 }
 
-fn gradient(case: &Case) -> Result<String, String> {
+/// The `grad` snapshot, and the program as the command line prints it.
+fn gradient(case: &Case) -> Result<(String, String), String> {
     let wrt: Vec<&str> = case.wrt.iter().map(String::as_str).collect();
     let res = optimize_gradient(&case.prog, &wrt, &options()).map_err(|e| format!("grad: {e}"))?;
+    bad_names(&common::printed::check_printed("grad", &res.program))?;
     let shown: Vec<String> = if wrt.is_empty() {
         case.prog
             .real_params()
@@ -185,9 +194,10 @@ fn gradient(case: &Case) -> Result<String, String> {
     } else {
         case.wrt.clone()
     };
+    let printed = program_to_string(&res.program);
     let mut out = String::new();
     writeln!(out, "wrt: {}\n", shown.join(",")).unwrap();
-    writeln!(out, "{}", program_to_string(&res.program)).unwrap();
+    writeln!(out, "{printed}").unwrap();
     out.push_str("\nio cost at each size set (f / grad = ratio):\n");
     for (k, sizes) in case.size_sets.iter().enumerate() {
         let rels = relations(case, k)?;
@@ -208,7 +218,18 @@ fn gradient(case: &Case) -> Result<String, String> {
         .unwrap();
     }
     write_stats(&mut out, &res.stats);
-    Ok(out)
+    Ok((out, printed))
+}
+
+/// An error listing the names a printed program should not use.
+fn bad_names(bad: &[String]) -> Result<(), String> {
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "names that are not readable C identifiers: {bad:?}"
+        ))
+    }
 }
 
 /// The snapshot of one kind, or the error that stopped it as its content (so
@@ -220,18 +241,32 @@ fn assert_kind(kind: &str, content: Result<String, String>) {
 
 /// The snapshots of one corpus file: `front`, `optimize` and, for a function
 /// returning `R`, `grad`; or why the file did not load.
+/// Also the programs the command line must print for `optimize` and `grad`.
 struct Computed {
     front: Result<String, String>,
     optimize: Result<String, String>,
     grad: Option<Result<String, String>>,
+    printed: Vec<(&'static str, String)>,
+    wrt: Vec<String>,
 }
 
 fn compute(path: &Path) -> Result<Computed, String> {
     let case = case(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut printed = vec![];
+    let mut split = |kind: &'static str, r: Result<(String, String), String>| {
+        r.map(|(content, program)| {
+            printed.push((kind, program));
+            content
+        })
+    };
+    let optimize = split("optimize", optimized(&case));
+    let grad = (case.prog.ret == Type::Real).then(|| split("grad", gradient(&case)));
     Ok(Computed {
         front: front(&case),
-        optimize: optimized(&case),
-        grad: (case.prog.ret == Type::Real).then(|| gradient(&case)),
+        optimize,
+        grad,
+        printed,
+        wrt: case.wrt.clone(),
     })
 }
 
@@ -312,6 +347,7 @@ fn corpus() {
         known,
         "phases stopped at a default limit (update STILL_LIMITED only for a reason)"
     );
+    let expected = command_line_expectations(&paths, &computed);
     atl_egg::with_big_stack(move || {
         insta::with_settings!({
             snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
@@ -333,4 +369,97 @@ fn corpus() {
             });
         });
     });
+    the_command_line_prints_the_same_under_load(&expected);
+}
+
+/// What `atl-egg KIND FILE` must print: the program computed here, and on
+/// stderr one warning per phase stopped at a limit (its phase named).
+struct Expected {
+    kind: &'static str,
+    path: PathBuf,
+    /// `--wrt` from the file's metadata, for `grad`
+    wrt: Vec<String>,
+    stdout: String,
+    warned_phases: Vec<String>,
+}
+
+fn command_line_expectations(
+    paths: &[PathBuf],
+    computed: &HashMap<std::ffi::OsString, Result<Computed, String>>,
+) -> Vec<Expected> {
+    let mut out = vec![];
+    for path in paths {
+        let Some(Ok(c)) = computed.get(path.file_name().unwrap_or_default()) else {
+            continue;
+        };
+        for (kind, program) in &c.printed {
+            let content = match *kind {
+                "optimize" => &c.optimize,
+                _ => c.grad.as_ref().expect("a gradient"),
+            };
+            out.push(Expected {
+                kind,
+                path: path.clone(),
+                wrt: if *kind == "grad" {
+                    c.wrt.clone()
+                } else {
+                    vec![]
+                },
+                stdout: format!("{program}\n"),
+                warned_phases: content.as_deref().map(limited_phases).unwrap_or_default(),
+            });
+        }
+    }
+    out
+}
+
+/// One answer per input, whatever the machine's load: the command line's
+/// `optimize` and `grad` of every corpus program, run while busy threads
+/// hold every core, print exactly the programs computed above (on a machine
+/// doing nothing else), and warn about exactly the phases their statistics
+/// show stopped at a limit. Only counts (e-nodes, iterations, matches,
+/// costings) decide where a phase stops; the time limit only fails a
+/// command that runs too long (raised here, as the test's load slows every
+/// command). tests/determinism.rs runs `hvp` and the examples twice.
+fn the_command_line_prints_the_same_under_load(expected: &[Expected]) {
+    let load = common::load::Load::start();
+    let results = par_map(expected, |e| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_atl-egg"));
+        command.arg(e.kind).arg(&e.path);
+        if !e.wrt.is_empty() {
+            command.args(["--wrt", &e.wrt.join(",")]);
+        }
+        let out = command
+            .args(["--time-limit", "600"])
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("atl-egg runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let what = format!("{} {}", e.kind, e.path.display());
+        if !out.status.success() {
+            return Some(format!("{what}: failed: {stderr}"));
+        }
+        if out.stdout != e.stdout.as_bytes() {
+            return Some(format!(
+                "{what}: printed\n{}\nnot\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                e.stdout
+            ));
+        }
+        let warned: Vec<&str> = stderr.lines().collect();
+        let expected_warnings = e.warned_phases.len() == warned.len()
+            && e.warned_phases.iter().zip(&warned).all(|(phase, line)| {
+                line.starts_with("atl-egg: warning: ")
+                    && line.contains(&format!("the {phase} phase stopped"))
+            });
+        (!expected_warnings).then(|| {
+            format!(
+                "{what}: warned {warned:?}, its statistics show limits in {:?}",
+                e.warned_phases
+            )
+        })
+    });
+    drop(load);
+    let differ: Vec<String> = results.into_iter().flatten().collect();
+    assert!(differ.is_empty(), "{}", differ.join("\n\n"));
 }

@@ -10,15 +10,22 @@
 //! * [`rulecheck`]: the rule validator used by `tests/rule_validation.rs`;
 //! * [`par`]: independent checks run on every core;
 //! * [`cpu`]: the CPU time of the calling thread, for bounds on work;
+//! * [`load`]: busy threads on every core, for the tests of one answer per
+//!   input;
+//! * [`printed`]: the names a printed program may use;
+//! * [`run_check`]: compiled code against the evaluator and the cost model;
 //! * [`extension`]: the evaluator of the extended language (`D`, `dot`,
 //!   `dlet`, `coeff`, `drop`) that both rule validators use.
 #![allow(dead_code, unused_imports)]
 
 pub mod cpu;
 pub mod extension;
+pub mod load;
 pub mod par;
+pub mod printed;
 pub mod progen;
 pub mod rulecheck;
+pub mod run_check;
 pub mod values;
 
 /// The crate's seeded generator: every generated case is reproducible from
