@@ -14,7 +14,9 @@
 //!   many places) is optimized term by term; the terms' brackets stay
 //!   visible to the additions that join them.
 //! * Units equal up to the names of their free variables (the layers of a
-//!   chain) are optimized once ([`Memo`]).
+//!   chain) are optimized once ([`Memo`]); a unit of the shape of one that
+//!   came back unchanged, up to its constant indices, is taken as it is
+//!   ([`Shapes`]).
 //! * Let-level passes outside the e-graphs: the lets a unit's optimization
 //!   introduces are lifted to the top, and dead bindings dropped.
 //! * A program whose flattened form is small is then also optimized whole,
