@@ -14,7 +14,9 @@
 //!   many places) is optimized term by term; the terms' brackets stay
 //!   visible to the additions that join them.
 //! * Units equal up to the names of their free variables (the layers of a
-//!   chain) are optimized once ([`Memo`]).
+//!   chain) are optimized once ([`Memo`]); a unit of the shape of one that
+//!   came back unchanged, up to its constant indices, is taken as it is
+//!   ([`Shapes`]).
 //! * Let-level passes outside the e-graphs: the lets a unit's optimization
 //!   introduces are lifted to the top, and dead bindings dropped.
 //! * A program whose flattened form is small is then also optimized whole,
@@ -30,14 +32,16 @@ use crate::front::ast::{build, Expr, Param, ParamKind, Program, Type};
 use crate::front::subst::{free_names, Replace, Substituter};
 use crate::front::types::{param_env, type_of, TypeEnv};
 use crate::terms::brackets::{bracket_additions, exists_bracket};
-use crate::terms::canonical::canonical_binders;
+use crate::terms::canonical::{canonical_binders, canonical_binders_with_hints};
 use crate::terms::letpasses::{
     add_terms, drop_broadcast_dimensions, drop_false_brackets, index, inline_free_bindings,
     reuse_bindings, share_repeated_elements,
 };
 use crate::terms::normalize::{dead_code, lift, unflatten, Fresh};
+use crate::terms::shape::{shape, Shape};
 use crate::terms::size::term_size;
 use egg::Symbol;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -122,12 +126,23 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
 /// binders canonical) and its binder hints.
 type Memo = HashMap<(Expr, Vec<Type>), (Expr, HashMap<Symbol, Symbol>)>;
 
+/// What the first unit of each [`Shape`] (with the types of its free
+/// variables) came to: whether its optimization returned it unchanged, in
+/// canonical binders (`Some(true)`) or as it was (`Some(false)`), or
+/// changed it (`None`). A later unit of a shape that came back unchanged
+/// is taken as it is without an e-graph (the terms of a wide sum differ
+/// only in their constant indices, which defeat [`Memo`]); returning a
+/// unit unchanged is always right, and the shape keeps every constant
+/// that a comparison could tell apart.
+type Shapes = HashMap<(Shape, Vec<Type>), Option<bool>>;
+
 /// What every unit shares.
 struct Units<'a> {
     prog: &'a Program,
     opts: &'a Options,
     types: TypeEnv,
     memo: Memo,
+    shapes: Shapes,
     /// Statistics summed over the units, per phase.
     stats: Vec<PhaseStats>,
     /// Units that stopped at a limit, and units in all.
@@ -163,6 +178,7 @@ fn by_binding(
         opts,
         types,
         memo: Memo::new(),
+        shapes: Shapes::new(),
         stats: vec![],
         limited: 0,
         count: 0,
@@ -247,7 +263,8 @@ impl Units<'_> {
             return self.optimize_unit(e, next_id);
         }
         // equal optimized terms are added once, times their count
-        let mut like: Vec<(Expr, Expr, u32)> = vec![];
+        let mut like: Vec<(Expr, u32)> = vec![];
+        let mut seen: HashMap<Expr, usize> = HashMap::new();
         for t in terms {
             let closed = gens
                 .iter()
@@ -257,16 +274,18 @@ impl Units<'_> {
             for (i, _) in &gens {
                 o = index(o, &Affine::var(*i), next_id);
             }
-            let key = canonical_binders(&o);
-            match like.iter_mut().find(|l| l.0 == key) {
-                Some(l) => l.2 += 1,
-                None => like.push((key, o, 1)),
+            match seen.entry(canonical_binders(&o)) {
+                Entry::Occupied(k) => like[*k.get()].1 += 1,
+                Entry::Vacant(v) => {
+                    v.insert(like.len());
+                    like.push((o, 1));
+                }
             }
         }
         let mut sum: Option<Expr> = None;
         // each term's sparsity stays visible to the additions that join
         // them, as the rules show it inside a unit
-        for (_, o, count) in like {
+        for (o, count) in like {
             let o = times(count, exists_bracket(o));
             sum = Some(match sum {
                 None => o,
@@ -307,32 +326,7 @@ impl Units<'_> {
         let key = (canon, reals.iter().map(|x| self.types[x].clone()).collect());
         let (body, hints) = match self.memo.get(&key) {
             Some(hit) => hit.clone(),
-            None => {
-                let ret = type_of(e, &mut self.types)?;
-                let mut params: Vec<Param> = self
-                    .prog
-                    .params
-                    .iter()
-                    .filter(|p| !matches!(p.kind, ParamKind::Real(_)))
-                    .cloned()
-                    .collect();
-                params.extend(reals.iter().zip(&slots).map(|(x, s)| Param {
-                    name: *s,
-                    kind: ParamKind::Real(self.types[x].clone()),
-                }));
-                let mini = Program {
-                    name: self.prog.name,
-                    params,
-                    sizes: self.prog.sizes.clone(),
-                    body: renamed,
-                    ret,
-                };
-                let w = optimize_whole(&mini, self.opts)?;
-                self.note(&w.stats.phases);
-                let hit = (w.program.body, w.hints);
-                self.memo.insert(key, hit.clone());
-                hit
-            }
+            None => self.optimized(e, renamed, &reals, &slots, key)?,
         };
         let back = rename_vars(&body, &slots, &reals, next_id);
         let unique = crate::front::readable::fresh_binders(&back, &hints, next_id);
@@ -346,6 +340,57 @@ impl Units<'_> {
             self.extra.push((x, d));
         }
         Ok(out)
+    }
+
+    /// A unit not in the memo (`key`), its free variables `reals` renamed
+    /// to `slots` (`renamed`): as it is when the first unit of its shape
+    /// came back unchanged, else optimized in its own e-graph.
+    fn optimized(
+        &mut self,
+        e: &Expr,
+        renamed: Expr,
+        reals: &[Symbol],
+        slots: &[Symbol],
+        key: (Expr, Vec<Type>),
+    ) -> Result<(Expr, HashMap<Symbol, Symbol>)> {
+        let shape = shape(&key.0, &key.1).map(|s| (s, key.1.clone()));
+        let seen = shape.as_ref().and_then(|s| self.shapes.get(s).copied());
+        if let Some(Some(canonical)) = seen {
+            let (c, hints) = canonical_binders_with_hints(&renamed);
+            return Ok((if canonical { c } else { renamed }, hints));
+        }
+        let ret = type_of(e, &mut self.types)?;
+        let mut params: Vec<Param> = self
+            .prog
+            .params
+            .iter()
+            .filter(|p| !matches!(p.kind, ParamKind::Real(_)))
+            .cloned()
+            .collect();
+        params.extend(reals.iter().zip(slots).map(|(x, s)| Param {
+            name: *s,
+            kind: ParamKind::Real(self.types[x].clone()),
+        }));
+        let mini = Program {
+            name: self.prog.name,
+            params,
+            sizes: self.prog.sizes.clone(),
+            body: renamed,
+            ret,
+        };
+        let w = optimize_whole(&mini, self.opts)?;
+        self.note(&w.stats.phases);
+        if let (Some(s), None) = (shape, seen) {
+            let unchanged = if w.program.body == mini.body {
+                Some(false)
+            } else {
+                (w.program.body == canonical_binders(&mini.body)).then_some(true)
+            };
+            self.shapes.insert(s, unchanged);
+        }
+        let hit = (w.program.body, w.hints);
+        self.memo.insert(key, hit.clone());
+        Ok(hit)
     }
 
     /// Add one unit's phase statistics to the totals.

@@ -570,7 +570,8 @@ pub fn guard(
     collect_extents(&prog.body, &mut extents);
     let before: Costs = samples
         .iter()
-        .map(|s| (label(s), cost_at(&prog.body, &extents, s)))
+        .map(label)
+        .zip(costs_at(&prog.body, &extents, &samples))
         .collect();
     let declared: std::collections::BTreeSet<Symbol> = prog
         .params
@@ -602,7 +603,8 @@ pub fn guard(
         collect_extents(&candidate.body, &mut ext2);
         let after: Costs = samples
             .iter()
-            .map(|s| (label(s), cost_at(&candidate.body, &ext2, s)))
+            .map(label)
+            .zip(costs_at(&candidate.body, &ext2, &samples))
             .collect();
         // a count the deadline cut short must not decide
         opts.check_time()?;
@@ -651,9 +653,28 @@ pub fn never_costlier(candidate: &Program, reference: &Program, user: Option<&Si
     let (mut ours, mut theirs) = (HashMap::new(), HashMap::new());
     collect_extents(&candidate.body, &mut ours);
     collect_extents(&reference.body, &mut theirs);
-    samples
+    let theirs = costs_at(&reference.body, &theirs, &samples);
+    costs_at(&candidate.body, &ours, &samples)
         .iter()
-        .all(|s| cost_at(&candidate.body, &ours, s) <= cost_at(&reference.body, &theirs, s))
+        .zip(theirs)
+        .all(|(a, b)| *a <= b)
+}
+
+/// The cost of `e` at each sample, each assignment (sizes and relations)
+/// counted once: the samples of a program without sizes, or with few, are
+/// many copies of a few (and a long program takes long to count).
+fn costs_at(e: &Expr, extents: &HashMap<Symbol, Affine>, samples: &[Sample]) -> Vec<u128> {
+    let mut out: Vec<u128> = Vec::with_capacity(samples.len());
+    for (k, s) in samples.iter().enumerate() {
+        let same = samples[..k]
+            .iter()
+            .position(|t| t.sizes == s.sizes && t.relations == s.relations);
+        out.push(match same {
+            Some(j) => out[j],
+            None => cost_at(e, extents, s),
+        });
+    }
+    out
 }
 
 /// Rule names of every phase (for reports and tests).

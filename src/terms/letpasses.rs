@@ -24,7 +24,7 @@ use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
 use crate::front::subst::{free_names, Replace, Substituter};
 use egg::Symbol;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The summands of `e` (its tree of `+`), left to right.
 pub fn add_terms<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
@@ -84,27 +84,92 @@ pub fn inline_free_bindings(
 }
 
 /// `e` with the variables of `defs` replaced by their definitions, and
-/// each access of a replaced definition reduced.
+/// each access of a replaced definition reduced (only in the parts of `e`
+/// that use a definition: the rest is kept as it is).
 fn substitute_reduced(e: &Expr, defs: &HashMap<Symbol, Expr>, next_id: &mut u64) -> Expr {
-    if defs.is_empty() || free_names(e).iter().all(|x| !defs.contains_key(x)) {
+    let mut uses = HashSet::new();
+    if defs.is_empty() || !mark_uses(e, defs, &mut vec![], &mut uses) {
         return e.clone();
     }
-    match e {
-        Expr::Var(x) => match defs.get(x) {
-            // binders of the definition made unique again at each use
-            Some(d) => crate::front::readable::fresh_binders(d, &HashMap::new(), next_id),
-            None => e.clone(),
-        },
-        Expr::Fst(a) => match substitute_reduced(a, defs, next_id) {
-            Expr::Pair(p, _) => *p,
-            a => build::fst(a),
-        },
-        Expr::Snd(a) => match substitute_reduced(a, defs, next_id) {
-            Expr::Pair(_, q) => *q,
-            a => build::snd(a),
-        },
-        Expr::Get(a, i) => access(substitute_reduced(a, defs, next_id), i, next_id),
-        _ => e.map_children(|c| substitute_reduced(c, defs, next_id)),
+    Reduce {
+        defs,
+        uses: &uses,
+        next_id,
+    }
+    .expr(e)
+}
+
+/// Whether `e` uses a variable of `defs` freely; the addresses of its
+/// subterms that do go to `uses` (one walk, where asking each subterm for
+/// its free names would take time quadratic in the depth).
+fn mark_uses(
+    e: &Expr,
+    defs: &HashMap<Symbol, Expr>,
+    bound: &mut Vec<Symbol>,
+    uses: &mut HashSet<*const Expr>,
+) -> bool {
+    let found = match e {
+        Expr::Var(x) => defs.contains_key(x) && !bound.contains(x),
+        Expr::Gen(i, _, b) | Expr::Sum(i, _, b) => {
+            bound.push(*i);
+            let found = mark_uses(b, defs, bound, uses);
+            bound.pop();
+            found
+        }
+        Expr::Let(x, a, b) => {
+            let first = mark_uses(a, defs, bound, uses);
+            bound.push(*x);
+            let second = mark_uses(b, defs, bound, uses);
+            bound.pop();
+            first || second
+        }
+        _ => {
+            let mut found = false;
+            for c in e.children() {
+                found |= mark_uses(c, defs, bound, uses);
+            }
+            found
+        }
+    };
+    if found {
+        uses.insert(e as *const Expr);
+    }
+    found
+}
+
+/// [`substitute_reduced`] below the root, `uses` marking the subterms to
+/// visit.
+struct Reduce<'a> {
+    defs: &'a HashMap<Symbol, Expr>,
+    uses: &'a HashSet<*const Expr>,
+    next_id: &'a mut u64,
+}
+
+impl Reduce<'_> {
+    fn expr(&mut self, e: &Expr) -> Expr {
+        if !self.uses.contains(&(e as *const Expr)) {
+            return e.clone();
+        }
+        match e {
+            Expr::Var(x) => match self.defs.get(x) {
+                // binders of the definition made unique again at each use
+                Some(d) => crate::front::readable::fresh_binders(d, &HashMap::new(), self.next_id),
+                None => e.clone(),
+            },
+            Expr::Fst(a) => match self.expr(a) {
+                Expr::Pair(p, _) => *p,
+                a => build::fst(a),
+            },
+            Expr::Snd(a) => match self.expr(a) {
+                Expr::Pair(_, q) => *q,
+                a => build::snd(a),
+            },
+            Expr::Get(a, i) => {
+                let a = self.expr(a);
+                access(a, i, self.next_id)
+            }
+            _ => e.map_children(|c| self.expr(c)),
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 //!   index, for an addition above it;
 //! * [`canonical`]: index binders renamed by nesting depth and extent;
 //! * [`extents`]: the extent of every index binder of a term;
+//! * [`shape`]: a term up to the values of its constant indices;
 //! * [`size`]: the number of nodes of a term.
 
 pub mod brackets;
@@ -16,4 +17,5 @@ pub mod canonical;
 pub mod extents;
 pub mod letpasses;
 pub mod normalize;
+pub mod shape;
 pub mod size;

@@ -3,6 +3,7 @@
 //! describe, then counted term by term (`Compiler::finish`).
 
 use super::*;
+use std::collections::VecDeque;
 
 /// `coef · #{ loops : guard }`
 #[derive(Clone, Debug)]
@@ -12,11 +13,13 @@ pub(super) struct Term {
     pub(super) guard: Vec<u32>,
 }
 
-/// `k + Σ terms`
+/// `k + Σ terms` (a deque: [`Sym::append`] adds the shorter side to the
+/// longer one at either end, so that a long chain of `let`s or additions
+/// is not copied at every level)
 #[derive(Default, Debug)]
 pub(super) struct Sym {
     pub(super) k: i128,
-    pub(super) terms: Vec<Term>,
+    pub(super) terms: VecDeque<Term>,
 }
 
 impl Sym {
@@ -32,16 +35,20 @@ impl Sym {
         if t.guard.is_empty() && t.loops.is_empty() {
             return self.add_const(t.coef);
         }
-        self.terms.push(t);
+        self.terms.push_back(t);
         Ok(())
     }
 
-    pub(super) fn append(&mut self, o: Sym) -> Result<()> {
+    /// `self + o`, the terms of `self` first.
+    pub(super) fn append(&mut self, mut o: Sym) -> Result<()> {
         self.add_const(o.k)?;
-        if self.terms.is_empty() {
-            self.terms = o.terms;
+        if self.terms.len() >= o.terms.len() {
+            self.terms.append(&mut o.terms);
         } else {
-            self.terms.extend(o.terms);
+            while let Some(t) = self.terms.pop_back() {
+                o.terms.push_front(t);
+            }
+            self.terms = o.terms;
         }
         Ok(())
     }
@@ -94,7 +101,7 @@ impl Algebra for Sym {
         for mut t in r.terms {
             c.spend(g.len())?;
             t.guard.extend_from_slice(&g);
-            out.terms.push(t);
+            out.terms.push_back(t);
         }
         Ok(out)
     }
@@ -151,7 +158,7 @@ impl Compiler<'_, '_> {
     pub(super) fn finish(&mut self, s: Sym) -> Result<u128> {
         // #(G ∧ (A ∨ B)) = #(G ∧ A) + #(G ∧ B) - #(G ∧ A ∧ B), where that
         // keeps every term countable by intervals.
-        let mut work = s.terms;
+        let mut work = Vec::from(s.terms);
         let mut terms = Vec::with_capacity(work.len());
         while let Some(mut t) = work.pop() {
             self.spend(t.guard.len() + t.loops.len())?;
