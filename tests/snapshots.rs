@@ -274,14 +274,7 @@ fn compute(path: &Path) -> Result<Computed, String> {
 /// where the command line warns (a per-binding phase: not a whole-program
 /// pass, not differentiation): `(kind, file, phase)`. Every other phase of
 /// every corpus program finishes under the default limits.
-const STILL_LIMITED: [(&str, &str, &str); 2] = [
-    (
-        "grad",
-        "calls_rot2d_four_times.atl",
-        "simplify (per binding)",
-    ),
-    ("grad", "logsumexp_tree.atl", "normalize (per binding)"),
-];
+const STILL_LIMITED: [(&str, &str, &str); 0] = [];
 
 /// The phases of one snapshot's statistics that stopped at a node or
 /// iteration limit and that the command line warns about.

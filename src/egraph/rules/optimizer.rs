@@ -79,6 +79,100 @@ pub(super) fn no_new_multiple(a: Var, b: Var) -> Check {
     check(move |g, s| !new_multiple_of_multiple(g, s[a], s[b]))
 }
 
+/// What the summands of a class (its nodes, and through its additions
+/// those of the classes it adds, up to [`SUMMAND_CLASSES`] classes) give a
+/// regrouping to work with.
+#[derive(Default)]
+struct Summands {
+    /// The summand classes themselves.
+    classes: Vec<Id>,
+    /// The factors of their products.
+    factors: Vec<Id>,
+    /// The predicates of their brackets.
+    brackets: Vec<Id>,
+    /// A summand is a constant or a `let`.
+    folds: bool,
+}
+
+/// How many classes [`summands`] looks through.
+const SUMMAND_CLASSES: usize = 64;
+
+fn summands(g: &AtlGraph, id: Id) -> Summands {
+    let mut out = Summands::default();
+    let mut todo = vec![g.find(id)];
+    let mut seen = vec![];
+    while let Some(c) = todo.pop() {
+        if seen.contains(&c) || seen.len() >= SUMMAND_CLASSES {
+            continue;
+        }
+        seen.push(c);
+        out.classes.push(c);
+        out.folds |= g[c].data.num.is_some();
+        for n in &g[c].nodes {
+            match n {
+                Atl::Add([a, b]) => todo.extend([g.find(*a), g.find(*b)]),
+                Atl::Mul([a, b]) => out.factors.extend([g.find(*a), g.find(*b)]),
+                Atl::Iverson([p, _]) => out.brackets.push(g.find(*p)),
+                Atl::Let(_) => out.folds = true,
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// How many terms the class adds: through its first addition node, each
+/// class once (every addition node of a class adds the same terms, in
+/// another order or grouping).
+fn width(g: &AtlGraph, id: Id, seen: &mut Vec<Id>) -> usize {
+    let c = g.find(id);
+    if seen.contains(&c) || seen.len() >= SUMMAND_CLASSES {
+        return 1;
+    }
+    seen.push(c);
+    let first = g[c].nodes.iter().find_map(|n| match n {
+        Atl::Add([a, b]) => Some((*a, *b)),
+        _ => None,
+    });
+    match first {
+        Some((a, b)) => width(g, a, seen) + width(g, b, seen),
+        None => 1,
+    }
+}
+
+/// Sums of at most this many terms are regrouped every way.
+const REGROUP_ALL: usize = 5;
+
+/// `worth-grouping(?a, ?b, ?c)`: regrouping `a + (b + c)` as `(a + b) + c`
+/// is worth its new addition `a + b`: the whole adds at most
+/// [`REGROUP_ALL`] terms, or some term of `a` and some term of `b` (their
+/// nodes, looking through their additions) can be combined by a rule that
+/// is not a regrouping: equal terms or a term and a multiple of it (like
+/// terms), products with a common factor (factoring), brackets of one
+/// predicate, a constant or a `let` (folding, lifting). With commutativity,
+/// associativity makes every grouping of a sum's k terms, about 3^k
+/// e-nodes (seen: eight sums of products filling the simplify phase's node
+/// limit); past a few terms, only the groupings that something combines.
+pub(super) fn worth_grouping(a: Var, b: Var, c: Var) -> Check {
+    check(move |g, s| {
+        let mut seen = vec![];
+        let terms =
+            width(g, s[a], &mut seen) + width(g, s[b], &mut seen) + width(g, s[c], &mut seen);
+        if terms <= REGROUP_ALL {
+            return true;
+        }
+        let (x, y) = (summands(g, s[a]), summands(g, s[b]));
+        let meets = |u: &[Id], v: &[Id]| u.iter().any(|i| v.contains(i));
+        x.folds
+            || y.folds
+            || meets(&x.classes, &y.classes)
+            || meets(&x.factors, &y.factors)
+            || meets(&x.classes, &y.factors)
+            || meets(&x.factors, &y.classes)
+            || meets(&x.brackets, &y.brackets)
+    })
+}
+
 /// The conjuncts of the smallest predicate of class `id`.
 fn class_conjuncts(g: &AtlGraph, id: Id) -> Option<Vec<Pred>> {
     let rec = smallest(g, id)?;
@@ -93,20 +187,35 @@ fn class_conjuncts(g: &AtlGraph, id: Id) -> Option<Vec<Pred>> {
     Some(out)
 }
 
-/// `adds-conjunct(?p, ?q)`: neither predicate's conjuncts all appear among
-/// the other's, so `p ∧ q` says more than each alone. Merging `[p]·[q]·e`
-/// into `[p ∧ q]·e` only then keeps a class that holds both `x` and
-/// `[q]·x` from growing `p ∧ q`, `(p ∧ q) ∧ q`, ... without end (seen: 30,000
-/// merges in one iteration on a two-line program).
-pub(super) fn adds_conjunct(p: Var, q: Var) -> Check {
-    check(
-        move |g, s| match (class_conjuncts(g, s[p]), class_conjuncts(g, s[q])) {
-            (Some(a), Some(b)) => {
-                !b.iter().all(|x| a.contains(x)) && !a.iter().all(|x| b.contains(x))
-            }
-            _ => true,
-        },
-    )
+/// iverson-merge `(iverson ?p (iverson ?q ?e))` => `[c]·e`, `c` the
+/// conjuncts of `p` and `q` once each, in one fixed order (by their
+/// printed form). Every nesting, order and grouping of the same brackets
+/// over `e` merges into the one bracket `[c]·e`, and a bracket implied by
+/// the one inside it goes (`[p]·[p ∧ q]·e` is `[p ∧ q]·e`): merging into
+/// `p ∧ q` as written gave a new conjunction for each order and grouping,
+/// which splitting and merging again multiplied without end. Sorting and
+/// removing repeated conjuncts is beyond patterns.
+pub(super) fn iverson_merge(c: &mut Ctx) -> Option<Built> {
+    let (p, q) = (c.pred(0)?, c.pred(1)?);
+    let mut all = vec![];
+    conjuncts(p, &mut all);
+    conjuncts(q, &mut all);
+    let mut keyed: Vec<(String, Pred)> = all
+        .into_iter()
+        .map(|x| (crate::front::print::pred_to_string(&x), x))
+        .collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.dedup_by(|a, b| a.0 == b.0);
+    let merged = match keyed.len() {
+        0 => Pred::True,
+        1 => keyed.pop()?.1,
+        _ => Pred::And(keyed.into_iter().map(|k| k.1).collect()),
+    };
+    let mut t = crate::egraph::language::ToRec::default();
+    t.pred(&merged);
+    let p = c.egraph.add_expr(&t.rec);
+    let e = c.id(2);
+    Some(Built::Class(c.egraph.add(Atl::Iverson([p, e]))))
 }
 
 /// `index-fixed(?i, ?p)`: [`fixes_index`] on the class's smallest

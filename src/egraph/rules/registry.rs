@@ -22,15 +22,15 @@ pub fn all_specs() -> Vec<RuleSpec> {
 pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
     use derivatives::{root_not_free, rooted_at, settled, tangent_free, tangent_not_free};
     use optimizer::{
-        adds_conjunct, distinct, index_fixed, is_const, no_new_multiple, not_bracket, not_exists,
-        not_free,
+        distinct, index_fixed, is_const, no_new_multiple, not_bracket, not_exists, not_free,
+        worth_grouping,
     };
     Some(match (name, args) {
         // the optimizer's
         ("not-free", &[x, e]) => not_free(x, e),
         ("distinct", &[x, y]) => distinct(x, y),
         ("is-const", &[k]) => is_const(k),
-        ("adds-conjunct", &[p, q]) => adds_conjunct(p, q),
+        ("worth-grouping", &[a, b, c]) => worth_grouping(a, b, c),
         ("index-fixed", &[i, p]) => index_fixed(i, p),
         ("not-bracket", &[e]) => not_bracket(e),
         ("not-exists", &[p]) => not_exists(p),
@@ -50,12 +50,13 @@ pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
 pub fn applier_fn(name: &str) -> Option<ApplierFn> {
     use derivatives::{adj_coeff_dot, adj_gen, adj_rev_let, d_const, d_let, d_var};
     use optimizer::{
-        exists_index_elim, gen_pushout, let_inline, let_lift_gen, let_lift_sum, let_pair_split,
-        sum_index_elim,
+        exists_index_elim, gen_pushout, iverson_merge, let_inline, let_lift_gen, let_lift_sum,
+        let_pair_split, sum_index_elim,
     };
     Some(match name {
         // the optimizer's
         "gen-pushout" => gen_pushout,
+        "iverson-merge" => iverson_merge,
         "let-inline" => let_inline,
         "let-lift-gen" => let_lift_gen,
         "let-lift-sum" => let_lift_sum,
