@@ -54,6 +54,7 @@ fn does_no_work(e: &Expr) -> bool {
         | Expr::MaxMin(..)
         | Expr::Call(..)
         | Expr::Sum(..)
+        | Expr::Reduce(..)
         | Expr::Let(..) => false,
     }
 }
@@ -729,10 +730,11 @@ fn access_chain(e: &Expr) -> Option<(Symbol, Vec<&Affine>)> {
     }
 }
 
-/// Is every read of `x` in `e` a full access chain of `k` indices?
+/// Is every read of `x` in `e` a full access chain of (at least) `k`
+/// indices?
 fn full_uses(e: &Expr, x: Symbol, k: usize) -> bool {
     if let Some((y, idx)) = access_chain(e) {
-        return y != x || idx.len() == k;
+        return y != x || idx.len() >= k;
     }
     e.children().all(|c| full_uses(c, x, k))
 }
@@ -748,9 +750,11 @@ fn narrow_reads(
     loops: &mut Vec<(Symbol, Affine)>,
 ) -> Expr {
     if let Some((y, idx)) = access_chain(e) {
-        if y != x || idx.len() != keep.len() {
+        if y != x || idx.len() < keep.len() {
             return e.clone();
         }
+        // accesses into the element (a tensor element) are kept
+        let (idx, inner) = idx.split_at(keep.len());
         let mut read = Expr::Var(x);
         let mut preds = vec![];
         for ((a, k), d) in idx.iter().zip(keep).zip(extents) {
@@ -771,21 +775,20 @@ fn narrow_reads(
                 preds.push(Pred::Cmp(CmpOp::Lt, (*a).clone(), (*d).clone()));
             }
         }
+        for a in inner {
+            read = build::get(read, (*a).clone());
+        }
         return match preds.len() {
             0 => read,
             _ => Expr::Iverson(Pred::And(preds), Box::new(read)),
         };
     }
     match e {
-        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) | Expr::Reduce(_, i, d, a) => {
             loops.push((*i, d.clone()));
             let a = narrow_reads(a, x, keep, extents, loops);
             loops.pop();
-            if matches!(e, Expr::Gen(..)) {
-                build::gen(*i, d.clone(), a)
-            } else {
-                build::sum(*i, d.clone(), a)
-            }
+            e.same_loop(*i, d.clone(), a).expect("a loop")
         }
         _ => e.map_children(|c| narrow_reads(c, x, keep, extents, loops)),
     }
