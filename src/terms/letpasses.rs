@@ -283,9 +283,11 @@ fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(ReuseKey, Vec<Symbol>)> {
 /// order of first occurrence (`bound`: the binders around).
 fn first_indices(e: &Expr, bound: &mut Vec<Symbol>, out: &mut Vec<Symbol>) {
     let names: Vec<Symbol> = match e {
-        Expr::Get(_, a) | Expr::Gen(_, a, _) | Expr::Sum(_, a, _) | Expr::IndexReal(a) => {
-            a.names().collect()
-        }
+        Expr::Get(_, a)
+        | Expr::Gen(_, a, _)
+        | Expr::Sum(_, a, _)
+        | Expr::Reduce(_, _, a, _)
+        | Expr::IndexReal(a) => a.names().collect(),
         Expr::Iverson(p, _) => {
             let mut in_pred = std::collections::BTreeSet::new();
             crate::front::subst::pred_free(p, &mut in_pred);
@@ -345,15 +347,11 @@ fn reuse_in(e: &Expr, known: &HashMap<ReuseKey, Known>, loops: &mut Vec<(Symbol,
         }
     }
     match e {
-        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) | Expr::Reduce(_, i, d, a) => {
             loops.push((*i, d.clone()));
             let a = reuse_in(a, known, loops);
             loops.pop();
-            if matches!(e, Expr::Gen(..)) {
-                build::gen(*i, d.clone(), a)
-            } else {
-                build::sum(*i, d.clone(), a)
-            }
+            e.same_loop(*i, d.clone(), a).expect("a loop")
         }
         _ => e.map_children(|c| reuse_in(c, known, loops)),
     }
@@ -606,15 +604,11 @@ fn visit_elements(
         }
     }
     match e {
-        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) | Expr::Reduce(_, i, d, a) => {
             loops.push((*i, d.clone()));
             let a = visit_elements(a, loops, guards, visit);
             loops.pop();
-            if matches!(e, Expr::Gen(..)) {
-                build::gen(*i, d.clone(), a)
-            } else {
-                build::sum(*i, d.clone(), a)
-            }
+            e.same_loop(*i, d.clone(), a).expect("a loop")
         }
         _ => e.map_children(|c| visit_elements(c, loops, guards, visit)),
     }

@@ -290,6 +290,23 @@ impl Infer {
                     Ty::Real
                 }
             }
+            Atl::Maximum([i, d, e])
+            | Atl::Minimum([i, d, e])
+            | Atl::ArgMax([i, d, e])
+            | Atl::ArgMin([i, d, e]) => {
+                want(Sort::Expr)?;
+                let dv = dim_of(self, d)?;
+                let iv = self.binder(ast, i, Role::IndexBinder(dv))?;
+                let mut inner = scope.to_vec();
+                inner.push(iv);
+                let te = self.walk(ast, e, Sort::Expr, &inner)?;
+                self.unify(&te, &Ty::Real)?;
+                if matches!(node, Atl::ArgMax(_) | Atl::ArgMin(_)) {
+                    Ty::Tensor(dv, Box::new(Ty::Real))
+                } else {
+                    Ty::Real
+                }
+            }
             Atl::Get([e, a]) => {
                 want(Sort::Expr)?;
                 let te = self.walk(ast, e, Sort::Expr, scope)?;
