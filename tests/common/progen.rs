@@ -917,7 +917,9 @@ impl<'a> G<'a> {
                 // one-hot (argmax i D e), (argmin i D e)
                 self.features.insert("reduction");
                 let i = self.index_name("i");
-                let dim = self.dim();
+                // never empty: an empty reduction is an infinity, which
+                // the algebra rules (0 · inf) do not keep
+                let dim = format!("(+ {} 1)", self.dim());
                 self.idx.push(i.clone());
                 let body = self.expr(&Type::Real, d);
                 self.idx.pop();
