@@ -635,18 +635,18 @@ fn reductions_equal_eval_bit_for_bit_and_count_their_cost() {
         }
     }
     let bodies = [
-        "(gen r R (maximum i n (get x r i)))",
-        "(gen r R (minimum i n (get x r i)))",
-        "(gen r R (argmax i n (get x r i)))",
-        "(gen r R (argmin i n (* -1 (get x r i))))",
-        "(gen r R (maximum i n (+ (get x r i) (real i))))",
+        "(gen r rows (maximum i n (get x r i)))",
+        "(gen r rows (minimum i n (get x r i)))",
+        "(gen r rows (argmax i n (get x r i)))",
+        "(gen r rows (argmin i n (* -1 (get x r i))))",
+        "(gen r rows (maximum i n (+ (get x r i) (real i))))",
     ];
     let mut failures = vec![];
     for body in bodies {
-        let src = format!("(fn f ((x (tensor R n R))) {body})");
+        let src = format!("(fn f ((x (tensor rows n R))) {body})");
         let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
         for n in [3usize, 0] {
-            let sizes = [("R", rows.len() as i64), ("n", n as i64)];
+            let sizes = [("rows", rows.len() as i64), ("n", n as i64)];
             let mut inputs = Inputs::new(
                 sizes
                     .iter()
