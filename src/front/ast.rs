@@ -171,7 +171,7 @@ impl MaxMin {
 /// `minimum`, so an empty reduction is that infinity) and the element
 /// selected is the one whose derivative the fold keeps ([`MaxMin::selects_second`]):
 /// the first attaining the extremum; with a NaN (the value is NaN) the one
-/// selected before it.
+/// selected before the first NaN, or the first element if it is NaN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reduce {
     Maximum,

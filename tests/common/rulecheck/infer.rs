@@ -276,21 +276,9 @@ impl Infer {
                     y
                 }
             }
-            Atl::Gen([i, d, e]) | Atl::Sum([i, d, e]) => {
-                want(Sort::Expr)?;
-                let dv = dim_of(self, d)?;
-                let iv = self.binder(ast, i, Role::IndexBinder(dv))?;
-                let mut inner = scope.to_vec();
-                inner.push(iv);
-                let te = self.walk(ast, e, Sort::Expr, &inner)?;
-                if matches!(node, Atl::Gen(_)) {
-                    Ty::Tensor(dv, Box::new(te))
-                } else {
-                    self.unify(&te, &Ty::Real)?;
-                    Ty::Real
-                }
-            }
-            Atl::Maximum([i, d, e])
+            Atl::Gen([i, d, e])
+            | Atl::Sum([i, d, e])
+            | Atl::Maximum([i, d, e])
             | Atl::Minimum([i, d, e])
             | Atl::ArgMax([i, d, e])
             | Atl::ArgMin([i, d, e]) => {
@@ -300,11 +288,13 @@ impl Infer {
                 let mut inner = scope.to_vec();
                 inner.push(iv);
                 let te = self.walk(ast, e, Sort::Expr, &inner)?;
+                if matches!(node, Atl::Gen(_)) {
+                    return Ok(Ty::Tensor(dv, Box::new(te)));
+                }
                 self.unify(&te, &Ty::Real)?;
-                if matches!(node, Atl::ArgMax(_) | Atl::ArgMin(_)) {
-                    Ty::Tensor(dv, Box::new(Ty::Real))
-                } else {
-                    Ty::Real
+                match node {
+                    Atl::ArgMax(_) | Atl::ArgMin(_) => Ty::Tensor(dv, Box::new(Ty::Real)),
+                    _ => Ty::Real,
                 }
             }
             Atl::Get([e, a]) => {
