@@ -624,14 +624,13 @@ fn reductions_equal_eval_bit_for_bit_and_count_their_cost() {
     if !have_cc() {
         return;
     }
-    let k = SPECIAL_VALUES.len();
     // rows of three: every ordered triple of special values would be many;
     // each value at each position beside each other value is enough
     let mut rows: Vec<[f64; 3]> = vec![];
-    for a in 0..k {
-        for b in 0..k {
-            rows.push([SPECIAL_VALUES[a], SPECIAL_VALUES[b], SPECIAL_VALUES[a]]);
-            rows.push([SPECIAL_VALUES[b], SPECIAL_VALUES[a], SPECIAL_VALUES[a]]);
+    for a in SPECIAL_VALUES {
+        for b in SPECIAL_VALUES {
+            rows.push([a, b, a]);
+            rows.push([b, a, a]);
         }
     }
     let bodies = [
