@@ -518,6 +518,139 @@ fn max_min_and_real_equal_eval_bit_for_bit_on_special_values() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `maximum`, `minimum`, `argmax` and `argmin` of every row of a table of
+/// special values (ties, signed zeros, infinities, NaN) and of an empty
+/// range: compiled code equals eval bit for bit, and executes exactly the
+/// operations the work cost counts (`n - 1` comparisons a row, none for an
+/// empty one).
+#[test]
+fn reductions_equal_eval_bit_for_bit_and_count_their_cost() {
+    if !have_cc() {
+        return;
+    }
+    // rows of three: every ordered triple of special values would be many;
+    // each value at each position beside each other value is enough
+    let mut rows: Vec<[f64; 3]> = vec![];
+    for a in SPECIAL_VALUES {
+        for b in SPECIAL_VALUES {
+            rows.push([a, b, a]);
+            rows.push([b, a, a]);
+        }
+    }
+    let bodies = [
+        "(gen r rows (maximum i n (get x r i)))",
+        "(gen r rows (minimum i n (get x r i)))",
+        "(gen r rows (argmax i n (get x r i)))",
+        "(gen r rows (argmin i n (* -1 (get x r i))))",
+        "(gen r rows (maximum i n (+ (get x r i) (real i))))",
+    ];
+    let mut failures = vec![];
+    for body in bodies {
+        let src = format!("(fn f ((x (tensor rows n R))) {body})");
+        let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        for n in [3usize, 0] {
+            let sizes = [("rows", rows.len() as i64), ("n", n as i64)];
+            let mut inputs = Inputs::new(
+                sizes
+                    .iter()
+                    .map(|(s, v)| (egg::Symbol::from(*s), *v))
+                    .collect(),
+            );
+            let reals = atl_egg::semantics::value::Value::reals;
+            let x = rows.iter().map(|r| reals(&r[..n])).collect();
+            inputs.values.insert(
+                egg::Symbol::from("x"),
+                atl_egg::semantics::value::Value::tensor(x),
+            );
+            let want = eval::evaluate(&prog, &inputs).expect("eval");
+            let (got, ops) = backend::compile_with(&prog, true)
+                .and_then(|c| c.call_counted(&inputs))
+                .unwrap_or_else(|e| panic!("{body}: {e}"));
+            let (w, g) = (leaves(&want), leaves(&got));
+            for (m, (w, g)) in w.iter().zip(&g).enumerate() {
+                if !(w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan())) {
+                    failures.push(format!(
+                        "{body}, n = {n}, element {m}: eval {w:e}, run {g:e}"
+                    ));
+                }
+            }
+            let ops = ops.expect("counters");
+            let total: u128 = ops[..3].iter().map(|&k| k as u128).sum();
+            let c = cost::cost(&prog, &inputs.sizes, &inputs.relations).expect("cost");
+            if total != c {
+                failures.push(format!("{body}, n = {n}: executed {total} ops, cost {c}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The reals of a value, in order (a lazy zero has none).
+fn leaves(v: &atl_egg::semantics::value::Value) -> Vec<f64> {
+    use atl_egg::semantics::value::Value;
+    match v {
+        Value::Real(x) => vec![*x],
+        Value::Zero => vec![],
+        Value::Pair(a, b) => [leaves(a), leaves(b)].concat(),
+        Value::Tensor(xs) => xs.iter().flat_map(leaves).collect(),
+    }
+}
+
+/// The softmax cross-entropy through `maximum` at logits of ±1,000: `run`
+/// of the function and of its gradient is finite and equals `eval`.
+#[test]
+fn softmax_cross_entropy_runs_finite_at_logits_of_1000() {
+    if !have_cc() {
+        return;
+    }
+    let prog = atl_egg::front::parse_program(
+        &std::fs::read("corpus/softmax_xent_stable.atl").expect("corpus"),
+    )
+    .expect("parse");
+    let g = derive::grad(&prog, &[egg::Symbol::from("z")], &options())
+        .expect("grad")
+        .program;
+    let sizes = [("B", 2), ("K", 3)];
+    let mut inputs = Inputs::new(
+        sizes
+            .iter()
+            .map(|(s, v)| (egg::Symbol::from(*s), *v))
+            .collect(),
+    );
+    let reals = atl_egg::semantics::value::Value::reals;
+    let tensor = atl_egg::semantics::value::Value::tensor;
+    let z = [1000.0, -1000.0, 1000.0, -1000.0, 1000.0, -1000.0];
+    let y = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0];
+    inputs.values.insert(
+        egg::Symbol::from("z"),
+        tensor(z.chunks(3).map(reals).collect()),
+    );
+    inputs.values.insert(
+        egg::Symbol::from("y"),
+        tensor(y.chunks(3).map(reals).collect()),
+    );
+    for (what, p) in [("function", &prog), ("gradient", &g)] {
+        let want = eval::evaluate(p, &inputs).expect("eval");
+        let got = backend::compile(p)
+            .and_then(|c| c.call(&inputs))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (w, g) = (leaves(&want), leaves(&got));
+        assert!(
+            w.iter().chain(&g).all(|v| v.is_finite()),
+            "{what}: {w:?} {g:?}"
+        );
+        compare_values(
+            &want,
+            &got,
+            Tolerance {
+                rel: 1e-12,
+                abs: 1e-12,
+            },
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+}
+
 /// Run `src` at `sizes` (counted) on random inputs and compare with eval.
 fn check_source(src: &str, sizes: &[(&str, i64)]) -> Result<(), String> {
     let prog = atl_egg::front::parse_program(src.as_bytes()).map_err(|e| format!("{e}"))?;

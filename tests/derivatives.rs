@@ -243,7 +243,7 @@ fn vjps_satisfy_the_adjoint_identity() {
 fn uses_kinks(p: &Program) -> bool {
     p.body.any(&mut |e| {
         matches!(e, Expr::Call(f, _) if ["relu", "step"].contains(&f.name()))
-            || matches!(e, Expr::MaxMin(..))
+            || matches!(e, Expr::MaxMin(..) | Expr::Reduce(..))
     })
 }
 
@@ -449,6 +449,22 @@ fn forward_rules_are_each_exercised() {
         ("d-max", "(fn f ((x R) (y R)) (max (* x y) (sin y)))"),
         ("d-min", "(fn f ((x R) (y R)) (min (* x y) (sin y)))"),
         (
+            "d-maximum",
+            "(fn f ((x (tensor n R))) (maximum i n (sin (get x i))))",
+        ),
+        (
+            "d-minimum",
+            "(fn f ((x (tensor n R))) (* 2 (minimum i n (* (get x i) (get x i)))))",
+        ),
+        (
+            "d-arg-argmax",
+            "(fn f ((x (tensor n R))) (sum j n (* (get (argmax i n (get x i)) j) (get x j))))",
+        ),
+        (
+            "d-arg-argmin",
+            "(fn f ((x (tensor n R))) (sum j n (* (get (argmin i n (get x i)) j) (get x j))))",
+        ),
+        (
             "d-real",
             "(fn f ((x (tensor n R))) (sum i n (* (real i) (get x i))))",
         ),
@@ -586,5 +602,110 @@ fn stable_log_sum_exp_with_max_is_finite_at_logits_of_1000() {
             let (_, t) = dual_jvp(&prog, &inputs, &dirs).unwrap();
             assert!(close(grad[k], flat(&t)[0], 1.0, 1e-12), "{grad:?} vs {t:?}");
         }
+    }
+}
+
+/// `maximum`, `minimum`, `argmax` and `argmin` over an index: at ties
+/// (the derivative goes to the first element attaining the extremum), at
+/// distinct values, with an infinity and for an empty range, every entry
+/// of the gradient and the jvp equals the dual-number derivative exactly,
+/// and the hvp the dual numbers of the gradient.
+#[test]
+fn reduction_derivatives_match_dual_numbers_at_ties() {
+    let programs = [
+        "(fn f ((x (tensor n R))) (maximum i n (get x i)))",
+        "(fn f ((x (tensor n R))) (minimum i n (* 3 (get x i))))",
+        "(fn f ((x (tensor n R))) (* (maximum i n (sin (get x i))) (minimum j n (get x j))))",
+        "(fn f ((x (tensor n R))) (sum j n (* (get (argmax i n (get x i)) j) (* (get x j) (get x j)))))",
+        "(fn f ((x (tensor n R))) (maximum i n (* (get x i) (maximum j n (* (get x j) (real (+ i j)))))))",
+    ];
+    let inf = f64::INFINITY;
+    let points: [&[f64]; 7] = [
+        &[3.0, 1.0, 3.0],
+        &[1.0, 3.0, 3.0],
+        &[-1.0, 0.5, 0.25],
+        &[2.0, 2.0, 2.0],
+        &[-0.0, 0.0, -0.0],
+        &[-inf, 1.0, 2.0],
+        &[],
+    ];
+    let x = Symbol::from("x");
+    let mut failures = vec![];
+    for src in programs {
+        let prog = atl_egg::front::parse_program(src.as_bytes()).unwrap();
+        let g = derive::grad(&prog, &[x], &opts()).unwrap().program;
+        let j = derive::jvp(&prog, &[x], &opts()).unwrap().program;
+        let h = derive::hvp(&prog, &[x], &opts()).unwrap().program;
+        for xs in points {
+            // infinities only where no product meets them
+            if xs.iter().any(|v| v.is_infinite()) && !src.contains("(maximum i n (get x i))") {
+                continue;
+            }
+            let sizes: Sizes = [(Symbol::from("n"), xs.len() as i64)].into_iter().collect();
+            let mut inputs = random_inputs(&prog, &sizes, &mut Rng::new(1)).unwrap();
+            inputs.values.insert(x, Value::reals(xs));
+            let grad = flat(&evaluate(&g, &inputs).unwrap());
+            for k in 0..xs.len() {
+                let mut e = vec![0.0; xs.len()];
+                e[k] = 1.0;
+                let v = HashMap::from([(x, Value::reals(&e))]);
+                let (_, want) = dual_jvp(&prog, &inputs, &v).unwrap();
+                let want = flat(&want).first().copied().unwrap_or(0.0);
+                let dx = j.params[1].name;
+                let got_j = evaluate(&j, &with_extra(&inputs, &[(dx, Value::reals(&e))])).unwrap();
+                let got_j = flat(&got_j).first().copied().unwrap_or(0.0);
+                for (what, got) in [("grad", grad[k]), ("jvp", got_j)] {
+                    if got != want && !(got.is_nan() && want.is_nan()) {
+                        failures.push(format!("{src} at {xs:?}: {what}[{k}] {got} != {want}"));
+                    }
+                }
+                if xs.iter().all(|v| v.is_finite()) {
+                    let dh = h.params[1].name;
+                    let got_h =
+                        evaluate(&h, &with_extra(&inputs, &[(dh, Value::reals(&e))])).unwrap();
+                    let (_, want_h) = dual_jvp(&g, &inputs, &v).unwrap();
+                    if !same_value(&got_h, &want_h, 1e-12) {
+                        failures.push(format!("{src} at {xs:?}: hvp {got_h:?} != {want_h:?}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The softmax cross-entropy of `corpus/softmax_xent_stable.atl` at logits
+/// of ±1,000 (where exp overflows): finite in value and gradient, the
+/// gradient the softmax minus the labels, equal to the dual numbers'.
+#[test]
+fn softmax_cross_entropy_with_maximum_is_finite_at_logits_of_1000() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/softmax_xent_stable.atl");
+    let prog = atl_egg::front::parse_program(&std::fs::read(path).unwrap()).unwrap();
+    let z = Symbol::from("z");
+    let g = derive::grad(&prog, &[z], &opts()).unwrap().program;
+    let sizes: Sizes = [("B", 2), ("K", 3)]
+        .into_iter()
+        .map(|(k, v)| (Symbol::from(k), v))
+        .collect();
+    let mut inputs = random_inputs(&prog, &sizes, &mut Rng::new(1)).unwrap();
+    let logits = [1000.0, -1000.0, 1000.0, -1000.0, 1000.0, -1000.0];
+    let labels = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0];
+    let rows = |xs: &[f64]| Value::tensor(xs.chunks(3).map(Value::reals).collect());
+    inputs.values.insert(z, rows(&logits));
+    inputs.values.insert(Symbol::from("y"), rows(&labels));
+    let v = flat(&evaluate(&prog, &inputs).unwrap())[0];
+    // row 0: lse = 1000 + ln 2, label logit 1000; row 1: lse = 1000, label -1000
+    assert!(
+        close(v, std::f64::consts::LN_2 + 2000.0, 1.0, 1e-12),
+        "value {v}"
+    );
+    let grad = flat(&evaluate(&g, &inputs).unwrap());
+    let want = [-0.5, 0.0, 0.5, 0.0, 1.0, -1.0];
+    for (k, (got, w)) in grad.iter().zip(want).enumerate() {
+        assert!(got.is_finite() && close(*got, w, 1.0, 1e-12), "{grad:?}");
+        let mut e = vec![0.0; 6];
+        e[k] = 1.0;
+        let (_, t) = dual_jvp(&prog, &inputs, &HashMap::from([(z, rows(&e))])).unwrap();
+        assert!(close(*got, flat(&t)[0], 1.0, 1e-12), "{grad:?} vs {t:?}");
     }
 }

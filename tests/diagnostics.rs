@@ -128,6 +128,21 @@ const CASES: &[Case] = &[
         b"(fn f ((x R))\n  (real x))\n",
     ),
     chk("fn-named-max", b"(fn max ((x R)) x)\n(fn f ((y R)) (max y y))\n"),
+    // the reductions misused
+    chk(
+        "maximum-of-a-tensor",
+        b"(fn f ((x (tensor n m R)))\n  (maximum i n (get x i)))\n",
+    ),
+    chk(
+        "argmin-of-a-pair",
+        b"(fn f ((x (tensor n R)) (p (pair R R)))\n  (argmin i n (pair (get x i) (get x i))))\n",
+    ),
+    chk("arity-minimum", b"(fn f ((x (tensor n R)))\n  (minimum i n))\n"),
+    chk(
+        "maximum-index-not-a-name",
+        b"(fn f ((x (tensor n R)))\n  (maximum 3 n (get x 0)))\n",
+    ),
+    chk("fn-named-argmax", b"(fn argmax ((x R)) x)\n"),
     // type errors
     chk(
         "type-tensor-plus-pair",

@@ -72,10 +72,10 @@ fn pretty_aff(a: &Affine) -> String {
 /// The head of the loop `e` binding `i` over `[0, d)`: `⊞[i<d]` for a
 /// `gen`, `Σ[i<d]` for a `sum`.
 fn loop_head(e: &Expr, i: egg::Symbol, d: &Affine) -> String {
-    let sym = if matches!(e, Expr::Gen(..)) {
-        "⊞"
-    } else {
-        "Σ"
+    let sym = match e {
+        Expr::Gen(..) => "⊞",
+        Expr::Reduce(r, ..) => r.name(),
+        _ => "Σ",
     };
     format!("{sym}[{i}<{}]", pretty_aff(d))
 }
@@ -140,7 +140,7 @@ pub fn expr(e: &Expr) -> String {
 fn is_open(e: &Expr) -> bool {
     matches!(
         e,
-        Expr::Gen(..) | Expr::Sum(..) | Expr::Iverson(..) | Expr::Let(..)
+        Expr::Gen(..) | Expr::Sum(..) | Expr::Reduce(..) | Expr::Iverson(..) | Expr::Let(..)
     )
 }
 
@@ -239,7 +239,7 @@ fn write_flat(e: &Expr, out: &mut String, limit: usize) -> bool {
             out.push(')');
             ok
         }
-        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) | Expr::Reduce(_, i, d, b) => {
             out.push_str(&loop_head(e, *i, d));
             out.push(' ');
             write_flat(b, out, limit)
@@ -325,7 +325,7 @@ fn layout(e: &Expr, indent: usize, out: &mut String) {
                 }
             }
         }
-        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) | Expr::Reduce(_, i, d, b) => {
             out.push_str(&loop_head(e, *i, d));
             newline(inner, out);
             layout(b, inner, out);

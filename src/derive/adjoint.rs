@@ -382,7 +382,9 @@ impl Ctx<'_> {
 /// bracket or binding, so its adjoint needs no index elimination.
 fn pointwise(e: &Expr) -> bool {
     match e {
-        Expr::Gen(..) | Expr::Sum(..) | Expr::Iverson(..) | Expr::Let(..) => false,
+        Expr::Gen(..) | Expr::Sum(..) | Expr::Reduce(..) | Expr::Iverson(..) | Expr::Let(..) => {
+            false
+        }
         e => e.children().all(pointwise),
     }
 }

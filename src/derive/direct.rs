@@ -163,6 +163,14 @@ impl Adjoint {
                 _ => wrap_sum(*i, n, self.coef(build::get(c, Affine::var(*i)), body, acc)),
             },
             Expr::Sum(i, n, body) => wrap_sum(*i, n, self.coef(c, body, acc)),
+            // the selection is constant; the extremum's tangent is that of
+            // the element selected (Reduce::tangent)
+            Expr::Reduce(r, ..) if r.is_arg() => build::num(0.0),
+            Expr::Reduce(r, i, n, body) => {
+                let hot = build::reduce(r.arg(), *i, n.clone(), (**body).clone());
+                let w = build::get(hot, Affine::var(*i));
+                wrap_sum(*i, n, self.coef(mul(c, w), body, acc))
+            }
             Expr::Iverson(p, body) => wrap_iverson(p.clone(), self.coef(c, body, acc)),
             Expr::Let(..) => unreachable!("the tensor SSA's bindings are let-free"),
         }

@@ -264,6 +264,14 @@ pub fn names_in(prog: &Program) -> std::collections::BTreeSet<String> {
                 aff(d, out);
                 expr(b, out);
             }
+            Expr::Reduce(r, i, d, b) => {
+                // its derivative reads the one-hot selection
+                out.insert(r.name().to_string());
+                out.insert(r.arg().name().to_string());
+                out.insert(i.to_string());
+                aff(d, out);
+                expr(b, out);
+            }
         }
     }
     let prog = crate::front::readable::readable(prog, &HashMap::new());

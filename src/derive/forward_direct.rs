@@ -104,6 +104,15 @@ impl ForwardDirect<'_> {
             Expr::Gen(i, n, b) => self
                 .d(b)
                 .map(|(db, z)| (build::gen(*i, n.clone(), db), z))?,
+            // the one-hot selection is constant: a zero tensor
+            Expr::Reduce(r, _, n, _) if r.is_arg() => (
+                build::gen(self.fresh.name("z"), n.clone(), build::num(0.0)),
+                true,
+            ),
+            Expr::Reduce(r, i, n, b) => match self.d(b)? {
+                (_, true) => zero_real(),
+                (db, false) => (r.tangent(*i, n, b, db), false),
+            },
             Expr::Sum(i, n, b) => match self.d(b)? {
                 (_, true) => zero_real(),
                 (db, false) => (build::sum(*i, n.clone(), db), false),

@@ -343,7 +343,13 @@ impl Analysis<Atl> for AtlAnalysis {
                     free.insert(egraph.analysis.name_bit(name));
                 }
             }
-            Atl::Gen([i, _, b]) | Atl::Sum([i, _, b]) | Atl::Exists([i, _, b]) => {
+            Atl::Gen([i, _, b])
+            | Atl::Sum([i, _, b])
+            | Atl::Maximum([i, _, b])
+            | Atl::Minimum([i, _, b])
+            | Atl::ArgMax([i, _, b])
+            | Atl::ArgMin([i, _, b])
+            | Atl::Exists([i, _, b]) => {
                 free.union_with(&egraph[*b].data.free);
                 if let Some(k) = binder(egraph, i) {
                     free.remove(k);

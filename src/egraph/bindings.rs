@@ -37,7 +37,7 @@ use crate::terms::letpasses::{
     add_terms, drop_broadcast_dimensions, drop_false_brackets, index, inline_free_bindings,
     reuse_bindings, share_repeated_elements,
 };
-use crate::terms::normalize::{dead_code, lift, unflatten, Fresh};
+use crate::terms::normalize::{bind_nested_reductions, dead_code, lift, unflatten, Fresh};
 use crate::terms::shape::{shape, Shape};
 use crate::terms::size::term_size;
 use egg::Symbol;
@@ -163,6 +163,7 @@ fn by_binding(
     let unique = crate::front::readable::fresh_binders(&prog.body, &HashMap::new(), next_id);
     let mut fresh = Fresh::default();
     fresh.raise_to(*next_id);
+    let unique = bind_nested_reductions(&unique, false, &mut fresh);
     let (binds, result) = dead_code(lift(&unique, &mut fresh));
     *next_id = (*next_id).max(fresh.counter());
     opts.check_time()?;

@@ -172,7 +172,9 @@ fn shape_penalty(n: &Atl, kids: &[CostVal]) -> usize {
         // a bracket outside a sum (`[l == t]·Σ_i e`, which an addition
         // above sees) beats the same bracket inside it (`Σ_i [l == t]·e`)
         Atl::Sum(_) => LOOP_PENALTY + 2 * usize::from(kids.get(2).is_some_and(is_bracket)),
-        Atl::Exists(_) => LOOP_PENALTY,
+        Atl::Exists(_) | Atl::Maximum(_) | Atl::Minimum(_) | Atl::ArgMax(_) | Atl::ArgMin(_) => {
+            LOOP_PENALTY
+        }
         Atl::Iverson(_) => usize::from(kids.get(1).is_some_and(is_bracket)),
         Atl::Mul(_) => kids.iter().filter(|k| is_bracket(k)).count(),
         _ => 0,
@@ -306,6 +308,13 @@ pub fn build_term(n: &Atl, kid: &mut dyn FnMut(Id) -> Option<Term>) -> Option<Te
         Atl::Snd(x) => Term::Expr(build::snd(e(kid, x)?)),
         Atl::Gen([i, d, b]) => Term::Expr(build::gen(name(kid, i)?, a(kid, d)?, e(kid, b)?)),
         Atl::Sum([i, d, b]) => Term::Expr(build::sum(name(kid, i)?, a(kid, d)?, e(kid, b)?)),
+        Atl::Maximum([i, d, b])
+        | Atl::Minimum([i, d, b])
+        | Atl::ArgMax([i, d, b])
+        | Atl::ArgMin([i, d, b]) => {
+            let r = n.as_reduce().expect("a reduction").0;
+            Term::Expr(build::reduce(r, name(kid, i)?, a(kid, d)?, e(kid, b)?))
+        }
         Atl::Get([x, i]) => Term::Expr(build::get(e(kid, x)?, a(kid, i)?)),
         Atl::Iverson([q, x]) => Term::Expr(build::iverson(p(kid, q)?, e(kid, x)?)),
         Atl::Let([x, v, b]) => Term::Expr(build::let_(name(kid, x)?, e(kid, v)?, e(kid, b)?)),
@@ -350,6 +359,7 @@ fn dense(e: &Expr) -> Expr {
         Expr::Snd(a) => snd(dense(a)),
         Expr::Gen(i, d, b) => gen(*i, d.clone(), dense(b)),
         Expr::Sum(i, d, b) => sum(*i, d.clone(), dense(b)),
+        Expr::Reduce(r, i, d, b) => reduce(*r, *i, d.clone(), dense(b)),
         Expr::Get(a, i) => get(dense(a), i.clone()),
         Expr::Iverson(_, a) => dense(a),
         Expr::Let(x, a, b) => let_(*x, dense(a), dense(b)),

@@ -12,7 +12,7 @@
 //! `==` (the front end's `>`/`>=` are flipped); `and`/`or` are binary.
 
 use crate::front::affine::Affine;
-use crate::front::ast::{CmpOp, Expr, Func, MaxMin, Pred, Real};
+use crate::front::ast::{CmpOp, Expr, Func, MaxMin, Pred, Real, Reduce};
 use egg::{define_language, Id, RecExpr, Symbol};
 use std::fmt;
 use std::str::FromStr;
@@ -41,6 +41,12 @@ define_language! {
         // (gen i D e), (sum i D e): i a name, D an index expression
         "gen" = Gen([Id; 3]),
         "sum" = Sum([Id; 3]),
+        // (maximum i D e), (minimum i D e), (argmax i D e), (argmin i D e):
+        // the reductions beside sum ([`crate::front::ast::Reduce`])
+        "maximum" = Maximum([Id; 3]),
+        "minimum" = Minimum([Id; 3]),
+        "argmax" = ArgMax([Id; 3]),
+        "argmin" = ArgMin([Id; 3]),
         // (get e a)
         "get" = Get([Id; 2]),
         // (iverson p e)
@@ -86,6 +92,27 @@ impl Atl {
     /// Is this node one of the differentiation phase's extension forms
     /// (`D`, `dot`, `dlet`, `coeff`, `drop`), which no extracted program may
     /// contain?
+    /// The node of a reduction over the children `[i, D, e]`.
+    pub fn reduce(r: Reduce, kids: [Id; 3]) -> Atl {
+        match r {
+            Reduce::Maximum => Atl::Maximum(kids),
+            Reduce::Minimum => Atl::Minimum(kids),
+            Reduce::ArgMax => Atl::ArgMax(kids),
+            Reduce::ArgMin => Atl::ArgMin(kids),
+        }
+    }
+
+    /// A reduction node: which one, and its children `[i, D, e]`.
+    pub fn as_reduce(&self) -> Option<(Reduce, [Id; 3])> {
+        Some(match self {
+            Atl::Maximum(k) => (Reduce::Maximum, *k),
+            Atl::Minimum(k) => (Reduce::Minimum, *k),
+            Atl::ArgMax(k) => (Reduce::ArgMax, *k),
+            Atl::ArgMin(k) => (Reduce::ArgMin, *k),
+            _ => return None,
+        })
+    }
+
     pub fn is_extension(&self) -> bool {
         matches!(
             self,
@@ -409,6 +436,11 @@ impl ToRec {
                     Atl::Sum([i, d, b])
                 })
             }
+            Expr::Reduce(r, i, d, b) => {
+                let (i, d) = (self.sym(*i), self.aff(d));
+                let b = self.expr(b);
+                self.add(Atl::reduce(*r, [i, d, b]))
+            }
             Expr::Get(a, i) => {
                 let a = self.expr(a);
                 let i = self.aff(i);
@@ -538,6 +570,13 @@ impl<'a, F: Fn(Id) -> &'a Atl> FromRec<'a, F> {
             Atl::Snd(a) => snd(self.expr(*a)?),
             Atl::Gen([i, d, b]) => gen(self.name(*i)?, self.aff(*d)?, self.expr(*b)?),
             Atl::Sum([i, d, b]) => sum(self.name(*i)?, self.aff(*d)?, self.expr(*b)?),
+            Atl::Maximum([i, d, b])
+            | Atl::Minimum([i, d, b])
+            | Atl::ArgMax([i, d, b])
+            | Atl::ArgMin([i, d, b]) => {
+                let r = n.as_reduce().expect("a reduction").0;
+                reduce(r, self.name(*i)?, self.aff(*d)?, self.expr(*b)?)
+            }
             Atl::Get([a, i]) => get(self.expr(*a)?, self.aff(*i)?),
             Atl::Iverson([p, a]) => iverson(self.pred(*p)?, self.expr(*a)?),
             Atl::Let([x, a, b]) => let_(self.name(*x)?, self.expr(*a)?, self.expr(*b)?),

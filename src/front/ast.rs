@@ -163,6 +163,102 @@ impl MaxMin {
     }
 }
 
+/// The reductions over an index beside `sum`: `(maximum i D e)` and
+/// `(minimum i D e)`, reals, and their one-hot selections `(argmax i D e)`
+/// and `(argmin i D e)`, tensors `[D]R` with a 1 at the element selected.
+/// Each is the left fold of the binary form over `i = 0, 1, ...`: the value
+/// starts from the fold's identity (`-inf` for `maximum`, `+inf` for
+/// `minimum`, so an empty reduction is that infinity) and the element
+/// selected is the one whose derivative the fold keeps ([`MaxMin::selects_second`]):
+/// the first attaining the extremum; with a NaN (the value is NaN) the one
+/// selected before the first NaN, or the first element if it is NaN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reduce {
+    Maximum,
+    Minimum,
+    ArgMax,
+    ArgMin,
+}
+
+impl Reduce {
+    pub const ALL: [Reduce; 4] = [
+        Reduce::Maximum,
+        Reduce::Minimum,
+        Reduce::ArgMax,
+        Reduce::ArgMin,
+    ];
+
+    /// The form's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduce::Maximum => "maximum",
+            Reduce::Minimum => "minimum",
+            Reduce::ArgMax => "argmax",
+            Reduce::ArgMin => "argmin",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Reduce> {
+        Reduce::ALL.into_iter().find(|r| r.name() == s)
+    }
+
+    /// The binary form folded.
+    pub fn maxmin(self) -> MaxMin {
+        match self {
+            Reduce::Maximum | Reduce::ArgMax => MaxMin::Max,
+            Reduce::Minimum | Reduce::ArgMin => MaxMin::Min,
+        }
+    }
+
+    /// Is the result the one-hot selection (a tensor) rather than the value?
+    pub fn is_arg(self) -> bool {
+        matches!(self, Reduce::ArgMax | Reduce::ArgMin)
+    }
+
+    /// The one-hot selection of the same extremum.
+    pub fn arg(self) -> Reduce {
+        match self.maxmin() {
+            MaxMin::Max => Reduce::ArgMax,
+            MaxMin::Min => Reduce::ArgMin,
+        }
+    }
+
+    /// The tangent of `(maximum i d body)` (or `minimum`) given the tangent
+    /// `dbody` of its body: the tangent of the element selected, as the
+    /// sum over `i` of the one-hot selection read at `i` times `dbody`,
+    /// `(sum i d (* (get (argmax i d body) i) dbody))` (the selection binds
+    /// its own `i`; it does not depend on the outer one, so the optimizer
+    /// computes it once). The forward rule `d-maximum` builds the same term.
+    pub fn tangent(self, i: Symbol, d: &Affine, body: &Expr, dbody: Expr) -> Expr {
+        use build::*;
+        let hot = reduce(self.arg(), i, d.clone(), body.clone());
+        sum(i, d.clone(), mul(get(hot, Affine::var(i)), dbody))
+    }
+
+    /// The value of the empty reduction, where the fold starts.
+    pub fn identity(self) -> f64 {
+        match self.maxmin() {
+            MaxMin::Max => f64::NEG_INFINITY,
+            MaxMin::Min => f64::INFINITY,
+        }
+    }
+
+    /// The fold over `xs`: the extremum and the index selected (`None` for
+    /// no elements). The compiled code runs the same steps.
+    pub fn fold(self, xs: impl IntoIterator<Item = f64>) -> (f64, Option<usize>) {
+        let m = self.maxmin();
+        let mut acc = self.identity();
+        let mut sel = None;
+        for (k, x) in xs.into_iter().enumerate() {
+            if k == 0 || m.selects_second(acc, x) {
+                sel = Some(k);
+            }
+            acc = m.apply(acc, x);
+        }
+        (acc, sel)
+    }
+}
+
 /// Predicates of Iverson brackets.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Pred {
@@ -197,6 +293,9 @@ pub enum Expr {
     Gen(Symbol, Affine, Box<Expr>),
     /// `(sum i D e)`, `e` real.
     Sum(Symbol, Affine, Box<Expr>),
+    /// `(maximum i D e)`, `(minimum i D e)`, `(argmax i D e)`,
+    /// `(argmin i D e)`, `e` real: [`Reduce`].
+    Reduce(Reduce, Symbol, Affine, Box<Expr>),
     /// `(get e a)`
     Get(Box<Expr>, Affine),
     /// `(iverson p e)`, `e` of any type.
@@ -221,6 +320,7 @@ impl Expr {
             | Expr::Snd(a)
             | Expr::Gen(_, _, a)
             | Expr::Sum(_, _, a)
+            | Expr::Reduce(_, _, _, a)
             | Expr::Get(a, _)
             | Expr::Iverson(_, a) => (Some(a), None),
         };
@@ -246,6 +346,7 @@ impl Expr {
             Expr::Snd(a) => Expr::Snd(g(a)?),
             Expr::Gen(i, d, a) => Expr::Gen(*i, d.clone(), g(a)?),
             Expr::Sum(i, d, a) => Expr::Sum(*i, d.clone(), g(a)?),
+            Expr::Reduce(r, i, d, a) => Expr::Reduce(*r, *i, d.clone(), g(a)?),
             Expr::Get(a, i) => Expr::Get(g(a)?, i.clone()),
             Expr::Iverson(p, a) => Expr::Iverson(p.clone(), g(a)?),
             Expr::Let(x, a, b) => Expr::Let(*x, g(a)?, g(b)?),
@@ -265,10 +366,25 @@ impl Expr {
         p(self) || self.children().any(|c| c.any(p))
     }
 
+    /// A loop over an index (`gen`, `sum` or a [`Reduce`]) of the same
+    /// kind as this one, with index `i`, extent `d` and body `body`; `None`
+    /// for any other node.
+    pub fn same_loop(&self, i: Symbol, d: Affine, body: Expr) -> Option<Expr> {
+        let b = Box::new(body);
+        Some(match self {
+            Expr::Gen(..) => Expr::Gen(i, d, b),
+            Expr::Sum(..) => Expr::Sum(i, d, b),
+            Expr::Reduce(r, ..) => Expr::Reduce(*r, i, d, b),
+            _ => return None,
+        })
+    }
+
     /// The name this node binds (`let`, `gen`, `sum`), if any.
     pub fn binder(&self) -> Option<Symbol> {
         match self {
-            Expr::Gen(i, ..) | Expr::Sum(i, ..) | Expr::Let(i, ..) => Some(*i),
+            Expr::Gen(i, ..) | Expr::Sum(i, ..) | Expr::Reduce(_, i, ..) | Expr::Let(i, ..) => {
+                Some(*i)
+            }
             _ => None,
         }
     }
@@ -404,6 +520,9 @@ pub mod build {
     }
     pub fn sum(i: Symbol, d: Affine, e: Expr) -> Expr {
         Expr::Sum(i, d, Box::new(e))
+    }
+    pub fn reduce(r: Reduce, i: Symbol, d: Affine, e: Expr) -> Expr {
+        Expr::Reduce(r, i, d, Box::new(e))
     }
     pub fn get(e: Expr, a: Affine) -> Expr {
         Expr::Get(Box::new(e), a)

@@ -110,6 +110,7 @@ fn parts(e: &Expr) -> (String, Vec<Part<'_>>) {
         Expr::Snd(a) => ("snd".into(), vec![Sub(a)]),
         Expr::Gen(i, d, b) => (format!("gen {i} {d}"), vec![Sub(b)]),
         Expr::Sum(i, d, b) => (format!("sum {i} {d}"), vec![Sub(b)]),
+        Expr::Reduce(r, i, d, b) => (format!("{} {i} {d}", r.name()), vec![Sub(b)]),
         Expr::Get(a, i) => ("get".into(), vec![Sub(a), Text(i.to_string())]),
         Expr::Iverson(p, a) => (format!("iverson {}", pred_to_string(p)), vec![Sub(a)]),
         Expr::Let(x, a, b) => (format!("let {x}"), vec![Sub(a), Sub(b)]),

@@ -183,16 +183,12 @@ impl Readable<'_> {
                 self.leave(*x);
                 let_(n, a, b)
             }
-            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) | Expr::Reduce(_, i, d, b) => {
                 let d = self.aff(d);
                 let n = self.enter(*i);
                 let b = self.expr(b);
                 self.leave(*i);
-                if matches!(e, Expr::Gen(..)) {
-                    gen(n, d, b)
-                } else {
-                    sum(n, d, b)
-                }
+                e.same_loop(n, d, b).expect("a loop")
             }
             // no names of their own: rename inside
             _ => e.map_children(|c| self.expr(c)),

@@ -80,7 +80,7 @@ fn expr_names(e: &Expr, bound: &mut Bound, out: &mut BTreeSet<Symbol>) {
             expr_names(b, bound, out);
         }
         Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) => expr_names(a, bound, out),
-        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) | Expr::Reduce(_, i, d, b) => {
             aff_names(d, bound, out);
             bound.push(*i);
             expr_names(b, bound, out);
@@ -267,7 +267,7 @@ impl<'f> Substituter<'f> {
             Expr::Get(a, i) => get(self.expr_r(a, r)?, self.aff(i, r)?),
             Expr::IndexReal(a) => Expr::IndexReal(self.aff(a, r)?),
             Expr::Iverson(p, a) => iverson(self.pred_r(p, r)?, self.expr_r(a, r)?),
-            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) | Expr::Reduce(_, i, d, b) => {
                 let d = self.aff(d, r)?;
                 let (ni, body) = match self.enter(*i, r, true) {
                     None => (*i, (**b).clone()),
@@ -279,11 +279,7 @@ impl<'f> Substituter<'f> {
                         (ni, self.expr_r(&b, r)?)
                     }
                 };
-                if matches!(e, Expr::Gen(..)) {
-                    gen(ni, d, body)
-                } else {
-                    sum(ni, d, body)
-                }
+                e.same_loop(ni, d, body).expect("a loop")
             }
             Expr::Let(x, a, b) => {
                 let a = self.expr_r(a, r)?;

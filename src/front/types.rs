@@ -51,6 +51,11 @@ pub fn type_of(e: &Expr, env: &mut TypeEnv) -> Result<Type> {
             t => return Err(bad(format!("projection of {t}"))),
         },
         Expr::Gen(_, d, b) => Type::Tensor(d.clone(), Box::new(type_of(b, env)?)),
+        Expr::Reduce(r, _, d, b) => match type_of(b, env)? {
+            Type::Real if r.is_arg() => Type::Tensor(d.clone(), Box::new(Type::Real)),
+            Type::Real => Type::Real,
+            t => return Err(bad(format!("{} of {t}", r.name()))),
+        },
         Expr::Get(a, _) => match type_of(a, env)? {
             Type::Tensor(_, t) => *t,
             t => return Err(bad(format!("access of {t}"))),

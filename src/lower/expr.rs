@@ -8,7 +8,7 @@ use super::value::V;
 use super::Lowerer;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
-use crate::front::ast::{Expr, MaxMin, Type};
+use crate::front::ast::{Expr, MaxMin, Reduce, Type};
 use crate::front::types::type_of;
 use egg::Symbol;
 
@@ -213,6 +213,7 @@ impl Lowerer {
                 v.index(i, self)?
             }
             Expr::Sum(..) => V::Scalar(self.sum_chain(e, base)?),
+            Expr::Reduce(r, i, d, body) => self.reduction(*r, *i, d, body, base)?,
             Expr::Iverson(p, body) => {
                 let t = self.type_of(e)?;
                 if t == Type::Real {
@@ -247,6 +248,71 @@ impl Lowerer {
                 place
             }
         })
+    }
+
+    /// `(maximum i d body)` and the other [`Reduce`]s: one loop folding
+    /// the binary form (`atlh_rmax`, `atlh_rmin`) into an accumulator that
+    /// starts at the empty reduction's infinity, counting one operation
+    /// from the second element on (`d - 1` in all, as the work cost); for
+    /// `argmax` and `argmin` the index selected is kept where the element
+    /// is strictly better, and the one-hot tensor written after the loop.
+    fn reduction(
+        &mut self,
+        r: Reduce,
+        i: Symbol,
+        d: &Affine,
+        body: &Expr,
+        base: &str,
+    ) -> Result<V> {
+        let acc = self.fresh("r", base);
+        let (f, init) = match r.maxmin() {
+            MaxMin::Max => ("atlh_rmax", "-INFINITY"),
+            MaxMin::Min => ("atlh_rmin", "INFINITY"),
+        };
+        self.decl("double", &acc, init.into());
+        let sel = r.is_arg().then(|| self.fresh("k", base));
+        if let Some(s) = &sel {
+            self.decl("int64_t", s, "0".into());
+        }
+        let dn = self.dim(d)?;
+        // the index's C name and range, restored after the loop (a
+        // reduction may bind the name of an index bound around it)
+        let old = (self.names.get(&i).cloned(), self.ranges.get(&i).cloned());
+        let iv = self.bind_index(i, d)?;
+        let stmts = self.block(|lw| {
+            let x = lw.scalar(body, "v")?;
+            let v = lw.fresh("v", base);
+            lw.decl("const double", &v, x);
+            if let Some(s) = &sel {
+                let better = match r.maxmin() {
+                    MaxMin::Max => format!("{acc} < {v}"),
+                    MaxMin::Min => format!("{v} < {acc}"),
+                };
+                lw.line(format!("if ({better}) {s} = {iv};"));
+            }
+            lw.line(format!("{acc} = {f}({acc}, {v});"));
+            lw.line(format!("ATL_ADD({iv} > 0);"));
+            Ok(())
+        });
+        self.unbind_range(i, old);
+        let (stmts, ()) = stmts?;
+        self.out.push(Stmt::For {
+            var: iv,
+            lo: "0".into(),
+            hi: dn.clone(),
+            body: stmts,
+        });
+        let Some(s) = sel else {
+            return Ok(V::Scalar(acc));
+        };
+        let t = Type::Tensor(d.clone(), Box::new(Type::Real));
+        let place = self.place(base, &t)?;
+        place.zero_fill(self)?;
+        match place.index_unchecked(&s, self)? {
+            V::Leaf { buf, off, .. } => self.line(format!("if ({dn} > 0) {buf}[{off}] = 1.0;")),
+            _ => return Err(Error::eval("a one-hot selection is a tensor of reals")),
+        }
+        Ok(place)
     }
 
     /// A scalar operand of `+`: its value and, when it is `(iverson p e)`,

@@ -55,7 +55,7 @@ fn row_only(e: &Expr, x: Symbol, v: Symbol) -> bool {
                         row_only(b, x, v)
                     })
         }
-        Expr::Gen(y, _, b) | Expr::Sum(y, _, b) => {
+        Expr::Gen(y, _, b) | Expr::Sum(y, _, b) | Expr::Reduce(_, y, _, b) => {
             *y == x
                 || if *y == v {
                     !free_names(b).contains(&x)
@@ -90,6 +90,12 @@ fn rewrite(e: &Expr, x: Symbol, v: Symbol, to: Symbol) -> Expr {
             if *y == x || *y == v { b.clone() } else { r(b) },
         ),
         Expr::Sum(y, d, b) => Expr::Sum(
+            *y,
+            d.clone(),
+            if *y == x || *y == v { b.clone() } else { r(b) },
+        ),
+        Expr::Reduce(k, y, d, b) => Expr::Reduce(
+            *k,
             *y,
             d.clone(),
             if *y == x || *y == v { b.clone() } else { r(b) },

@@ -113,7 +113,7 @@ fn flat(e: &Expr) -> bool {
         Expr::Add(a, b) | Expr::Mul(a, b) | Expr::MaxMin(_, a, b) | Expr::Pair(a, b) => {
             flat(a) && flat(b)
         }
-        Expr::Sum(..) | Expr::Gen(..) | Expr::Let(..) => false,
+        Expr::Sum(..) | Expr::Gen(..) | Expr::Reduce(..) | Expr::Let(..) => false,
     }
 }
 
@@ -142,7 +142,7 @@ fn subst_expr(e: &Expr, j: Symbol, by: &Affine, avoid: &[Symbol]) -> Option<Expr
         Expr::Mul(a, b) => Expr::Mul(r(a)?, r(b)?),
         Expr::Pair(a, b) => Expr::Pair(r(a)?, r(b)?),
         Expr::Iverson(p, a) => Expr::Iverson(subst_pred(p, j, by, avoid)?, r(a)?),
-        Expr::Sum(..) | Expr::Gen(..) | Expr::Let(..) => return None,
+        Expr::Sum(..) | Expr::Gen(..) | Expr::Reduce(..) | Expr::Let(..) => return None,
     })
 }
 

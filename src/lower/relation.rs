@@ -144,7 +144,9 @@ impl Reads {
                 }
                 (Some((*y, &**body)), false)
             }
-            Expr::Sum(v, _, body) | Expr::Gen(v, _, body) => (Some((*v, &**body)), true),
+            Expr::Sum(v, _, body) | Expr::Gen(v, _, body) | Expr::Reduce(_, v, _, body) => {
+                (Some((*v, &**body)), true)
+            }
             _ => (None, false),
         };
         match b {

@@ -12,7 +12,7 @@
 //! as with explicit zeros). The environment, loops and predicates are the
 //! evaluator's ([`Env`] with variables bound to dual pairs).
 
-use super::eval::{checked_inputs, eval_pred, sum_chain, Budget, Env};
+use super::eval::{checked_inputs, eval_pred, reduced, sum_chain, Budget, Env};
 use super::value::{check_value, Inputs, Value};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, ParamKind, Program};
@@ -94,6 +94,26 @@ pub fn dual_expr(e: &Expr, env: &mut DualEnv, budget: &mut Budget) -> Result<Dua
                 Ok(false)
             })?;
             (Value::Real(av), Value::Real(ad))
+        }
+        Expr::Reduce(r, i, d, body) => {
+            // the value of the fold, the tangent of the element it selects
+            // (the one-hot selection is constant: tangent zero)
+            let n = env.dim(d)?;
+            let (mut vs, mut ds) = (Vec::new(), Vec::new());
+            env.for_each_tuple(&[(*i, n)], budget, |env, budget| {
+                let (v, d) = reals(dual_expr(body, env, budget)?)?;
+                vs.push(v);
+                ds.push(d);
+                Ok(false)
+            })?;
+            let v = reduced(*r, &vs);
+            let (_, sel) = r.fold(vs.iter().copied());
+            let t = if r.is_arg() {
+                Value::tensor(vs.iter().map(|_| Value::Real(0.0)).collect())
+            } else {
+                Value::Real(sel.map_or(0.0, |k| ds[k]))
+            };
+            (v, t)
         }
         Expr::Get(a, k) => {
             let (v, d) = dual_expr(a, env, budget)?;

@@ -31,7 +31,7 @@ use crate::constraints::linear::LinForm;
 use crate::constraints::system::{narrow, Constraint};
 use crate::error::{Error, ErrorKind, Result};
 use crate::front::affine::{Affine, EvalAffineError};
-use crate::front::ast::{Expr, ParamKind, Pred, Program};
+use crate::front::ast::{Expr, ParamKind, Pred, Program, Reduce};
 use egg::Symbol;
 use std::collections::HashMap;
 
@@ -449,7 +449,7 @@ pub fn check_dimensions(e: &Expr, sizes: &Sizes) -> Result<()> {
         p.children().try_for_each(|q| pred(q, sizes))
     }
     match e {
-        Expr::Gen(_, d, _) | Expr::Sum(_, d, _) => dim(d, sizes)?,
+        Expr::Gen(_, d, _) | Expr::Sum(_, d, _) | Expr::Reduce(_, _, d, _) => dim(d, sizes)?,
         Expr::Iverson(p, _) => pred(p, sizes)?,
         _ => {}
     }
@@ -511,6 +511,15 @@ pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> 
             })?;
             Value::Real(acc)
         }
+        Expr::Reduce(r, i, d, body) => {
+            let n = env.dim(d)?;
+            let mut xs = Vec::new();
+            env.for_each_tuple(&[(*i, n)], budget, |env, budget| {
+                xs.push(eval_expr(body, env, budget)?.real()?);
+                Ok(false)
+            })?;
+            reduced(*r, &xs)
+        }
         Expr::Get(a, k) => {
             let v = eval_expr(a, env, budget)?;
             v.get(env.affine(k)?)?
@@ -567,6 +576,17 @@ pub fn checked_inputs<'a, V: Clone>(
     }
     check_dimensions(&prog.body, &inputs.sizes)?;
     Ok((env, reals))
+}
+
+/// The value of a [`Reduce`] over the elements `xs`: the extremum, or the
+/// one-hot tensor of the element selected.
+pub fn reduced(r: Reduce, xs: &[f64]) -> Value {
+    let (v, sel) = r.fold(xs.iter().copied());
+    if !r.is_arg() {
+        return Value::Real(v);
+    }
+    let hot = (0..xs.len()).map(|k| Value::Real(if sel == Some(k) { 1.0 } else { 0.0 }));
+    Value::tensor(hot.collect())
 }
 
 #[cfg(test)]

@@ -90,6 +90,14 @@ pub fn canonical_binders_with_hints(e: &Expr) -> (Expr, HashMap<Symbol, Symbol>)
                 Expr::Get(a, i) => get(self.expr(a, depth), self.aff(i)),
                 Expr::Iverson(p, a) => iverson(self.pred(p, depth), self.expr(a, depth)),
                 Expr::Let(x, a, b) => let_(*x, self.expr(a, depth), self.expr(b, depth)),
+                Expr::Reduce(_, i, d, b) => {
+                    let d = self.aff(d);
+                    let c = self.name(depth, &d);
+                    self.enter(*i, c);
+                    let b = self.expr(b, depth + 1);
+                    self.leave(*i);
+                    e.same_loop(c, d, b).expect("a loop")
+                }
                 Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
                     let d = self.aff(d);
                     let c = self.name(depth, &d);

@@ -29,7 +29,7 @@ pub fn collect_extents(e: &Expr, out: &mut HashMap<Symbol, Affine>) {
             collect_extents(b, out);
         }
         Expr::Call(_, a) | Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => collect_extents(a, out),
-        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+        Expr::Gen(i, d, b) | Expr::Sum(i, d, b) | Expr::Reduce(_, i, d, b) => {
             out.insert(*i, d.clone());
             collect_extents(b, out);
         }

@@ -54,6 +54,7 @@ fn does_no_work(e: &Expr) -> bool {
         | Expr::MaxMin(..)
         | Expr::Call(..)
         | Expr::Sum(..)
+        | Expr::Reduce(..)
         | Expr::Let(..) => false,
     }
 }
@@ -347,9 +348,11 @@ fn subterm_key(t: &Expr, loops: &[Symbol]) -> Option<(ReuseKey, Vec<Symbol>)> {
 /// order of first occurrence (`bound`: the binders around).
 fn first_indices(e: &Expr, bound: &mut Vec<Symbol>, out: &mut Vec<Symbol>) {
     let names: Vec<Symbol> = match e {
-        Expr::Get(_, a) | Expr::Gen(_, a, _) | Expr::Sum(_, a, _) | Expr::IndexReal(a) => {
-            a.names().collect()
-        }
+        Expr::Get(_, a)
+        | Expr::Gen(_, a, _)
+        | Expr::Sum(_, a, _)
+        | Expr::Reduce(_, _, a, _)
+        | Expr::IndexReal(a) => a.names().collect(),
         Expr::Iverson(p, _) => {
             let mut in_pred = std::collections::BTreeSet::new();
             crate::front::subst::pred_free(p, &mut in_pred);
@@ -409,15 +412,11 @@ fn reuse_in(e: &Expr, known: &HashMap<ReuseKey, Known>, loops: &mut Vec<(Symbol,
         }
     }
     match e {
-        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) | Expr::Reduce(_, i, d, a) => {
             loops.push((*i, d.clone()));
             let a = reuse_in(a, known, loops);
             loops.pop();
-            if matches!(e, Expr::Gen(..)) {
-                build::gen(*i, d.clone(), a)
-            } else {
-                build::sum(*i, d.clone(), a)
-            }
+            e.same_loop(*i, d.clone(), a).expect("a loop")
         }
         _ => e.map_children(|c| reuse_in(c, known, loops)),
     }
@@ -670,15 +669,11 @@ fn visit_elements(
         }
     }
     match e {
-        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) | Expr::Reduce(_, i, d, a) => {
             loops.push((*i, d.clone()));
             let a = visit_elements(a, loops, guards, visit);
             loops.pop();
-            if matches!(e, Expr::Gen(..)) {
-                build::gen(*i, d.clone(), a)
-            } else {
-                build::sum(*i, d.clone(), a)
-            }
+            e.same_loop(*i, d.clone(), a).expect("a loop")
         }
         _ => e.map_children(|c| visit_elements(c, loops, guards, visit)),
     }
@@ -794,10 +789,11 @@ fn access_chain(e: &Expr) -> Option<(Symbol, Vec<&Affine>)> {
     }
 }
 
-/// Is every read of `x` in `e` a full access chain of `k` indices?
+/// Is every read of `x` in `e` a full access chain of (at least) `k`
+/// indices?
 fn full_uses(e: &Expr, x: Symbol, k: usize) -> bool {
     if let Some((y, idx)) = access_chain(e) {
-        return y != x || idx.len() == k;
+        return y != x || idx.len() >= k;
     }
     e.children().all(|c| full_uses(c, x, k))
 }
@@ -813,9 +809,11 @@ fn narrow_reads(
     loops: &mut Vec<(Symbol, Affine)>,
 ) -> Expr {
     if let Some((y, idx)) = access_chain(e) {
-        if y != x || idx.len() != keep.len() {
+        if y != x || idx.len() < keep.len() {
             return e.clone();
         }
+        // accesses into the element (a tensor element) are kept
+        let (idx, inner) = idx.split_at(keep.len());
         let mut read = Expr::Var(x);
         let mut preds = vec![];
         for ((a, k), d) in idx.iter().zip(keep).zip(extents) {
@@ -836,21 +834,20 @@ fn narrow_reads(
                 preds.push(Pred::Cmp(CmpOp::Lt, (*a).clone(), (*d).clone()));
             }
         }
+        for a in inner {
+            read = build::get(read, (*a).clone());
+        }
         return match preds.len() {
             0 => read,
             _ => Expr::Iverson(Pred::And(preds), Box::new(read)),
         };
     }
     match e {
-        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) => {
+        Expr::Gen(i, d, a) | Expr::Sum(i, d, a) | Expr::Reduce(_, i, d, a) => {
             loops.push((*i, d.clone()));
             let a = narrow_reads(a, x, keep, extents, loops);
             loops.pop();
-            if matches!(e, Expr::Gen(..)) {
-                build::gen(*i, d.clone(), a)
-            } else {
-                build::sum(*i, d.clone(), a)
-            }
+            e.same_loop(*i, d.clone(), a).expect("a loop")
         }
         _ => e.map_children(|c| narrow_reads(c, x, keep, extents, loops)),
     }

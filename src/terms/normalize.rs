@@ -91,6 +91,28 @@ pub fn anf(e: &Expr, fresh: &mut Fresh) -> Expr {
     }
 }
 
+/// Every reduction (`maximum`, `argmax`, ...) inside a loop bound by a
+/// `let` where it stands (`under`: inside a loop already), so that
+/// [`lift`] makes it a binding over the loops' indices, and the optimizer's
+/// broadcast pass computes it once per index it depends on: the one-hot
+/// selection of a derivative, read in a loop that does not change it, is
+/// computed once.
+pub fn bind_nested_reductions(e: &Expr, under: bool, fresh: &mut Fresh) -> Expr {
+    match e {
+        Expr::Reduce(_, i, d, b) => {
+            let inner = bind_nested_reductions(b, true, fresh);
+            let r = e.same_loop(*i, d.clone(), inner).expect("a loop");
+            if !under {
+                return r;
+            }
+            let h = fresh.name("h");
+            build::let_(h, r, Expr::Var(h))
+        }
+        Expr::Gen(..) | Expr::Sum(..) => e.map_children(|c| bind_nested_reductions(c, true, fresh)),
+        _ => e.map_children(|c| bind_nested_reductions(c, under, fresh)),
+    }
+}
+
 /// Let-free bindings, in order, and a let-free result.
 pub type Flat = (Vec<(Symbol, Expr)>, Expr);
 
@@ -142,7 +164,7 @@ fn binders(e: &Expr) -> BTreeSet<Symbol> {
     }
     fn go(e: &Expr, out: &mut BTreeSet<Symbol>) {
         match e {
-            Expr::Let(x, ..) | Expr::Gen(x, ..) | Expr::Sum(x, ..) => {
+            Expr::Let(x, ..) | Expr::Gen(x, ..) | Expr::Sum(x, ..) | Expr::Reduce(_, x, ..) => {
                 out.insert(*x);
             }
             Expr::Iverson(p, _) => pred(p, out),
@@ -205,17 +227,13 @@ fn lift_into(e: &Expr, fresh: &mut Fresh, out: &mut Vec<(Symbol, Expr)>) -> Expr
             }
             iverson(p.clone(), a)
         }
-        Expr::Gen(i, d, body) | Expr::Sum(i, d, body) => {
+        Expr::Gen(i, d, body) | Expr::Sum(i, d, body) | Expr::Reduce(_, i, d, body) => {
             let start = out.len();
             let inner = lift_into(body, fresh, out);
             let b = out.split_off(start);
             let (b, inner) = lift_loop(*i, d, b, inner, fresh);
             out.extend(b);
-            if matches!(e, Expr::Gen(..)) {
-                gen(*i, d.clone(), inner)
-            } else {
-                sum(*i, d.clone(), inner)
-            }
+            e.same_loop(*i, d.clone(), inner).expect("a loop")
         }
         Expr::Let(x, a, body) => {
             let a = lift_into(a, fresh, out);

@@ -884,6 +884,40 @@ impl<'a> G<'a> {
         }
     }
 
+    /// `(maximum i D e)`, `(minimum i D e)`, or an element of the one-hot
+    /// `(argmax i D e)`, `(argmin i D e)`: a real.
+    fn reduction(&mut self, d: u32) -> Out {
+        self.features.insert("reduction");
+        let i = self.index_name("i");
+        // never empty: an empty reduction is an infinity, which
+        // the algebra rules (0 · inf) do not keep
+        let dim = format!("(+ {} 1)", self.dim());
+        self.idx.push(i.clone());
+        let body = self.expr(&Type::Real, d);
+        self.idx.pop();
+        let max = self.rng.chance(0.5);
+        let (s, c) = if self.rng.chance(0.6) {
+            let head = if max { "maximum" } else { "minimum" };
+            (
+                format!("({head} {i} {dim} {})", body.s),
+                format!("({head} {i} {dim} {})", body.c),
+            )
+        } else {
+            let head = if max { "argmax" } else { "argmin" };
+            let at = self.index();
+            (
+                format!("(get ({head} {i} {dim} {}) {at})", body.s),
+                format!("(get ({head} {i} {dim} {}) {at})", body.c),
+            )
+        };
+        Out {
+            s,
+            c,
+            ty: Type::Real,
+            atom: false,
+        }
+    }
+
     fn real(&mut self, depth: u32) -> Out {
         let sugar = self.cfg.sugar as u32;
         let d = depth - 1;
@@ -907,9 +941,12 @@ impl<'a> G<'a> {
             3,
             2,
             1,
+            1,
+            1,
         ];
         match self.rng.weighted(&w) {
             0 => self.constant(),
+            17 | 18 => self.reduction(d),
             1 => self.any_form(&Type::Real, depth, 4),
             15 => {
                 self.features.insert("max-min");

@@ -13,7 +13,7 @@ use super::files::{parse_rules, Rhs, RuleSpec};
 use crate::egraph::analysis::{name_of, AtlGraph};
 use crate::egraph::language::{Atl, Fun, Idx};
 use crate::front::affine::Affine;
-use crate::front::ast::{build, Expr, Type};
+use crate::front::ast::{build, Expr, Reduce, Type};
 use crate::front::names;
 use egg::{ENodeOrVar, Id, Pattern, Symbol, Var};
 use indexmap::IndexMap;
@@ -258,6 +258,29 @@ pub(super) fn d_let(c: &mut Ctx) -> Option<Built> {
     let db = g.add(Atl::D(b));
     let inner = g.add(Atl::Let([dxid, da, db]));
     Some(Built::Class(g.add(Atl::Let([xid, a, inner]))))
+}
+
+/// d-maximum `(D (maximum ?i ?n ?e))` =>
+/// `(sum i n (* (get (argmax i n e) @i) (D e)))`: the tangent of the element
+/// selected ([`Reduce::tangent`]); the binder `i` turns into the index `@i`
+/// of the read, which patterns cannot do. d-minimum likewise with `argmin`.
+pub(super) fn d_maximum(c: &mut Ctx) -> Option<Built> {
+    d_extremum(c, Reduce::Maximum)
+}
+
+pub(super) fn d_minimum(c: &mut Ctx) -> Option<Built> {
+    d_extremum(c, Reduce::Minimum)
+}
+
+fn d_extremum(c: &mut Ctx, r: Reduce) -> Option<Built> {
+    let (iname, i, n, e) = (c.id(0), c.name(0)?, c.id(1), c.id(2));
+    let g = &mut *c.egraph;
+    let hot = g.add(Atl::reduce(r.arg(), [iname, n, e]));
+    let iaff = g.add(Atl::Aff(Idx(Affine::var(i))));
+    let read = g.add(Atl::Get([hot, iaff]));
+    let de = g.add(Atl::D(e));
+    let term = g.add(Atl::Mul([read, de]));
+    Some(Built::Class(g.add(Atl::Sum([iname, n, term]))))
 }
 
 /// adj-gen `(dot ?w (gen ?i ?n ?e))` => `(sum i n (dot (get w @i) e))`:

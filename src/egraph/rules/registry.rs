@@ -48,7 +48,9 @@ pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
 
 /// The Rust applier of `rules/` named `name`.
 pub fn applier_fn(name: &str) -> Option<ApplierFn> {
-    use derivatives::{adj_coeff_dot, adj_gen, adj_rev_let, d_const, d_let, d_var};
+    use derivatives::{
+        adj_coeff_dot, adj_gen, adj_rev_let, d_const, d_let, d_maximum, d_minimum, d_var,
+    };
     use optimizer::{
         exists_index_elim, gen_pushout, iverson_merge, let_inline, let_lift_gen, let_lift_sum,
         let_pair_split, sum_index_elim,
@@ -67,6 +69,8 @@ pub fn applier_fn(name: &str) -> Option<ApplierFn> {
         "d-var" => d_var,
         "d-const" => d_const,
         "d-let" => d_let,
+        "d-maximum" => d_maximum,
+        "d-minimum" => d_minimum,
         "adj-gen" => adj_gen,
         "adj-rev-let" => adj_rev_let,
         "adj-coeff-dot" => adj_coeff_dot,

@@ -50,6 +50,7 @@ const RESERVED: &[&str] = &[
     "+", "-", "*", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "tuple",
     "proj", "vec", "fn", "tensor", "relation", "size", "R", "<", "<=", "==", ">", ">=", "and",
     "or", "exists", "true", "false", "grad", "jvp", "vjp", "hvp", "wrt", "max", "min", "real",
+    "maximum", "minimum", "argmax", "argmin",
 ];
 
 fn shape_error(pos: Pos) -> Error {

@@ -5,7 +5,7 @@
 
 use super::{kind_words, Binding, Elab};
 use crate::error::{Error, Pos, Result};
-use crate::front::ast::{build, CmpOp, Expr, Func, MaxMin, Real, Type};
+use crate::front::ast::{build, CmpOp, Expr, Func, MaxMin, Real, Reduce, Type};
 use crate::front::reader::Sexp;
 use std::collections::HashSet;
 
@@ -13,7 +13,7 @@ use std::collections::HashSet;
 /// The black boxes' names are added from their table.
 const EXPR_FORMS: &[&str] = &[
     "+", "*", "-", "/", "pair", "fst", "snd", "gen", "sum", "get", "iverson", "let", "tuple",
-    "proj", "vec", "max", "min", "real",
+    "proj", "vec", "max", "min", "real", "maximum", "minimum", "argmax", "argmin",
 ];
 
 impl Elab {
@@ -99,6 +99,10 @@ impl Elab {
             "gen" | "sum" => {
                 arity(&[3])?;
                 self.loop_form(h == "gen", args, claimed)
+            }
+            _ if Reduce::from_name(h).is_some() => {
+                arity(&[3])?;
+                self.reduce_form(Reduce::from_name(h).expect("checked"), args, claimed)
             }
             "get" => self.get_form(args, claimed, pos),
             "iverson" => {
@@ -264,6 +268,44 @@ impl Elab {
             Some(shape) if shape.is_empty() => Ok((build::sum(u, d, body), Type::Real)),
             Some(shape) => Ok(self.sum_tensor(u, d, body, &shape)),
         }
+    }
+
+    /// `(maximum i D e)`, `(minimum i D e)`, `(argmax i D e)`,
+    /// `(argmin i D e)`: `e` must be real.
+    fn reduce_form(
+        &mut self,
+        r: Reduce,
+        args: &[Sexp],
+        claimed: &mut HashSet<String>,
+    ) -> Result<(Expr, Type)> {
+        let h = r.name();
+        let Some(var) = args[0].as_sym() else {
+            return Err(Error::syntax(
+                args[0].pos(),
+                format!("{h}: expected an index variable name"),
+            ));
+        };
+        let d = self.dim(&args[1], None)?;
+        let u = self.binder_name(var, claimed);
+        let old = self.bind(var, Binding::Index(u));
+        let body = self.expr(&args[2], claimed);
+        self.unbind(var, old);
+        let (body, bt) = body?;
+        if bt != Type::Real {
+            return Err(Error::typ(
+                args[2].pos(),
+                format!("{h}: the body must be a real, got {bt}"),
+            )
+            .with_hint(format!(
+                "({h} i D e) reduces the real e over i; for a tensor, reduce each element inside a gen"
+            )));
+        }
+        let t = if r.is_arg() {
+            Type::Tensor(d.clone(), Box::new(Type::Real))
+        } else {
+            Type::Real
+        };
+        Ok((build::reduce(r, u, d, body), t))
     }
 
     /// `(get e a ...)`: one index per tensor level.

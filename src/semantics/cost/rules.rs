@@ -79,6 +79,16 @@ impl Compiler<'_, '_> {
                 self.unbind(*i);
                 C::gen(self, slot, n, r?)
             }
+            // (maximum i D e) and the other reductions: like a sum over i
+            // without brackets, Σ_i (1 + e) minus 1 if D > 0: the body at
+            // every i and D - 1 comparisons
+            Expr::Reduce(_, i, d, body) => {
+                let n = self.dim(d)?;
+                let slot = self.bind(*i)?;
+                let r = self.cost(body);
+                self.unbind(*i);
+                C::chain(self, vec![(slot, n)], Vec::new(), r?)
+            }
             // (iverson p e): e where p holds, else 0
             Expr::Iverson(p, body) => {
                 let r: C = self.cost(body)?;

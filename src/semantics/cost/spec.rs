@@ -138,7 +138,8 @@ impl Spec<'_, '_> {
             Expr::Call(_, a) => add(1, self.cost(a)?),
             Expr::Pair(a, b) | Expr::Let(_, a, b) => add(self.cost(a)?, self.cost(b)?),
             Expr::Fst(a) | Expr::Snd(a) | Expr::Get(a, _) => self.cost(a),
-            Expr::Gen(i, d, b) => {
+            // a reduction: its body at every i, and n - 1 comparisons
+            Expr::Gen(i, d, b) | Expr::Reduce(_, i, d, b) => {
                 let n = self.aff(d)?;
                 if n < 0 {
                     return Err(Error::eval(format!("dimension {d} is negative ({n})")));
@@ -148,7 +149,10 @@ impl Spec<'_, '_> {
                     t = add(t, s.cost(b)?)?;
                     Ok(())
                 })?;
-                Ok(t)
+                match e {
+                    Expr::Reduce(..) => add(t, i128::from(n.max(1)) - 1),
+                    _ => Ok(t),
+                }
             }
             Expr::Iverson(p, b) => {
                 if self.pred(p)? {

@@ -148,7 +148,7 @@ impl TermGen {
         if depth == 0 {
             return self.leaf(reals);
         }
-        match self.rng.below(13) {
+        match self.rng.below(14) {
             0 => self.leaf(reals),
             1 | 2 => {
                 let a = if self.rng.chance(0.50) {
@@ -207,6 +207,21 @@ impl TermGen {
                 let b = self.expr(scope, reals, depth - 1);
                 reals.pop();
                 let_(t, a, b)
+            }
+            12 => {
+                // a reduction, or an element of a one-hot selection
+                let r = crate::front::ast::Reduce::ALL[self.rng.below(4)];
+                let i = self.name(scope);
+                let d = self.dim();
+                scope.push(i);
+                let b = self.expr(scope, reals, depth - 1);
+                scope.pop();
+                let e = crate::front::ast::build::reduce(r, i, d, b);
+                if r.is_arg() {
+                    get(e, self.affine(scope))
+                } else {
+                    e
+                }
             }
             _ => fst(pair(
                 self.expr(scope, reals, depth - 1),
@@ -444,6 +459,28 @@ fn addition_of_two_brackets() {
         c(&add(let_(s("y"), x(), iverson(Pred::False, x())), x()), &sz).unwrap(),
         1
     );
+}
+
+/// A reduction over `n` costs like a sum over `n` without a bracket: its
+/// body at every index and `n - 1` comparisons; an empty one nothing. Its
+/// body's bracket makes no sparsity (the zeros are compared too).
+#[test]
+fn reductions_cost_like_sums() {
+    use crate::front::ast::{build::reduce, Reduce};
+    let body = mul(xi("i"), num(2.0));
+    for r in Reduce::ALL {
+        let e = reduce(r, s("i"), v("n"), body.clone());
+        assert_eq!(c(&e, &sizes(&[("n", 10)])).unwrap(), 19, "{r:?}");
+        assert_eq!(c(&e, &sizes(&[("n", 1)])).unwrap(), 1, "{r:?}");
+        assert_eq!(c(&e, &sizes(&[("n", 0)])).unwrap(), 0, "{r:?}");
+        let sparse = reduce(
+            r,
+            s("i"),
+            v("n"),
+            iverson(cmp(CmpOp::Lt, v("i"), k(2)), body.clone()),
+        );
+        assert_eq!(c(&sparse, &sizes(&[("n", 10)])).unwrap(), 2 + 9, "{r:?}");
+    }
 }
 
 #[test]

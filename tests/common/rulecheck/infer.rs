@@ -276,7 +276,12 @@ impl Infer {
                     y
                 }
             }
-            Atl::Gen([i, d, e]) | Atl::Sum([i, d, e]) => {
+            Atl::Gen([i, d, e])
+            | Atl::Sum([i, d, e])
+            | Atl::Maximum([i, d, e])
+            | Atl::Minimum([i, d, e])
+            | Atl::ArgMax([i, d, e])
+            | Atl::ArgMin([i, d, e]) => {
                 want(Sort::Expr)?;
                 let dv = dim_of(self, d)?;
                 let iv = self.binder(ast, i, Role::IndexBinder(dv))?;
@@ -284,10 +289,12 @@ impl Infer {
                 inner.push(iv);
                 let te = self.walk(ast, e, Sort::Expr, &inner)?;
                 if matches!(node, Atl::Gen(_)) {
-                    Ty::Tensor(dv, Box::new(te))
-                } else {
-                    self.unify(&te, &Ty::Real)?;
-                    Ty::Real
+                    return Ok(Ty::Tensor(dv, Box::new(te)));
+                }
+                self.unify(&te, &Ty::Real)?;
+                match node {
+                    Atl::ArgMax(_) | Atl::ArgMin(_) => Ty::Tensor(dv, Box::new(Ty::Real)),
+                    _ => Ty::Real,
                 }
             }
             Atl::Get([e, a]) => {

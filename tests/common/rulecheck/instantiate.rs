@@ -81,6 +81,10 @@ impl Term {
             }
             Atl::Gen([_, _, e])
             | Atl::Sum([_, _, e])
+            | Atl::Maximum([_, _, e])
+            | Atl::Minimum([_, _, e])
+            | Atl::ArgMax([_, _, e])
+            | Atl::ArgMin([_, _, e])
             | Atl::Get([e, _])
             | Atl::D(e)
             | Atl::Fst(e)
@@ -184,16 +188,12 @@ impl Renamer<'_> {
             Expr::Get(a, i) => get(self.expr(a), self.aff(i)),
             Expr::IndexReal(a) => Expr::IndexReal(self.aff(a)),
             Expr::Iverson(p, a) => iverson(self.pred(p), self.expr(a)),
-            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) => {
+            Expr::Gen(i, d, b) | Expr::Sum(i, d, b) | Expr::Reduce(_, i, d, b) => {
                 let ni = self.fresh("s");
                 self.map.push((*i, ni));
                 let b = self.expr(b);
                 self.map.pop();
-                if matches!(e, Expr::Gen(..)) {
-                    gen(ni, d.clone(), b)
-                } else {
-                    sum(ni, d.clone(), b)
-                }
+                e.same_loop(ni, d.clone(), b).expect("a loop")
             }
             Expr::Let(x, a, b) => {
                 let a = self.expr(a);
@@ -487,7 +487,14 @@ impl Instantiator<'_> {
         let mut extents = HashMap::new();
         extents.insert(sym(OUTER_INDEX), n_());
         for n in term.rec.as_ref() {
-            if let Atl::Gen([i, d, _]) | Atl::Sum([i, d, _]) | Atl::Exists([i, d, _]) = n {
+            if let Atl::Gen([i, d, _])
+            | Atl::Sum([i, d, _])
+            | Atl::Maximum([i, d, _])
+            | Atl::Minimum([i, d, _])
+            | Atl::ArgMax([i, d, _])
+            | Atl::ArgMin([i, d, _])
+            | Atl::Exists([i, d, _]) = n
+            {
                 if let (Atl::Sym(i), Atl::Aff(Idx(d))) = (&term.rec[*i], &term.rec[*d]) {
                     extents.insert(*i, d.clone());
                 }

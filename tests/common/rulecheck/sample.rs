@@ -104,6 +104,10 @@ impl Sampler<'_> {
         let (binder, body) = match n {
             Atl::Gen([i, _, b])
             | Atl::Sum([i, _, b])
+            | Atl::Maximum([i, _, b])
+            | Atl::Minimum([i, _, b])
+            | Atl::ArgMax([i, _, b])
+            | Atl::ArgMin([i, _, b])
             | Atl::Exists([i, _, b])
             | Atl::Let([i, _, b]) => (Some(self.name_of(*i)?), Some(*b)),
             _ => (None, None),
