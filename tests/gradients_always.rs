@@ -60,6 +60,34 @@ fn nested_brackets_over_a_pair_stay_small() {
     }
 }
 
+/// A bracket known false under a sum of a zero class: `iverson-out-of-sum`
+/// moved `[false]` out of the class's sum over itself again and again
+/// (`[false]·Σe`, `[false]·ΣΣe`, ...), so the adjoint e-graph never
+/// saturated (500 iterations). It must saturate, and the gradient be right.
+#[test]
+fn a_false_bracket_under_a_zero_sum_saturates() {
+    let p = parse(
+        "(fn g ((x (tensor 2 R)) (S (relation n (- n 1))) (Rel (relation n)))
+           (iverson (S (+ n 1) 0) (sum l 2 (sum jj 2 (iverson (Rel 1) (iverson (== l 2)
+             (iverson (S (+ l 1) (+ (* 2 jj) 1)) (get x jj))))))))",
+    );
+    let wrt = syms(&["x"]);
+    check_grad(&p, &wrt, 1).unwrap();
+    let g = derive::grad(&p, &wrt, &opts()).unwrap();
+    let adjoint = g
+        .stats
+        .phases
+        .iter()
+        .find(|ph| ph.phase.starts_with("differentiate"))
+        .expect("a differentiation phase");
+    assert_eq!(adjoint.stop_reason, "saturated", "{adjoint:?}");
+    assert!(
+        adjoint.iterations < 100,
+        "{} iterations",
+        adjoint.iterations
+    );
+}
+
 fn opts() -> Options {
     Options {
         time_limit: Duration::from_secs(600),

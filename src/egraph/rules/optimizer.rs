@@ -236,6 +236,14 @@ pub(super) fn not_bracket(e: Var) -> Check {
     check(move |g, s| !g[s[e]].nodes.iter().any(|n| matches!(n, Atl::Iverson(_))))
 }
 
+/// `not-false(?p)`: the predicate is not known false. A bracket known
+/// false makes its term zero, and a zero class can hold `(sum ?i ?n z)`
+/// with `z` itself: moving `[false]` out of that sum would make
+/// `[false]·Σ e`, `[false]·ΣΣ e`, ... without end, every one zero.
+pub(super) fn not_false(p: Var) -> Check {
+    check(move |g, s| g[s[p]].data.truth != Some(false))
+}
+
 /// `not-exists(?p)`: the predicate class holds no `exists` node.
 pub(super) fn not_exists(p: Var) -> Check {
     check(move |g, s| !g[s[p]].nodes.iter().any(|n| matches!(n, Atl::Exists(_))))

@@ -22,8 +22,8 @@ pub fn all_specs() -> Vec<RuleSpec> {
 pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
     use derivatives::{root_not_free, rooted_at, settled, tangent_free, tangent_not_free};
     use optimizer::{
-        distinct, index_fixed, is_const, no_new_multiple, not_bracket, not_exists, not_free,
-        worth_grouping,
+        distinct, index_fixed, is_const, no_new_multiple, not_bracket, not_exists, not_false,
+        not_free, worth_grouping,
     };
     Some(match (name, args) {
         // the optimizer's
@@ -34,6 +34,7 @@ pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
         ("index-fixed", &[i, p]) => index_fixed(i, p),
         ("not-bracket", &[e]) => not_bracket(e),
         ("not-exists", &[p]) => not_exists(p),
+        ("not-false", &[p]) => not_false(p),
         ("no-new-multiple", &[a, b]) => no_new_multiple(a, b),
         // the differentiation rules'
         ("tangent-free", &[a]) => tangent_free(a),
