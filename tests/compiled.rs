@@ -15,7 +15,7 @@ mod common;
 use atl_egg::backend::{self, build};
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::front::ast::Program;
-use atl_egg::semantics::eval;
+use atl_egg::semantics::{cost, eval};
 use atl_egg::semantics::value::{Inputs, Sizes};
 use atl_egg::{derive, egraph};
 use common::run_check::{check, have_cc, report_worst_overhead};
