@@ -96,12 +96,19 @@ fn strided_and_tree_gradients_stay_bounded_from_one_to_a_million() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(16);
     let mut rng = Rng::new(0x005e_ed0f_7ee5);
-    let mut failures = vec![];
-    for case in 0..cases {
-        let text = strided_program(&mut rng);
+    let texts: Vec<String> = (0..cases).map(|_| strided_program(&mut rng)).collect();
+    let results = common::par::par_map(&texts, |text| {
         let f = parse_program(text.as_bytes()).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        let g = derive::grad(&f, &[], &opts()).unwrap().program;
+        let (g, cpu) = common::cpu::measure(|| derive::grad(&f, &[], &opts()).unwrap().program);
         let rs: Vec<f64> = SIZES.iter().map(|&n| io_ratio(&f, &g, &at_n(n))).collect();
+        (rs, cpu)
+    });
+    let mut failures = vec![];
+    for (case, (text, (rs, cpu))) in texts.iter().zip(results).enumerate() {
+        eprintln!(
+            "case {case}: gradient in {:.2} s of CPU time",
+            cpu.as_secs_f64()
+        );
         let grows = rs[MILLION] > rs[HUNDRED] * 1.05 + 0.05;
         if grows || rs.iter().any(|r| *r > 4.0) {
             failures.push(format!(
