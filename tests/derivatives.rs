@@ -332,6 +332,41 @@ fn derived_programs_print_readable_c_names() {
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
+/// One answer per input, whatever the machine's load: the command line's
+/// `hvp` of every corpus program returning `R`, run while busy threads hold
+/// every core, prints the program derived above (byte for byte, or up to
+/// binder names) and warns about nothing. `optimize` and `grad` are
+/// compared the same way in tests/snapshots.rs.
+#[test]
+fn hvp_on_the_command_line_prints_the_same_under_load() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let derived = derived();
+    let load = common::load::Load::start();
+    let differ = common::par::par_map(derived, |d| {
+        let h = d.hvp.as_ref()?;
+        let path = dir.join(format!("{}.atl", d.c.name));
+        let wrt: Vec<String> = d.c.wrt.iter().map(|w| w.to_string()).collect();
+        let out = common::cli::run("hvp", &path, &wrt);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let expected = atl_egg::print(h);
+        let what = format!("hvp {}", path.display());
+        if !out.status.success() || !stderr.is_empty() {
+            return Some(format!("{what}: exit {}, stderr:\n{stderr}", out.status));
+        }
+        let same = out.stdout == expected.as_bytes()
+            || common::cli::alpha_equivalent(&out.stdout, &expected);
+        (!same).then(|| {
+            format!(
+                "{what}: printed\n{}\nnot\n{expected}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    });
+    drop(load);
+    let differ: Vec<String> = differ.into_iter().flatten().collect();
+    assert!(differ.is_empty(), "{}", differ.join("\n\n"));
+}
+
 /// Compiled code of every corpus program, its optimized form and its
 /// derivatives (`hvp` aside) runs as evaluated at every size set.
 #[test]

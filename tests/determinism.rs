@@ -1,14 +1,14 @@
-//! One answer per input: `hvp` of a sample of the corpus, and `optimize`
-//! and `grad` of every program of `examples/programs/`, print the same bytes
-//! (output and warnings) on a quiet machine and on one loaded by busy
-//! threads. Only counts (e-nodes, iterations, matches, costings) decide
-//! where a phase stops; the time limit only fails a command that runs too
-//! long. `optimize` and `grad` of every corpus program are compared under
-//! load with the programs the snapshot test computes (tests/snapshots.rs).
+//! One answer per input: `optimize`, `grad` and `hvp` of every program of
+//! `examples/programs/` print the same bytes (output and warnings) on a
+//! quiet machine and on one loaded by busy threads. Only counts (e-nodes,
+//! iterations, matches, costings) decide where a phase stops; the time limit
+//! only fails a command that runs too long. The corpus is compared under
+//! load with the programs the other tests compute on a quiet machine:
+//! `optimize` and `grad` in tests/snapshots.rs, `hvp` in
+//! tests/derivatives.rs.
 
 mod common;
 
-use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -28,27 +28,8 @@ fn examples() -> Vec<std::path::PathBuf> {
     out
 }
 
-/// The programs whose `hvp` is compared: `hvp` differentiates the gradient
-/// forward, so it runs every phase `grad` runs and then some; a sample of
-/// each kind keeps the test short (the paper's programs, relations and
-/// `exists`, black boxes, an MLP; the reduction tree's `hvp` takes minutes
-/// and is checked once, by value, in tests/derivatives.rs).
-const HVP_SAMPLE: [&str; 11] = [
-    "trace_diag_k2",
-    "dot_diag_col_row",
-    "deconv_signal_loss",
-    "deconv_kernel_loss",
-    "skip_x1_chain8",
-    "graph_smoothness",
-    "laplacian_energy",
-    "softmax_labels_relation",
-    "exists_parity",
-    "activation_zoo",
-    "two_layer_mlp",
-];
-
-/// The commands to compare: `optimize` and `grad` (for a function returning
-/// R) of every example, `hvp` of the corpus sample.
+/// The commands to compare: `optimize`, and `grad` and `hvp` for a function
+/// returning R, of every example.
 fn cases() -> Vec<(&'static str, std::path::PathBuf)> {
     let mut out = vec![];
     for path in examples() {
@@ -56,33 +37,16 @@ fn cases() -> Vec<(&'static str, std::path::PathBuf)> {
         let prog = atl_egg::parse(&text).unwrap();
         out.push(("optimize", path.clone()));
         if prog.ret == atl_egg::front::ast::Type::Real {
-            out.push(("grad", path));
+            out.push(("grad", path.clone()));
+            out.push(("hvp", path));
         }
-    }
-    for name in HVP_SAMPLE {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("corpus")
-            .join(format!("{name}.atl"));
-        assert!(
-            path.is_file(),
-            "the hvp sample names {name}, not in corpus/"
-        );
-        out.push(("hvp", path));
     }
     out
 }
 
 /// Stdout and stderr of one command (which must succeed).
 fn run(command: &str, path: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_atl-egg"))
-        .arg(command)
-        .arg(path)
-        // the limit only fails a command (it never shapes the output);
-        // under the test's load a long one may need more than the default
-        .args(["--time-limit", "600"])
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
+    let out = common::cli::run(command, path, &[]);
     assert!(
         out.status.success(),
         "{command} {}: {}",

@@ -406,21 +406,6 @@ fn command_line_expectations(
     out
 }
 
-/// Two printed programs equal up to the names of their binders. The command
-/// line and the library may name a binder differently (`i3` or `g2`) where
-/// their passes run in another order; what the load must not change is the
-/// program.
-fn alpha_equivalent(printed: &[u8], expected: &str) -> bool {
-    use atl_egg::terms::canonical::canonical_binders;
-    let (Ok(a), Ok(b)) = (
-        atl_egg::front::parse_program(printed),
-        atl_egg::front::parse_program(expected.as_bytes()),
-    ) else {
-        return false;
-    };
-    a.params == b.params && canonical_binders(&a.body) == canonical_binders(&b.body)
-}
-
 /// One answer per input, whatever the machine's load: the command line's
 /// `optimize` and `grad` of every corpus program, run while busy threads
 /// hold every core, print the programs computed above (on a machine doing
@@ -432,22 +417,15 @@ fn alpha_equivalent(printed: &[u8], expected: &str) -> bool {
 fn the_command_line_prints_the_same_under_load(expected: &[Expected]) {
     let load = common::load::Load::start();
     let results = par_map(expected, |e| {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_atl-egg"));
-        command.arg(e.kind).arg(&e.path);
-        if !e.wrt.is_empty() {
-            command.args(["--wrt", &e.wrt.join(",")]);
-        }
-        let out = command
-            .args(["--time-limit", "600"])
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("atl-egg runs");
+        let out = common::cli::run(e.kind, &e.path, &e.wrt);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let what = format!("{} {}", e.kind, e.path.display());
         if !out.status.success() {
             return Some(format!("{what}: failed: {stderr}"));
         }
-        if out.stdout != e.stdout.as_bytes() && !alpha_equivalent(&out.stdout, &e.stdout) {
+        if out.stdout != e.stdout.as_bytes()
+            && !common::cli::alpha_equivalent(&out.stdout, &e.stdout)
+        {
             return Some(format!(
                 "{what}: printed\n{}\nnot\n{}",
                 String::from_utf8_lossy(&out.stdout),

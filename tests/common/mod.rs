@@ -9,6 +9,8 @@
 //!   (with [`Value::Zero`] read as the zero of the other side's shape);
 //! * [`rulecheck`]: the rule validator used by `tests/rule_validation.rs`;
 //! * [`par`]: independent checks run on every core;
+//! * [`cli`]: one command of the binary, and printed programs compared up
+//!   to binder names;
 //! * [`cpu`]: the CPU time of the calling thread, for bounds on work;
 //! * [`load`]: busy threads on every core, for the tests of one answer per
 //!   input;
@@ -18,6 +20,7 @@
 //!   `dlet`, `coeff`, `drop`) that both rule validators use.
 #![allow(dead_code, unused_imports)]
 
+pub mod cli;
 pub mod cpu;
 pub mod extension;
 pub mod load;
