@@ -379,6 +379,21 @@ fn loops_are_interchanged_and_fused() {
         "an n x m intermediate was materialized: {:?}",
         f.slots
     );
+    // A quadratic form's jvp along A: the sum over k runs outside the loop
+    // over j (a row over j accumulated), so A[k][j] and dA[k][j] walk rows.
+    let quad = atl_egg::front::parse_program(
+        b"(fn q ((A (tensor n n R)) (x (tensor n R)) (dA (tensor n n R)))
+            (sum i n (* (get x i) (sum j n (* (sum k n (+ (* (get dA k i) (get A k j))
+                                                        (* (get A k i) (get dA k j))))
+                                              (get x j))))))",
+    )
+    .expect("parse");
+    let src = backend::generate(&quad).expect("generate").source;
+    let (k, j) = (
+        src.find("_k = ").expect("k loop"),
+        src.find("_j = ").expect("j loop"),
+    );
+    assert!(k < j, "the sum over k should be outer to j:\n{src}");
 }
 
 /// Special values for the black boxes: signed zeros, infinities, NaN, ±1,
