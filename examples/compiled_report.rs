@@ -8,7 +8,8 @@
 //! * ops: per program of `corpus/` (and `examples/programs/`), executed
 //!   operations / model cost of the function and of its derivative (`grad`
 //!   when it returns R, else `vjp`) at every size set of the file;
-//! * time: native run time of f and of the derivative at a large size
+//! * time: CPU time of the process running f and the derivative (one
+//!   thread: run with `OMP_NUM_THREADS=1`) at a large size
 //!   (best of 5 to 50 calls, as many as fit in about 0.3 s, inputs
 //!   marshalled once), their ratio beside the model's (the io-cost ratio of
 //!   the derivative to f at those sizes), and the time ratio at about a
@@ -28,8 +29,17 @@ use std::path::Path;
 /// its tangent's matrix as well as the function's.
 const FORWARD: &[(&str, &str, &str, &str)] = &[("quadratic_form_gram", "A", "n=400", "n=100")];
 
+/// The optimizer's options: a time limit generous enough for a loaded
+/// machine (the result does not depend on it; counts decide).
+fn options() -> egraph::Options {
+    egraph::Options {
+        time_limit: std::time::Duration::from_secs(1800),
+        ..Default::default()
+    }
+}
+
 fn derivative(p: &CorpusProgram) -> (String, Program) {
-    let o = egraph::Options::default();
+    let o = options();
     let wrt = p.wrt_or_all();
     if p.program.ret == Type::Real {
         (
@@ -188,7 +198,7 @@ fn time_table(progs: &[CorpusProgram]) {
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     // `time NAME ...`: only these programs.
     let only: Vec<String> = std::env::args().skip(2).collect();
-    let o = egraph::Options::default();
+    let o = options();
     for p in progs {
         if !only.is_empty() && !only.contains(&p.name) {
             continue;
