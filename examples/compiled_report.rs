@@ -8,7 +8,8 @@
 //! * ops: per program of `corpus/` (and `examples/programs/`), executed
 //!   operations / model cost of the function and of its derivative (`grad`
 //!   when it returns R, else `vjp`) at every size set of the file;
-//! * time: native run time of f and of the derivative at a large size
+//! * time: CPU time of the process running f and the derivative (one
+//!   thread: run with `OMP_NUM_THREADS=1`) at a large size
 //!   (best of 5 to 50 calls, as many as fit in about 0.3 s, inputs
 //!   marshalled once), their ratio beside the model's (the io-cost ratio of
 //!   the derivative to f at those sizes), and the time ratio at about a
@@ -23,8 +24,22 @@ use atl_egg::semantics::sizes::Sizes;
 use atl_egg::{derive, egraph};
 use std::path::Path;
 
+/// Forward derivatives timed besides (program of `examples/programs/`, the
+/// input differentiated, large and about 1/4 sizes): a jvp's loops walk
+/// its tangent's matrix as well as the function's.
+const FORWARD: &[(&str, &str, &str, &str)] = &[("quadratic_form_gram", "A", "n=400", "n=100")];
+
+/// The optimizer's options: a time limit generous enough for a loaded
+/// machine (the result does not depend on it; counts decide).
+fn options() -> egraph::Options {
+    egraph::Options {
+        time_limit: std::time::Duration::from_secs(1800),
+        ..Default::default()
+    }
+}
+
 fn derivative(p: &CorpusProgram) -> (String, Program) {
-    let o = egraph::Options::default();
+    let o = options();
     let wrt = p.wrt_or_all();
     if p.program.ret == Type::Real {
         (
@@ -56,10 +71,12 @@ fn time(
     let inputs = random_inputs(prog, sizes, &mut Rng::new(seed)).map_err(|e| e.to_string())?;
     let compiled = backend::compile(prog).map_err(|e| e.to_string())?;
     // One call to calibrate, then as many as fit in about 0.3 s (5 to 50).
-    let (_, _, once) = compiled.call_timed(&inputs, 1).map_err(|e| e.to_string())?;
+    let (_, _, once) = compiled
+        .call_timed_cpu(&inputs, 1)
+        .map_err(|e| e.to_string())?;
     let repeat = (0.3 / once[0].max(1e-9)).clamp(5.0, 50.0) as usize;
     let (_, _, times) = compiled
-        .call_timed(&inputs, repeat)
+        .call_timed_cpu(&inputs, repeat)
         .map_err(|e| e.to_string())?;
     Ok(times.into_iter().fold(f64::INFINITY, f64::min))
 }
@@ -111,6 +128,7 @@ const LARGE: &[(&str, &str, &str)] = &[
     ("mlp_sigmoid_bce", "h=1024,d=512", "h=512,d=256"),
     ("nested_lets", "n=1024,m=1024", "n=512,m=512"),
     ("pair_moments", "n=1000000", "n=250000"),
+    ("quadratic_form_gram", "n=400", "n=100"),
     ("polar_points", "n=1000000", "n=250000"),
     (
         "rank3_batched_bilinear",
@@ -167,52 +185,75 @@ fn main() {
         println!();
     }
     if what != "ops" {
-        println!(
-            "| program | sizes | t_f (ms) | t_derivative (ms) | t_derivative / t_f | io-cost ratio | t ratio at about 1/4 size |"
-        );
-        println!("| --- | --- | --- | --- | --- | --- | --- |");
-        for p in &progs {
-            let Some((_, s, q)) = LARGE.iter().find(|(n, _, _)| *n == p.name) else {
-                continue;
-            };
-            // `time NAME ...`: only these programs.
-            let only: Vec<String> = std::env::args().skip(2).collect();
-            if !only.is_empty() && !only.contains(&p.name) {
-                continue;
-            }
-            let (Ok(sizes), Ok(small)) = (s.parse::<Sizes>(), q.parse::<Sizes>()) else {
-                continue;
-            };
-            if sizes.keys().any(|k| !p.program.sizes.contains(k))
-                || sizes.len() != p.program.sizes.len()
-            {
-                println!(
-                    "| {} | {s} | (size names differ from the program's) | | | | |",
-                    p.name
-                );
-                continue;
-            }
-            let (dname, d) = derivative(p);
-            let run = |sizes| match (time(&p.program, sizes, p.seed), time(&d, sizes, p.seed)) {
-                (Ok(tf), Ok(td)) => Ok((tf, td)),
-                (Err(e), _) | (_, Err(e)) => Err(e),
-            };
-            let ((tf, td), (sf, sd)) = match (run(&sizes), run(&small)) {
-                (Ok(a), Ok(b)) => (a, b),
-                (Err(e), _) | (_, Err(e)) => {
-                    println!("| {} ({dname}) | {s} | not run: {e} | | | | |", p.name);
-                    continue;
-                }
-            };
+        time_table(&progs);
+    }
+}
+
+/// The time table: every program at its large size (from [`LARGE`], else
+/// the last size set of its file, beside its first), then [`FORWARD`].
+fn time_table(progs: &[CorpusProgram]) {
+    println!(
+        "| program | sizes | t_f (ms) | t_derivative (ms) | t_derivative / t_f | io-cost ratio | t ratio at about 1/4 size |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    // `time NAME ...`: only these programs.
+    let only: Vec<String> = std::env::args().skip(2).collect();
+    let o = options();
+    for p in progs {
+        if !only.is_empty() && !only.contains(&p.name) {
+            continue;
+        }
+        let sizes = match LARGE.iter().find(|(n, _, _)| *n == p.name) {
+            Some((_, s, q)) => match (s.parse::<Sizes>(), q.parse::<Sizes>()) {
+                (Ok(s), Ok(q)) => (s, q),
+                _ => continue,
+            },
+            None => match (p.size_sets.last(), p.size_sets.first()) {
+                (Some(s), Some(q)) => (s.clone(), q.clone()),
+                _ => continue,
+            },
+        };
+        if sizes.0.keys().any(|k| !p.program.sizes.contains(k))
+            || sizes.0.len() != p.program.sizes.len()
+        {
             println!(
-                "| {} ({dname}) | {s} | {:.3} | {:.3} | {:.2} | {} | {:.2} ({q}) |",
-                p.name,
-                tf * 1e3,
-                td * 1e3,
-                td / tf.max(1e-9),
-                io_ratio(&p.program, &d, &sizes, p.seed),
-                sd / sf.max(1e-9)
+                "| {} | {} | (size names differ from the program's) | | | | |",
+                p.name, sizes.0
             );
+            continue;
+        }
+        let (dname, d) = derivative(p);
+        row(&format!("{} ({dname})", p.name), p, &d, &sizes);
+        for (name, wrt, s, q) in FORWARD.iter().filter(|f| f.0 == p.name) {
+            let wrt = [egg::Symbol::from(*wrt)];
+            let (Ok(s), Ok(q)) = (s.parse::<Sizes>(), q.parse::<Sizes>()) else {
+                continue;
+            };
+            let d = derive::jvp(&p.program, &wrt, &o).expect("jvp").program;
+            row(&format!("{name} (jvp --wrt {})", wrt[0]), p, &d, &(s, q));
         }
     }
+}
+
+/// One row: f and `d` timed at the large sizes and at the small ones.
+fn row(label: &str, p: &CorpusProgram, d: &Program, (sizes, small): &(Sizes, Sizes)) {
+    let run = |sizes| match (time(&p.program, sizes, p.seed), time(d, sizes, p.seed)) {
+        (Ok(tf), Ok(td)) => Ok((tf, td)),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    };
+    let ((tf, td), (sf, sd)) = match (run(sizes), run(small)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            println!("| {label} | {sizes} | not run: {e} | | | | |");
+            return;
+        }
+    };
+    println!(
+        "| {label} | {sizes} | {:.3} | {:.3} | {:.2} | {} | {:.2} ({small}) |",
+        tf * 1e3,
+        td * 1e3,
+        td / tf.max(1e-9),
+        io_ratio(&p.program, d, sizes, p.seed),
+        sd / sf.max(1e-9)
+    );
 }

@@ -349,8 +349,8 @@ fn sanitizer_driver(src: &backend::CSource, prog: &Program, inputs: &Inputs) -> 
     s
 }
 
-/// The loop order and fusion of the lowering (`src/lower/order.rs`,
-/// `src/lower/fuse.rs`), read off the generated code.
+/// The loop order, layout and fusion of the lowering (`src/lower/order.rs`,
+/// `src/lower/layout.rs`, `src/lower/fuse.rs`), read off the generated code.
 #[test]
 fn loops_are_interchanged_and_fused() {
     // A column sum: the sum's loop outside, the gen's inside (stride 1).
@@ -377,6 +377,36 @@ fn loops_are_interchanged_and_fused() {
     assert!(
         f.slots.iter().all(|s| s.dims.len() <= 1),
         "an n x m intermediate was materialized: {:?}",
+        f.slots
+    );
+    // A quadratic form's jvp along A: the sum over k runs outside the loop
+    // over j (a row over j accumulated), so A[k][j] and dA[k][j] walk rows.
+    let quad = atl_egg::front::parse_program(
+        b"(fn q ((A (tensor n n R)) (x (tensor n R)) (dA (tensor n n R)))
+            (sum i n (* (get x i) (sum j n (* (sum k n (+ (* (get dA k i) (get A k j))
+                                                        (* (get A k i) (get dA k j))))
+                                              (get x j))))))",
+    )
+    .expect("parse");
+    let src = backend::generate(&quad).expect("generate").source;
+    let (k, j) = (
+        src.find("_k = ").expect("k loop"),
+        src.find("_j = ").expect("j loop"),
+    );
+    assert!(k < j, "the sum over k should be outer to j:\n{src}");
+    // rank3_batched_bilinear's gradient: its n x B intermediate, read by
+    // columns, is stored B x n and fused into the loop over B (a row).
+    let p = progs
+        .iter()
+        .find(|p| p.name == "rank3_batched_bilinear")
+        .expect("rank3_batched_bilinear");
+    let g = derive::grad(&p.program, &p.wrt_or_all(), &options())
+        .expect("grad")
+        .program;
+    let f = backend::generate(&g).expect("generate").function;
+    assert!(
+        f.slots.iter().all(|s| s.dims.len() <= 1),
+        "a matrix intermediate was materialized: {:?}",
         f.slots
     );
 }

@@ -68,7 +68,7 @@ impl Lowerer {
                 self.dim(d)?;
             }
         }
-        self.store(&prog.body, &result)?;
+        self.store(&super::layout::transpose_lets(&prog.body), &result)?;
         Ok(Function {
             name: format!("atl_{}", sanitize(prog.name.as_str())),
             params,

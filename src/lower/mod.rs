@@ -22,7 +22,8 @@
 //!   range unless its index is a loop variable over exactly that range;
 //! * loop order and fusion change only memory traffic, never which terms
 //!   are added or their order per element: a gen over a reduction whose
-//!   accesses are strided is interchanged (`order.rs`), and a let spine's
+//!   accesses are strided is interchanged (`order.rs`), a let-bound matrix
+//!   read by columns is stored transposed (`layout.rs`), and a let spine's
 //!   gens over one extent run as one loop over rows (`fuse.rs`);
 //! * a loop whose iterations write disjoint rows, and a large outer sum,
 //!   run on all cores (`parallel.rs`);
@@ -41,6 +42,7 @@ mod expr;
 mod frame;
 mod fuse;
 pub mod ir;
+mod layout;
 mod order;
 pub(crate) mod parallel;
 mod pred;

@@ -416,6 +416,48 @@ impl Lowerer {
         self.gen_loop(i, d, &body, dest)
     }
 
+    /// A sum `(sum j d body)` (no bracket, one variable) whose body holds
+    /// sums that walk memory better with `j` innermost (a quadratic form's
+    /// `sum j (* (sum k (* A[k][i] A[k][j])) x[j])`): those sums are run
+    /// first into rows over `j`, interchanged, and the sum reads the rows.
+    /// Every `j < d` is a term, so each row element is computed once by the
+    /// operations it would have taken in place, in the same order.
+    pub(super) fn sum_rows(&mut self, e: &Expr) -> Result<Option<Expr>> {
+        let Expr::Sum(j, d, body) = e else {
+            return Ok(None);
+        };
+        if matches!(&**body, Expr::Sum(..) | Expr::Iverson(..)) {
+            return Ok(None);
+        }
+        let mut cands = vec![];
+        candidates(body, &mut cands);
+        let chosen: Vec<&Expr> = cands
+            .into_iter()
+            .filter(|s| self.interchange(*j, s) == Some(true))
+            .collect();
+        if chosen.is_empty() {
+            return Ok(None);
+        }
+        let mut repl = vec![];
+        for s in chosen {
+            let t = self.slot("row", std::slice::from_ref(d))?;
+            self.accumulate_row(*j, d, s, &t, "0")?;
+            let sym = self.internal_symbol("row");
+            self.vals.insert(sym, V::leaf(t, vec![d.clone()]));
+            self.tenv
+                .insert(sym, Type::Tensor(d.clone(), Box::new(Type::Real)));
+            repl.push((
+                s as *const Expr,
+                Expr::Get(Box::new(Expr::Var(sym)), Affine::var(*j)),
+            ));
+        }
+        Ok(Some(Expr::Sum(
+            *j,
+            d.clone(),
+            Box::new(replace(body, &repl)),
+        )))
+    }
+
     /// `buf[off + i] = s` for every `i < d`, the sum's loops outside.
     fn accumulate_row(
         &mut self,

@@ -19,6 +19,8 @@ impl Lowerer {
     /// A maximal chain of nested sums with its bracket: loops bounded by
     /// the bracket's affine conjuncts; returns the accumulator.
     pub(super) fn sum_chain(&mut self, e: &Expr, base: &str) -> Result<String> {
+        let rows = self.sum_rows(e)?;
+        let e = rows.as_ref().unwrap_or(e);
         let acc = self.fresh("acc", base);
         let first = self.fresh("h", "");
         self.decl("double", &acc, "0.0".into());
