@@ -34,10 +34,11 @@ use crate::egraph::runner::{extraction_samples, Options, PhaseStats};
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, ParamKind, Program, Type};
+use crate::front::names::Fresh;
 use crate::front::subst::free_names;
 use crate::front::types::{param_env, type_of};
 use crate::terms::extents::collect_extents;
-use crate::terms::normalize::{anf, dead_code, lift, unflatten, Fresh};
+use crate::terms::normalize::{anf, dead_code, lift, unflatten};
 use egg::{Id, Rewrite, Symbol};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -97,7 +98,7 @@ fn vjp_body_by(
     direct_only: bool,
 ) -> Result<(Expr, PhaseStats)> {
     let started = Instant::now();
-    let mut fresh = Fresh::above(&prog.body);
+    let mut fresh = crate::front::subst::fresh_above(&prog.body);
     let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let (binds, result) = dead_code(flat);
     let small = binds.len() <= WHOLE_PROGRAM_BINDINGS
@@ -336,7 +337,7 @@ impl Ctx<'_> {
                 analysis.diff.constants.insert(name, ty.clone());
             }
         }
-        analysis.fresh = fresh.counter();
+        analysis.fresh = fresh.clone();
         let mut egraph = new_graph(analysis);
         let mut form: Option<Id> = None;
         for (c, e, _) in forms {
@@ -356,7 +357,7 @@ impl Ctx<'_> {
         let name = egraph.add(Atl::Sym(dx));
         let root = egraph.add(Atl::Var(name));
         let root = coefficients(&mut egraph, &t, &format!("out {x}"), root, form);
-        let (mut out, st, counter) = run_with(
+        let (mut out, st, supply) = run_with(
             egraph,
             &[root],
             self.rules,
@@ -374,7 +375,7 @@ impl Ctx<'_> {
         stats.nodes = stats.nodes.max(st.nodes);
         stats.classes = stats.classes.max(st.classes);
         stats.extract_seconds += st.extract_seconds;
-        fresh.raise_to(counter);
+        fresh.raise_to(supply.last());
         Ok(out)
     }
 }
@@ -411,7 +412,7 @@ pub fn adjoint_egraph(
     seed: Expr,
     drop_dead: bool,
 ) -> Result<(AtlGraph, Id)> {
-    let mut fresh = Fresh::above(&prog.body);
+    let mut fresh = crate::front::subst::fresh_above(&prog.body);
     // dead bindings go first: their adjoint is zero (paper section 2.2), and
     // the e-graph need not prove it for every order of their bindings
     let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
@@ -447,7 +448,7 @@ pub fn adjoint_egraph(
             }
         }
     }
-    analysis.fresh = fresh.counter();
+    analysis.fresh = fresh.clone();
     let mut egraph = new_graph(analysis);
     let body = egraph.add_expr(&to_rec(&unflatten((binds, result))));
     let seed = egraph.add_expr(&to_rec(&seed));

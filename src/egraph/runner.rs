@@ -411,7 +411,7 @@ fn run_phase(input: PhaseInput) -> Result<(Vec<Expr>, PhaseStats)> {
     let rules = rule_set(&[name]);
     let analysis = AtlAnalysis {
         extents: extents.clone(),
-        fresh: crate::front::subst::max_fresh_suffix(body),
+        fresh: crate::front::subst::fresh_above(body),
         ..Default::default()
     };
     let mut egraph = new_graph(analysis);
