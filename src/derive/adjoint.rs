@@ -36,8 +36,9 @@ use crate::front::affine::Affine;
 use crate::front::ast::{Expr, ParamKind, Program, Type};
 use crate::front::names::Fresh;
 use crate::front::subst::free_names;
-use crate::front::types::{param_env, type_of};
+use crate::front::types::binding_env;
 use crate::terms::extents::collect_extents;
+use crate::terms::letpasses::{add_terms, index};
 use crate::terms::normalize::{anf, dead_code, lift, unflatten};
 use egg::{Id, Rewrite, Symbol};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -123,11 +124,7 @@ fn vjp_body_by(
             }
         }
     }
-    let mut types = param_env(prog);
-    for (x, e) in &binds {
-        let t = type_of(e, &mut types)?;
-        types.insert(*x, t);
-    }
+    let mut types = binding_env(prog, &binds)?;
     if let Expr::Var(s) = &seed {
         types.insert(*s, seed_type.clone());
     }
@@ -245,7 +242,7 @@ fn push_forms(forms: &mut Vec<Form>, c: Expr, e: &Expr) {
         body = b;
     }
     let mut terms = vec![];
-    crate::terms::letpasses::add_terms(body, &mut terms);
+    add_terms(body, &mut terms);
     if terms.len() <= GROUP {
         forms.push((c, e.clone(), free_names(e)));
         return;
@@ -417,11 +414,7 @@ pub fn adjoint_egraph(
     // the e-graph need not prove it for every order of their bindings
     let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let (binds, result) = if drop_dead { dead_code(flat) } else { flat };
-    let mut types = param_env(prog);
-    for (x, e) in &binds {
-        let t = type_of(e, &mut types)?;
-        types.insert(*x, t);
-    }
+    let types = binding_env(prog, &binds)?;
     let mut extents = HashMap::new();
     for (_, e) in &binds {
         collect_extents(e, &mut extents);
@@ -484,13 +477,14 @@ fn add_values(parts: Vec<Expr>, t: &Type, fresh: &mut Fresh) -> Expr {
     use crate::front::ast::build;
     match t {
         Type::Real => {
-            let mut parts = parts.into_iter();
-            let first = parts.next().expect("a part");
+            let mut parts = parts;
+            let rest = parts.split_off(1);
+            let first = parts.pop().expect("a part");
             let mut terms = vec![];
-            for b in parts {
+            for b in &rest {
                 add_terms(b, &mut terms);
             }
-            terms.into_iter().fold(first, build::add)
+            terms.into_iter().cloned().fold(first, build::add)
         }
         Type::Pair(ta, tb) => {
             let (fsts, snds): (Vec<Expr>, Vec<Expr>) = parts
@@ -506,29 +500,6 @@ fn add_values(parts: Vec<Expr>, t: &Type, fresh: &mut Fresh) -> Expr {
             build::gen(g, n.clone(), add_values(rows, te, fresh))
         }
     }
-}
-
-/// The summands of `e` (its tree of `+`), left to right.
-fn add_terms(e: Expr, out: &mut Vec<Expr>) {
-    match e {
-        Expr::Add(a, b) => {
-            add_terms(*a, out);
-            add_terms(*b, out);
-        }
-        e => out.push(e),
-    }
-}
-
-/// `e[i]`, with a `gen` indexed by substituting its binder.
-fn index(e: Expr, i: &Affine, fresh: &mut Fresh) -> Expr {
-    use crate::front::subst::{Replace, Substituter};
-    if let Expr::Gen(j, _, body) = &e {
-        let mut names = |b: Symbol| fresh.name(crate::front::names::base(b.as_str()));
-        if let Ok(out) = Substituter::new(&mut names).expr(body, &Replace::Index(*j, i.clone())) {
-            return out;
-        }
-    }
-    crate::front::ast::build::get(e, i.clone())
 }
 
 /// The first (`first`) or second part of a pair `e`, a `pair` node read

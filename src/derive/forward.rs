@@ -19,7 +19,7 @@ use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Param, ParamKind, Pred, Program};
 use crate::front::names::Fresh;
 use crate::front::subst::free_names;
-use crate::front::types::{param_env, type_of};
+use crate::front::types::binding_env;
 use crate::terms::extents::collect_extents;
 use crate::terms::normalize::{anf, lift};
 use egg::Symbol;
@@ -108,11 +108,7 @@ pub fn differentiate(
     }
     if derived.iter().any(Option::is_none) {
         // what the e-graphs did not finish: the direct pass
-        let mut types = param_env(prog);
-        for (x, e) in &binds {
-            let t = type_of(e, &mut types)?;
-            types.insert(*x, t);
-        }
+        let types = binding_env(prog, &binds)?;
         let mut direct = ForwardDirect {
             tangents: sigma.clone(),
             types,

@@ -31,7 +31,7 @@ use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Param, ParamKind, Program, Type};
 use crate::front::names::Fresh;
 use crate::front::subst::{free_names, Replace, Substituter};
-use crate::front::types::{param_env, type_of, TypeEnv};
+use crate::front::types::{binding_env, type_of, TypeEnv};
 use crate::terms::brackets::{bracket_additions, exists_bracket};
 use crate::terms::canonical::{canonical_binders, canonical_binders_with_hints};
 use crate::terms::letpasses::{
@@ -163,11 +163,7 @@ fn by_binding(
     opts.check_time()?;
     let (binds, result) = dead_code(inline_free_bindings(binds, result, fresh));
     opts.check_time()?;
-    let mut types = param_env(prog);
-    for (x, e) in &binds {
-        let t = type_of(e, &mut types)?;
-        types.insert(*x, t);
-    }
+    let types = binding_env(prog, &binds)?;
     let mut units = Units {
         prog,
         opts,
