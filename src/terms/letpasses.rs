@@ -1,5 +1,5 @@
 //! Let-level passes of the optimizer, outside the e-graphs (see
-//! [`crate::egraph::bindings`]): they see across bindings, which a binding's own
+//! [`crate::optimizer::bindings`]): they see across bindings, which a binding's own
 //! e-graph cannot.
 //!
 //! * [`inline_free_bindings`]: a binding that does no arithmetic is

@@ -5,7 +5,7 @@
 //! depends on where it stopped. Here the program is flattened to its
 //! bindings (`let`-lifting, [`crate::terms::normalize::lift`]) and each
 //! binding's definition, and each leaf of the result, is a *unit* optimized
-//! in an e-graph of its own ([`super::runner::optimize_whole`] on a small
+//! in an e-graph of its own ([`super::phases::optimize_whole`] on a small
 //! program whose parameters are the unit's free variables): time is linear
 //! in the number of bindings, and each e-graph is small enough for the
 //! normalize rules (index elimination, the Iverson algebra) to saturate.
@@ -22,10 +22,13 @@
 //! * A program whose flattened form is small is then also optimized whole,
 //!   starting from the per-binding result and from the input, so that
 //!   inlining across bindings is still found; the final guard
-//!   ([`super::runner::guard`]) keeps the cheapest candidate that costs no
+//!   ([`super::guard::guard`]) keeps the cheapest candidate that costs no
 //!   more than the input at any checked sample.
 
-use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats};
+use super::guard::guard;
+use super::phases::optimize_whole;
+use super::Optimized;
+use crate::egraph::runner::{Options, PhaseStats};
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Param, ParamKind, Program, Type};
