@@ -2,7 +2,7 @@
 //!
 //! Groups:
 //! * `parse/corpus`: reading and elaborating every corpus file;
-//! * `optimize/<program>`: `egraph::optimize` on every corpus program;
+//! * `optimize/<program>`: `optimizer::optimize` on every corpus program;
 //! * `optimize_gradient/<program>`: `atl_egg::optimize_gradient` (the
 //!   gradient, then the optimizer) on every corpus program returning `R`,
 //!   with respect to its `; wrt:` metadata (all real inputs without one);
@@ -21,10 +21,10 @@
 //! Filter as usual: `cargo bench --bench optimize -- let_chain`.
 
 use atl_egg::corpus::CorpusProgram;
-use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::front::parse_program;
 use atl_egg::optimize_gradient;
+use atl_egg::optimizer::{optimize, Options};
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use std::hint::black_box;
 use std::time::Duration;

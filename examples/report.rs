@@ -8,9 +8,9 @@
 
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive;
-use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::front::parse_program;
+use atl_egg::optimizer::{optimize, Options};
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::{cost, io_cost};
 use atl_egg::semantics::value::Sizes;

@@ -344,7 +344,7 @@ impl Command {
 /// An optimized program in the chosen format; the statistics on stderr.
 fn show(
     prog: &Program,
-    stats: &egraph::Stats,
+    stats: &atl_egg::optimizer::Stats,
     opt: &OptArgs,
     returns: Option<Vec<serde_json::Value>>,
 ) -> String {
@@ -554,7 +554,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
         }
         Command::Optimize { file, opt } => {
             let prog = load_program(&file, session)?;
-            let out = egraph::optimize(&prog, &opt.options()?)?;
+            let out = atl_egg::optimizer::optimize(&prog, &opt.options()?)?;
             let text = show(&out.program, &out.stats, &opt, None);
             emit(text, &opt.output)
         }

@@ -3,7 +3,7 @@
 
 use atl_egg::egraph::extract::UNUSABLE;
 use atl_egg::egraph::runner::PhaseStats;
-use atl_egg::egraph::Stats;
+use atl_egg::optimizer::Stats;
 use atl_egg::semantics::sizes::Sizes;
 
 /// A cost as JSON: `null` where the program is not defined at those sizes

@@ -70,6 +70,8 @@ pub mod limits;
 pub mod lower;
 pub mod npz;
 #[doc(hidden)]
+pub mod optimizer;
+#[doc(hidden)]
 pub mod rng;
 #[doc(hidden)]
 pub mod semantics;
@@ -80,9 +82,9 @@ pub mod terms;
 
 pub use backend::{compile, Compiled};
 pub use derive::Derived;
-pub use egraph::{Optimized, Options, Stats};
 pub use error::{Error, ErrorKind, Pos, Result};
 pub use front::{Param, ParamKind, Program, Type};
+pub use optimizer::{Optimized, Options, Stats};
 pub use semantics::value::{Inputs, Value};
 pub use stack::{stack_for_depth, with_big_stack, with_stack_for};
 
@@ -206,7 +208,7 @@ pub fn cost(prog: &Program, inputs: &Inputs) -> Result<u128> {
 /// floating-point reassociation) that costs no more at every size checked,
 /// and the statistics of the run.
 pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
-    egraph::optimize(prog, opts)
+    optimizer::optimize(prog, opts)
 }
 
 /// The names of inputs to differentiate, checked (see

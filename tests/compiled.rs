@@ -33,7 +33,7 @@ fn options() -> egraph::Options {
 /// The function, its optimized form and its derivatives.
 fn variants(p: &CorpusProgram) -> Vec<(String, Program)> {
     let mut out = derivatives(p);
-    if let Ok(d) = egraph::optimize(&p.program, &options()) {
+    if let Ok(d) = atl_egg::optimizer::optimize(&p.program, &options()) {
         out.insert(1, ("optimize".into(), d.program));
     }
     out

@@ -65,7 +65,7 @@ fn derived() -> &'static [Derived] {
                 Err(e) => fail(what, e),
             };
             Derived {
-                optimize: match atl_egg::egraph::optimize(&c.program, &opts()) {
+                optimize: match atl_egg::optimizer::optimize(&c.program, &opts()) {
                     Ok(o) => o.program,
                     Err(e) => fail("optimize", e),
                 },

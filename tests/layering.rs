@@ -25,6 +25,7 @@ const LAYERS: &[&str] = &[
     "npz",
     "terms",
     "egraph",
+    "optimizer",
     "derive",
     "corpus",
     "lower",

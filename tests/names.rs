@@ -7,9 +7,9 @@ mod common;
 
 use atl_egg::corpus::random_inputs;
 use atl_egg::derive;
-use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::{ParamKind, Type};
 use atl_egg::front::parse_program;
+use atl_egg::optimizer::{optimize, Options};
 use atl_egg::rng::Rng;
 use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;

@@ -1,8 +1,8 @@
 //! Optimizations that must come out right at every size: checked by exact
 //! cost at many sizes.
 
-use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::parse_program;
+use atl_egg::optimizer::{optimize, Options};
 use atl_egg::semantics::cost::cost;
 use atl_egg::semantics::value::Sizes;
 use egg::Symbol;

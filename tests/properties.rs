@@ -16,9 +16,9 @@
 mod common;
 
 use atl_egg::backend::sexp::program_to_string;
-use atl_egg::egraph::{optimize, Options};
 use atl_egg::front::ast::Program;
 use atl_egg::front::parse_program;
+use atl_egg::optimizer::{optimize, Options};
 use atl_egg::semantics::cost::cost;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::value::Inputs;

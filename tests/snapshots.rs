@@ -46,9 +46,9 @@ mod common;
 
 use atl_egg::backend::sexp::program_to_string;
 use atl_egg::corpus::CorpusProgram;
-use atl_egg::egraph::{optimize, Options, Stats};
 use atl_egg::front::ast::{ParamKind, Program, Type};
 use atl_egg::optimize_gradient;
+use atl_egg::optimizer::{optimize, Options, Stats};
 use atl_egg::semantics::cost::{cost, io_cost};
 use atl_egg::semantics::value::{random_relation, Relation, Sizes};
 use common::par::par_map;

@@ -34,10 +34,12 @@ use crate::egraph::runner::{extraction_samples, Options, PhaseStats};
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, ParamKind, Program, Type};
+use crate::front::names::Fresh;
 use crate::front::subst::free_names;
-use crate::front::types::{param_env, type_of};
+use crate::front::types::binding_env;
 use crate::terms::extents::collect_extents;
-use crate::terms::normalize::{anf, dead_code, lift, unflatten, Fresh};
+use crate::terms::letpasses::{add_terms, index};
+use crate::terms::normalize::{anf, dead_code, lift, unflatten};
 use egg::{Id, Rewrite, Symbol};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -97,7 +99,7 @@ fn vjp_body_by(
     direct_only: bool,
 ) -> Result<(Expr, PhaseStats)> {
     let started = Instant::now();
-    let mut fresh = Fresh::above(&prog.body);
+    let mut fresh = crate::front::subst::fresh_above(&prog.body);
     let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let (binds, result) = dead_code(flat);
     let small = binds.len() <= WHOLE_PROGRAM_BINDINGS
@@ -122,11 +124,7 @@ fn vjp_body_by(
             }
         }
     }
-    let mut types = param_env(prog);
-    for (x, e) in &binds {
-        let t = type_of(e, &mut types)?;
-        types.insert(*x, t);
-    }
+    let mut types = binding_env(prog, &binds)?;
     if let Expr::Var(s) = &seed {
         types.insert(*s, seed_type.clone());
     }
@@ -244,7 +242,7 @@ fn push_forms(forms: &mut Vec<Form>, c: Expr, e: &Expr) {
         body = b;
     }
     let mut terms = vec![];
-    crate::terms::letpasses::add_terms(body, &mut terms);
+    add_terms(body, &mut terms);
     if terms.len() <= GROUP {
         forms.push((c, e.clone(), free_names(e)));
         return;
@@ -336,7 +334,7 @@ impl Ctx<'_> {
                 analysis.diff.constants.insert(name, ty.clone());
             }
         }
-        analysis.fresh = fresh.counter();
+        analysis.fresh = fresh.clone();
         let mut egraph = new_graph(analysis);
         let mut form: Option<Id> = None;
         for (c, e, _) in forms {
@@ -356,7 +354,7 @@ impl Ctx<'_> {
         let name = egraph.add(Atl::Sym(dx));
         let root = egraph.add(Atl::Var(name));
         let root = coefficients(&mut egraph, &t, &format!("out {x}"), root, form);
-        let (mut out, st, counter) = run_with(
+        let (mut out, st, supply) = run_with(
             egraph,
             &[root],
             self.rules,
@@ -374,7 +372,7 @@ impl Ctx<'_> {
         stats.nodes = stats.nodes.max(st.nodes);
         stats.classes = stats.classes.max(st.classes);
         stats.extract_seconds += st.extract_seconds;
-        fresh.raise_to(counter);
+        fresh.raise_to(supply.last());
         Ok(out)
     }
 }
@@ -411,16 +409,12 @@ pub fn adjoint_egraph(
     seed: Expr,
     drop_dead: bool,
 ) -> Result<(AtlGraph, Id)> {
-    let mut fresh = Fresh::above(&prog.body);
+    let mut fresh = crate::front::subst::fresh_above(&prog.body);
     // dead bindings go first: their adjoint is zero (paper section 2.2), and
     // the e-graph need not prove it for every order of their bindings
     let flat = lift(&anf(&prog.body, &mut fresh), &mut fresh);
     let (binds, result) = if drop_dead { dead_code(flat) } else { flat };
-    let mut types = param_env(prog);
-    for (x, e) in &binds {
-        let t = type_of(e, &mut types)?;
-        types.insert(*x, t);
-    }
+    let types = binding_env(prog, &binds)?;
     let mut extents = HashMap::new();
     for (_, e) in &binds {
         collect_extents(e, &mut extents);
@@ -447,7 +441,7 @@ pub fn adjoint_egraph(
             }
         }
     }
-    analysis.fresh = fresh.counter();
+    analysis.fresh = fresh.clone();
     let mut egraph = new_graph(analysis);
     let body = egraph.add_expr(&to_rec(&unflatten((binds, result))));
     let seed = egraph.add_expr(&to_rec(&seed));
@@ -483,13 +477,14 @@ fn add_values(parts: Vec<Expr>, t: &Type, fresh: &mut Fresh) -> Expr {
     use crate::front::ast::build;
     match t {
         Type::Real => {
-            let mut parts = parts.into_iter();
-            let first = parts.next().expect("a part");
+            let mut parts = parts;
+            let rest = parts.split_off(1);
+            let first = parts.pop().expect("a part");
             let mut terms = vec![];
-            for b in parts {
+            for b in &rest {
                 add_terms(b, &mut terms);
             }
-            terms.into_iter().fold(first, build::add)
+            terms.into_iter().cloned().fold(first, build::add)
         }
         Type::Pair(ta, tb) => {
             let (fsts, snds): (Vec<Expr>, Vec<Expr>) = parts
@@ -505,29 +500,6 @@ fn add_values(parts: Vec<Expr>, t: &Type, fresh: &mut Fresh) -> Expr {
             build::gen(g, n.clone(), add_values(rows, te, fresh))
         }
     }
-}
-
-/// The summands of `e` (its tree of `+`), left to right.
-fn add_terms(e: Expr, out: &mut Vec<Expr>) {
-    match e {
-        Expr::Add(a, b) => {
-            add_terms(*a, out);
-            add_terms(*b, out);
-        }
-        e => out.push(e),
-    }
-}
-
-/// `e[i]`, with a `gen` indexed by substituting its binder.
-fn index(e: Expr, i: &Affine, fresh: &mut Fresh) -> Expr {
-    use crate::front::subst::{Replace, Substituter};
-    if let Expr::Gen(j, _, body) = &e {
-        let mut names = |b: Symbol| fresh.name(crate::front::names::base(b.as_str()));
-        if let Ok(out) = Substituter::new(&mut names).expr(body, &Replace::Index(*j, i.clone())) {
-            return out;
-        }
-    }
-    crate::front::ast::build::get(e, i.clone())
 }
 
 /// The first (`first`) or second part of a pair `e`, a `pair` node read

@@ -9,8 +9,8 @@
 use crate::egraph::language::{Atl, Fun};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real, Type};
+use crate::front::names::Fresh;
 use crate::front::subst::free_names;
-use crate::terms::normalize::Fresh;
 use egg::{ENodeOrVar, Id, PatternAst, Symbol};
 
 /// One step of a path into a value: an access or a projection.

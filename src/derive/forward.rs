@@ -17,10 +17,11 @@ use crate::egraph::runner::{Options, PhaseStats};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Param, ParamKind, Pred, Program};
+use crate::front::names::Fresh;
 use crate::front::subst::free_names;
-use crate::front::types::{param_env, type_of};
+use crate::front::types::binding_env;
 use crate::terms::extents::collect_extents;
-use crate::terms::normalize::{anf, lift, Fresh};
+use crate::terms::normalize::{anf, lift};
 use egg::Symbol;
 use std::collections::HashMap;
 
@@ -50,7 +51,7 @@ pub fn differentiate(
     opts: &Options,
 ) -> Result<(Expr, PhaseStats)> {
     let started = std::time::Instant::now();
-    let mut fresh = Fresh::above(body);
+    let mut fresh = crate::front::subst::fresh_above(body);
     let (binds, result) = lift(&anf(body, &mut fresh), &mut fresh);
     let mut sigma: HashMap<Symbol, Symbol> = tangents.iter().copied().collect();
     let dnames: Vec<Symbol> = binds
@@ -84,7 +85,7 @@ pub fn differentiate(
     };
     for group in by_rules.chunks(GROUP) {
         let (egraph, roots) = forward_egraph(prog, &defs, group, &sigma, &fresh);
-        let (out, st, counter) = run_and_extract(
+        let (out, st, supply) = run_and_extract(
             prog,
             egraph,
             &roots,
@@ -93,7 +94,7 @@ pub fn differentiate(
             opts,
             "differentiate (forward)",
         )?;
-        fresh.raise_to(counter);
+        fresh.raise_to(supply.last());
         for (k, e) in group.iter().zip(out) {
             derived[*k] = e;
         }
@@ -107,11 +108,7 @@ pub fn differentiate(
     }
     if derived.iter().any(Option::is_none) {
         // what the e-graphs did not finish: the direct pass
-        let mut types = param_env(prog);
-        for (x, e) in &binds {
-            let t = type_of(e, &mut types)?;
-            types.insert(*x, t);
-        }
+        let types = binding_env(prog, &binds)?;
         let mut direct = ForwardDirect {
             tangents: sigma.clone(),
             types,
@@ -167,7 +164,7 @@ fn forward_egraph(
     }
     let mut analysis = AtlAnalysis {
         extents,
-        fresh: fresh.counter(),
+        fresh: fresh.clone(),
         ..Default::default()
     };
     // only the names the group mentions: every name the analysis knows

@@ -10,8 +10,8 @@
 
 use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Type};
+use crate::front::names::Fresh;
 use crate::front::types::{type_of, zero_of, TypeEnv};
-use crate::terms::normalize::Fresh;
 use egg::Symbol;
 use std::collections::HashMap;
 

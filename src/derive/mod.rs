@@ -28,9 +28,9 @@ pub mod forward_direct;
 pub mod phase;
 
 use crate::egraph::runner::PhaseStats;
-use crate::egraph::{optimize, Options, Stats};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Param, ParamKind, Program, Type};
+use crate::optimizer::{optimize, Options, Stats};
 use egg::Symbol;
 use std::time::Instant;
 
@@ -87,7 +87,7 @@ fn simplify(
 /// decide).
 fn within_reference(mut out: Derived, reference: Program, opts: &Options) -> Result<Derived> {
     let cheaper =
-        crate::egraph::runner::never_costlier(&out.program, &reference, opts.sizes.as_ref());
+        crate::optimizer::guard::never_costlier(&out.program, &reference, opts.sizes.as_ref());
     opts.check_time()?;
     if !cheaper {
         out.program =

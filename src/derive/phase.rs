@@ -13,6 +13,7 @@ use crate::egraph::language::Atl;
 use crate::egraph::runner::{extraction_samples, time_left, Options, PhaseStats};
 use crate::error::Result;
 use crate::front::ast::{Expr, Program};
+use crate::front::names::Fresh;
 use egg::{Id, Language, Rewrite, Runner};
 use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
@@ -43,8 +44,8 @@ pub const SMALL: Limits = Limits {
 /// Saturate `egraph` with `rules` within `limits` and extract, for each
 /// root, its cheapest core expression (`None` for a root that has none:
 /// the run stopped at a limit before every derivative form was gone); also
-/// returns the name counter the appliers reached (later names must be
-/// above it). Fails only past the command's deadline.
+/// returns the appliers' name supply (later names must come after its
+/// last). Fails only past the command's deadline.
 pub fn run_and_extract(
     prog: &Program,
     egraph: AtlGraph,
@@ -53,7 +54,7 @@ pub fn run_and_extract(
     limits: Limits,
     opts: &Options,
     name: &str,
-) -> Result<(Vec<Option<Expr>>, PhaseStats, u64)> {
+) -> Result<(Vec<Option<Expr>>, PhaseStats, Fresh)> {
     let samples = extraction_samples(prog, None);
     run_with(egraph, roots, rules, &samples, limits, opts, name)
 }
@@ -67,7 +68,7 @@ pub fn run_with(
     limits: Limits,
     opts: &Options,
     name: &str,
-) -> Result<(Vec<Option<Expr>>, PhaseStats, u64)> {
+) -> Result<(Vec<Option<Expr>>, PhaseStats, Fresh)> {
     let started = Instant::now();
     let deadline = opts.deadline_at();
     opts.check_time()?;

@@ -120,8 +120,9 @@ pub struct AtlAnalysis {
     pub names: indexmap::IndexSet<Symbol>,
     /// Index binder name -> its extent `D` (the index ranges over `[0, D)`).
     pub extents: HashMap<Symbol, Affine>,
-    /// Counter for fresh names made by appliers.
-    pub fresh: u64,
+    /// The name supply of the appliers (a copy of the pass's
+    /// [`crate::front::names::Fresh`], handed back after the run).
+    pub fresh: crate::front::names::Fresh,
     /// Differentiation only: sigma, the types, the constants
     /// ([`crate::egraph::context::DiffContext`]; empty in the optimizer).
     pub diff: crate::egraph::context::DiffContext,
@@ -179,8 +180,7 @@ impl AtlAnalysis {
     /// A fresh name with the base of `base` (`i` -> `i#7`, see
     /// [`crate::front::names`]).
     pub fn fresh_name(&mut self, base: Symbol) -> Symbol {
-        self.fresh += 1;
-        crate::front::names::make(base.as_str(), self.fresh)
+        self.fresh.name(base.as_str())
     }
 }
 

@@ -58,13 +58,14 @@
 //!   the differentiation rules' alike;
 //! * [`extract`]: the paper's sparsity-aware work cost as an egg
 //!   `CostFunction`;
-//! * [`runner`]: phases, limits, one e-graph per phase, and the guard;
-//! * [`bindings`]: the `optimize` entry point, binding by binding;
-//! * [`crate::terms::letpasses`]: inlining and sharing across bindings,
-//!   outside e-graphs.
+//! * [`runner`]: the limits of a run, its statistics, and the samples
+//!   terms are costed at;
+//! * [`bounded`]: the rewrite scheduler that holds the node limit.
+//!
+//! The optimizer that drives these e-graphs (per-binding units, phases,
+//! the guard) is [`crate::optimizer`].
 
 pub mod analysis;
-pub mod bindings;
 pub mod bounded;
 pub mod context;
 pub mod extract;
@@ -72,5 +73,4 @@ pub mod language;
 pub mod rules;
 pub mod runner;
 
-pub use bindings::optimize;
-pub use runner::{Optimized, Options, Stats};
+pub use runner::Options;

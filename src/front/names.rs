@@ -33,6 +33,38 @@ pub fn is_made(s: &str) -> bool {
     s.contains(SEP)
 }
 
+/// The supply of made names every pass draws from: each [`Fresh::name`]
+/// hands out the next id. A pass that works on a term made elsewhere starts
+/// after the largest id in it ([`crate::front::subst::max_fresh_suffix`]),
+/// so names made by an earlier pass never clash with new ones.
+#[derive(Clone, Debug, Default)]
+pub struct Fresh {
+    last: u64,
+}
+
+impl Fresh {
+    /// A supply whose first name gets id `last + 1`.
+    pub fn after(last: u64) -> Fresh {
+        Fresh { last }
+    }
+
+    /// The largest id handed out so far (or the one it started after).
+    pub fn last(&self) -> u64 {
+        self.last
+    }
+
+    /// Hand out only ids above `last` from now on.
+    pub fn raise_to(&mut self, last: u64) {
+        self.last = self.last.max(last);
+    }
+
+    /// A new made name with the base of `base` (`i` or `i#3` -> `i#7`).
+    pub fn name(&mut self, base: &str) -> Symbol {
+        self.last += 1;
+        make(base, self.last)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

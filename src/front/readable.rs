@@ -4,7 +4,7 @@
 //! for the binders of terms put together from parts optimized apart.
 
 use super::ast::{Expr, Pred, Program};
-use super::names::{base, make};
+use super::names::{base, make, Fresh};
 use egg::Symbol;
 use std::collections::{HashMap, HashSet};
 
@@ -85,23 +85,22 @@ fn declared(prog: &Program) -> HashSet<String> {
     out
 }
 
-struct Readable<'h> {
+struct Readable<'h, 'f> {
     hints: &'h HashMap<Symbol, Symbol>,
     taken: HashSet<String>,
     /// Per stem, the next numeric suffix to try.
     next_suffix: HashMap<String, usize>,
     scope: HashMap<Symbol, Vec<Symbol>>,
-    /// When set, binders get made names `base#id` with ids from here on
-    /// (see [`fresh_binders`]) instead of readable ones.
-    next_id: Option<u64>,
+    /// When set, binders get made names from this supply (see
+    /// [`fresh_binders`]) instead of readable ones.
+    fresh: Option<&'f mut Fresh>,
 }
 
-impl Readable<'_> {
+impl Readable<'_, '_> {
     fn pick(&mut self, b: Symbol) -> Symbol {
         let hinted = self.hints.get(&b).copied().unwrap_or(b);
-        if let Some(id) = self.next_id.as_mut() {
-            *id += 1;
-            return make(base(hinted.as_str()), *id);
+        if let Some(fresh) = self.fresh.as_deref_mut() {
+            return fresh.name(hinted.as_str());
         }
         let stem = c_stem(base(hinted.as_str()));
         let ok = |s: &str, taken: &HashSet<String>| {
@@ -207,7 +206,7 @@ pub fn readable(prog: &Program, hints: &HashMap<Symbol, Symbol>) -> Program {
         taken: declared(prog),
         next_suffix: HashMap::new(),
         scope: HashMap::new(),
-        next_id: None,
+        fresh: None,
     };
     Program {
         body: r.expr(&prog.body),
@@ -216,20 +215,18 @@ pub fn readable(prog: &Program, hints: &HashMap<Symbol, Symbol>) -> Program {
 }
 
 /// `e` with every binder renamed to a made name no other binder has: the
-/// base of its name (or of `hints[name]`) and an id above `*next_id`, which
-/// is advanced. Free names are kept. Used to put together terms optimized
-/// apart, whose binder names may repeat.
-pub fn fresh_binders(e: &Expr, hints: &HashMap<Symbol, Symbol>, next_id: &mut u64) -> Expr {
-    let mut r = Readable {
+/// base of its name (or of `hints[name]`) and an id from `fresh`. Free
+/// names are kept. Used to put together terms optimized apart, whose binder
+/// names may repeat.
+pub fn fresh_binders(e: &Expr, hints: &HashMap<Symbol, Symbol>, fresh: &mut Fresh) -> Expr {
+    Readable {
         hints,
         taken: HashSet::new(),
         next_suffix: HashMap::new(),
         scope: HashMap::new(),
-        next_id: Some(*next_id),
-    };
-    let out = r.expr(e);
-    *next_id = r.next_id.expect("set above");
-    out
+        fresh: Some(fresh),
+    }
+    .expr(e)
 }
 
 #[cfg(test)]

@@ -103,6 +103,12 @@ fn expr_names(e: &Expr, bound: &mut Bound, out: &mut BTreeSet<Symbol>) {
     }
 }
 
+/// The name supply for a pass over `e`: its names come after every made
+/// name in `e` (see [`max_fresh_suffix`]).
+pub fn fresh_above(e: &Expr) -> super::names::Fresh {
+    super::names::Fresh::after(max_fresh_suffix(e))
+}
+
 /// The largest id `N` of the made names `base#N` in an expression (binders
 /// included, see [`super::names`]): passes that make fresh names start above it, so names made
 /// by an earlier pass (say, the gradient that `hvp` differentiates) never
@@ -315,11 +321,8 @@ mod tests {
         let n = Affine::var(s("n"));
         let ij = Affine::var(s("i")).add(&Affine::var(s("j"))).unwrap();
         let e = sum(s("j"), n.clone(), get(var(s("x")), ij));
-        let mut k = 0;
-        let mut fresh = |b: Symbol| {
-            k += 1;
-            crate::front::names::make(b.as_str(), k)
-        };
+        let mut supply = crate::front::names::Fresh::default();
+        let mut fresh = |b: Symbol| supply.name(b.as_str());
         let mut sub = Substituter::new(&mut fresh);
         let out = sub
             .expr(&e, &Replace::Index(s("i"), Affine::var(s("j"))))

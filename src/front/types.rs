@@ -21,6 +21,18 @@ pub fn param_env(prog: &Program) -> TypeEnv {
         .collect()
 }
 
+/// The environment of a program's real-valued parameters and of the flat
+/// bindings `binds` (let-free definitions in order, as
+/// [`crate::terms::normalize::lift`] gives them).
+pub fn binding_env(prog: &Program, binds: &[(Symbol, Expr)]) -> Result<TypeEnv> {
+    let mut types = param_env(prog);
+    for (x, e) in binds {
+        let t = type_of(e, &mut types)?;
+        types.insert(*x, t);
+    }
+    Ok(types)
+}
+
 fn bad(msg: String) -> Error {
     Error::transform(format!("ill-typed core expression: {msg}"))
 }

@@ -210,7 +210,7 @@ impl Lowerer {
             return None;
         }
         let (mut lo, mut hi): (Option<i128>, Option<i128>) = (None, None);
-        for atom in super::pred::conjuncts(p) {
+        for atom in crate::terms::brackets::conjuncts(p) {
             for c in super::pred::affine(atom).unwrap_or_default() {
                 let Constraint::Ge(f) = c else { continue };
                 if f.terms().len() != 2 {

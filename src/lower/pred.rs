@@ -156,12 +156,3 @@ impl Lowerer {
         }))
     }
 }
-
-/// The conjuncts of a predicate (nested `and`s flattened).
-pub(super) fn conjuncts(p: &Pred) -> Vec<&Pred> {
-    match p {
-        Pred::And(ps) => ps.iter().flat_map(conjuncts).collect(),
-        Pred::True => vec![],
-        _ => vec![p],
-    }
-}

@@ -22,13 +22,13 @@
 //! are forms of loop variables) stay membership tests ([`super::value::V::test`]).
 
 use super::ir::{PermutedRelation, Stmt};
-use super::pred::conjuncts;
 use super::sum::Acc;
 use super::value::V;
 use super::Lowerer;
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred, Type};
+use crate::terms::brackets::conjuncts;
 use egg::Symbol;
 
 /// The most arguments a permuted layout may have (the C helper's limit).

@@ -5,7 +5,7 @@
 //! into a scalar or, interchanged, into a row.
 
 use super::ir::Stmt;
-use super::pred::{self, conjuncts};
+use super::pred;
 use super::relation;
 use super::value::V;
 use super::Lowerer;
@@ -13,6 +13,7 @@ use crate::constraints::{self, Constraint, LinForm};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred};
+use crate::terms::brackets::conjuncts;
 use egg::Symbol;
 
 impl Lowerer {

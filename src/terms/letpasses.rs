@@ -1,5 +1,5 @@
 //! Let-level passes of the optimizer, outside the e-graphs (see
-//! [`crate::egraph::bindings`]): they see across bindings, which a binding's own
+//! [`crate::optimizer::bindings`]): they see across bindings, which a binding's own
 //! e-graph cannot.
 //!
 //! * [`inline_free_bindings`]: a binding that does no arithmetic is
@@ -22,6 +22,7 @@
 
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
+use crate::front::names::Fresh;
 use crate::front::subst::{free_names, Replace, Substituter};
 use egg::Symbol;
 use std::collections::{HashMap, HashSet};
@@ -69,25 +70,25 @@ fn does_no_work(e: &Expr) -> bool {
 pub fn inline_free_bindings(
     binds: Vec<(Symbol, Expr)>,
     result: Expr,
-    next_id: &mut u64,
+    fresh: &mut Fresh,
 ) -> (Vec<(Symbol, Expr)>, Expr) {
     let mut inlined: HashMap<Symbol, Expr> = HashMap::new();
     let mut out = vec![];
     for (x, e) in binds {
-        let e = substitute_reduced(&e, &inlined, next_id);
+        let e = substitute_reduced(&e, &inlined, fresh);
         if does_no_work(&e) {
             inlined.insert(x, e.clone());
         }
         out.push((x, e));
     }
-    let result = substitute_reduced(&result, &inlined, next_id);
+    let result = substitute_reduced(&result, &inlined, fresh);
     (out, result)
 }
 
 /// `e` with the variables of `defs` replaced by their definitions, and
 /// each access of a replaced definition reduced (only in the parts of `e`
 /// that use a definition: the rest is kept as it is).
-fn substitute_reduced(e: &Expr, defs: &HashMap<Symbol, Expr>, next_id: &mut u64) -> Expr {
+fn substitute_reduced(e: &Expr, defs: &HashMap<Symbol, Expr>, fresh: &mut Fresh) -> Expr {
     let mut uses = HashSet::new();
     if defs.is_empty() || !mark_uses(e, defs, &mut vec![], &mut uses) {
         return e.clone();
@@ -95,7 +96,7 @@ fn substitute_reduced(e: &Expr, defs: &HashMap<Symbol, Expr>, next_id: &mut u64)
     Reduce {
         defs,
         uses: &uses,
-        next_id,
+        fresh,
     }
     .expr(e)
 }
@@ -143,7 +144,7 @@ fn mark_uses(
 struct Reduce<'a> {
     defs: &'a HashMap<Symbol, Expr>,
     uses: &'a HashSet<*const Expr>,
-    next_id: &'a mut u64,
+    fresh: &'a mut Fresh,
 }
 
 impl Reduce<'_> {
@@ -154,7 +155,7 @@ impl Reduce<'_> {
         match e {
             Expr::Var(x) => match self.defs.get(x) {
                 // binders of the definition made unique again at each use
-                Some(d) => crate::front::readable::fresh_binders(d, &HashMap::new(), self.next_id),
+                Some(d) => crate::front::readable::fresh_binders(d, &HashMap::new(), self.fresh),
                 None => e.clone(),
             },
             Expr::Fst(a) => match self.expr(a) {
@@ -167,7 +168,7 @@ impl Reduce<'_> {
             },
             Expr::Get(a, i) => {
                 let a = self.expr(a);
-                access(a, i, self.next_id)
+                access(a, i, self.fresh)
             }
             _ => e.map_children(|c| self.expr(c)),
         }
@@ -176,13 +177,10 @@ impl Reduce<'_> {
 
 /// `(get e a)`, reduced when `e` is a `gen` (under brackets): ATL reads 0
 /// out of range, hence the range bracket.
-fn access(e: Expr, a: &Affine, next_id: &mut u64) -> Expr {
+fn access(e: Expr, a: &Affine, fresh: &mut Fresh) -> Expr {
     match e {
         Expr::Gen(j, d, body) => {
-            let mut names = |b: Symbol| {
-                *next_id += 1;
-                crate::front::names::make(crate::front::names::base(b.as_str()), *next_id)
-            };
+            let mut names = |b: Symbol| fresh.name(b.as_str());
             match Substituter::new(&mut names).expr(&body, &Replace::Index(j, a.clone())) {
                 Ok(inner) => build::iverson(
                     Pred::And(vec![
@@ -194,26 +192,23 @@ fn access(e: Expr, a: &Affine, next_id: &mut u64) -> Expr {
                 Err(_) => build::get(build::gen(j, d, *body), a.clone()),
             }
         }
-        Expr::Iverson(p, inner) => build::iverson(p, access(*inner, a, next_id)),
+        Expr::Iverson(p, inner) => build::iverson(p, access(*inner, a, fresh)),
         e => build::get(e, a.clone()),
     }
 }
 
 /// `e[i]` for a tensor `e` over the range `i` is known to lie in: a `gen`
 /// by substituting its binder, through brackets; an access otherwise.
-pub fn index(e: Expr, i: &Affine, next_id: &mut u64) -> Expr {
+pub fn index(e: Expr, i: &Affine, fresh: &mut Fresh) -> Expr {
     match e {
         Expr::Gen(j, d, body) => {
-            let mut names = |b: Symbol| {
-                *next_id += 1;
-                crate::front::names::make(crate::front::names::base(b.as_str()), *next_id)
-            };
+            let mut names = |b: Symbol| fresh.name(b.as_str());
             match Substituter::new(&mut names).expr(&body, &Replace::Index(j, i.clone())) {
                 Ok(out) => out,
                 Err(_) => build::get(build::gen(j, d, *body), i.clone()),
             }
         }
-        Expr::Iverson(p, a) => build::iverson(p, index(*a, i, next_id)),
+        Expr::Iverson(p, a) => build::iverson(p, index(*a, i, fresh)),
         e => build::get(e, i.clone()),
     }
 }
@@ -516,7 +511,7 @@ pub fn bracket_empty_products(e: &Expr) -> Expr {
 pub fn share_repeated_elements(
     mut binds: Vec<(Symbol, Expr)>,
     mut result: Expr,
-    next_id: &mut u64,
+    fresh: &mut Fresh,
 ) -> (Vec<(Symbol, Expr)>, Expr) {
     for _ in 0..MAX_SHARED {
         let mut found: HashMap<ReuseKey, Occurrences> = HashMap::new();
@@ -541,8 +536,7 @@ pub fn share_repeated_elements(
         let mut body = occ.term.clone();
         let mut fresh_indices = vec![];
         for v in &occ.indices {
-            *next_id += 1;
-            let w = crate::front::names::make(v.as_str(), *next_id);
+            let w = fresh.name(v.as_str());
             let mut no_fresh = |b: Symbol| b;
             body = Substituter::new(&mut no_fresh)
                 .expr(&body, &Replace::Index(*v, Affine::var(w)))
@@ -557,12 +551,11 @@ pub fn share_repeated_elements(
         for (w, d) in fresh_indices.iter().zip(&occ.dims).rev() {
             body = build::gen(*w, d.clone(), body);
         }
-        *next_id += 1;
         let base = match &occ.term {
             Expr::Call(f, _) => f.name(),
             _ => "shared",
         };
-        let name = crate::front::names::make(base, *next_id);
+        let name = fresh.name(base);
         // the counted occurrences (and only those) read the binding
         let mut visit = Visit::Replace {
             key: &key,
@@ -859,11 +852,11 @@ mod tests {
     use crate::front::ast::Program;
     use crate::front::parse_program;
     use crate::semantics::eval::evaluate;
-    use crate::terms::normalize::{lift, unflatten, Fresh};
+    use crate::terms::normalize::{lift, unflatten};
 
     fn flat(text: &str) -> (Program, Vec<(Symbol, Expr)>, Expr) {
         let p = parse_program(text.as_bytes()).unwrap();
-        let mut fresh = Fresh::above(&p.body);
+        let mut fresh = crate::front::subst::fresh_above(&p.body);
         let (binds, result) = lift(&p.body, &mut fresh);
         (p, binds, result)
     }
@@ -892,7 +885,7 @@ mod tests {
                (let A (gen i n (gen j n (iverson (== i j) (get x i))))
                  (gen i n (sum j n (* (get (get A i) j) (get v j))))))",
         );
-        let mut id = 1000;
+        let mut id = Fresh::after(1000);
         let (binds2, result2) = inline_free_bindings(binds, result, &mut id);
         assert!(!free_names(&result2).contains(&Symbol::from("A")));
         same_values(&p, binds2, result2);
@@ -971,7 +964,7 @@ mod tests {
                  (let u (gen g b (gen h c (* (get t g) (exp (get z g h)))))
                    (sum s b (sum k c (get u s k))))))",
         );
-        let mut id = 1000;
+        let mut id = Fresh::after(1000);
         let (binds2, result2) = share_repeated_elements(binds, result, &mut id);
         assert_eq!(binds2.len(), 3, "{binds2:?}");
         let calls = |e: &Expr| {

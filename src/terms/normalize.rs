@@ -14,39 +14,10 @@
 
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr};
+use crate::front::names::Fresh;
 use crate::front::subst::{free_names, Replace, Substituter};
 use egg::Symbol;
 use std::collections::BTreeSet;
-
-/// Fresh names for the passes (`t#1`, ..., see [`crate::front::names`]).
-#[derive(Default)]
-pub struct Fresh {
-    n: u64,
-}
-
-impl Fresh {
-    /// Fresh names that do not clash with the made names already in `e`.
-    pub fn above(e: &Expr) -> Fresh {
-        Fresh {
-            n: crate::front::subst::max_fresh_suffix(e),
-        }
-    }
-
-    /// The largest suffix handed out so far (later passes start above it).
-    pub fn counter(&self) -> u64 {
-        self.n
-    }
-
-    /// Hand out only names above `n` from now on.
-    pub fn raise_to(&mut self, n: u64) {
-        self.n = self.n.max(n);
-    }
-
-    pub fn name(&mut self, base: &str) -> Symbol {
-        self.n += 1;
-        crate::front::names::make(base, self.n)
-    }
-}
 
 pub fn is_atom(e: &Expr) -> bool {
     matches!(

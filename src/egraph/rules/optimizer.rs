@@ -308,12 +308,9 @@ pub(super) fn let_pair_split(c: &mut Ctx) -> Option<Built> {
     Some(Built::Expr(build::let_(x0, a, build::let_(x1, b, body))))
 }
 
+/// The conjuncts of `p` ([`crate::terms::brackets::conjuncts`]), owned.
 fn conjuncts(p: Pred, out: &mut Vec<Pred>) {
-    match p {
-        Pred::And(ps) => ps.into_iter().for_each(|q| conjuncts(q, out)),
-        Pred::True => {}
-        q => out.push(q),
-    }
+    out.extend(crate::terms::brackets::conjuncts(&p).into_iter().cloned());
 }
 
 /// Find a conjunct `a == b` that determines `i` (coefficient +-1) and return

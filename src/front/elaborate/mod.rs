@@ -58,7 +58,7 @@ fn kind_words(b: &Binding) -> &'static str {
 
 struct Elab {
     scope: HashMap<String, Binding>,
-    counter: u64,
+    fresh: super::names::Fresh,
     /// Every function of the file, in order (names and positions).
     names: Rc<[FnName]>,
     /// The functions checked so far, in order.
@@ -101,8 +101,7 @@ impl Elab {
     /// A made name (`base#N`, see [`super::names`]): never one the source
     /// can spell.
     fn fresh(&mut self, base: &str) -> Symbol {
-        self.counter += 1;
-        super::names::make(base, self.counter)
+        self.fresh.name(base)
     }
 
     /// The unique name a source binder gets: itself the first time, a fresh
@@ -163,7 +162,7 @@ pub fn elaborate_fn_with(
         };
         let mut el = Elab {
             scope: HashMap::new(),
-            counter: 0,
+            fresh: super::names::Fresh::default(),
             names: names.clone(),
             fns: fns.clone(),
             visible: index,

@@ -5,7 +5,7 @@
 //! depends on where it stopped. Here the program is flattened to its
 //! bindings (`let`-lifting, [`crate::terms::normalize::lift`]) and each
 //! binding's definition, and each leaf of the result, is a *unit* optimized
-//! in an e-graph of its own ([`super::runner::optimize_whole`] on a small
+//! in an e-graph of its own ([`super::phases::optimize_whole`] on a small
 //! program whose parameters are the unit's free variables): time is linear
 //! in the number of bindings, and each e-graph is small enough for the
 //! normalize rules (index elimination, the Iverson algebra) to saturate.
@@ -22,22 +22,26 @@
 //! * A program whose flattened form is small is then also optimized whole,
 //!   starting from the per-binding result and from the input, so that
 //!   inlining across bindings is still found; the final guard
-//!   ([`super::runner::guard`]) keeps the cheapest candidate that costs no
+//!   ([`super::guard::guard`]) keeps the cheapest candidate that costs no
 //!   more than the input at any checked sample.
 
-use super::runner::{guard, optimize_whole, Optimized, Options, PhaseStats};
+use super::guard::guard;
+use super::phases::optimize_whole;
+use super::Optimized;
+use crate::egraph::runner::{Options, PhaseStats};
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Param, ParamKind, Program, Type};
+use crate::front::names::Fresh;
 use crate::front::subst::{free_names, Replace, Substituter};
-use crate::front::types::{param_env, type_of, TypeEnv};
+use crate::front::types::{binding_env, type_of, TypeEnv};
 use crate::terms::brackets::{bracket_additions, exists_bracket};
 use crate::terms::canonical::{canonical_binders, canonical_binders_with_hints};
 use crate::terms::letpasses::{
     add_terms, drop_broadcast_dimensions, drop_false_brackets, index, inline_free_bindings,
     reuse_bindings, share_repeated_elements,
 };
-use crate::terms::normalize::{bind_nested_reductions, dead_code, lift, unflatten, Fresh};
+use crate::terms::normalize::{bind_nested_reductions, dead_code, lift, unflatten};
 use crate::terms::shape::{shape, Shape};
 use crate::terms::size::term_size;
 use egg::Symbol;
@@ -60,7 +64,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
     let started = Instant::now();
     let opts = &opts.started();
     let _deadline = crate::limits::deadline_scope(opts.deadline_at(), opts.time_limit);
-    let mut next_id = crate::front::subst::max_fresh_suffix(&prog.body);
+    let mut fresh = crate::front::subst::fresh_above(&prog.body);
     let mut candidates = vec![];
     let mut phases = vec![];
     let input_small = term_size(&prog.body) <= WHOLE_PROGRAM_NODES;
@@ -70,7 +74,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
         ..prog.clone()
     };
 
-    let local = by_binding(&cleaned, opts, &mut next_id)?;
+    let local = by_binding(&cleaned, opts, &mut fresh)?;
     phases.extend(local.1);
     let local = local.0;
     if term_size(&local.body) <= WHOLE_PROGRAM_NODES || input_small {
@@ -103,11 +107,7 @@ pub fn optimize(prog: &Program, opts: &Options) -> Result<Optimized> {
                 });
             }
             candidates.push(Program {
-                body: crate::front::readable::fresh_binders(
-                    &w.program.body,
-                    &w.hints,
-                    &mut next_id,
-                ),
+                body: crate::front::readable::fresh_binders(&w.program.body, &w.hints, &mut fresh),
                 ..prog.clone()
             });
         }
@@ -157,23 +157,16 @@ struct Units<'a> {
 fn by_binding(
     prog: &Program,
     opts: &Options,
-    next_id: &mut u64,
+    fresh: &mut Fresh,
 ) -> Result<(Program, Vec<PhaseStats>)> {
     // lifting needs binder names used once (a derivative may copy a `let`)
-    let unique = crate::front::readable::fresh_binders(&prog.body, &HashMap::new(), next_id);
-    let mut fresh = Fresh::default();
-    fresh.raise_to(*next_id);
-    let unique = bind_nested_reductions(&unique, false, &mut fresh);
-    let (binds, result) = dead_code(lift(&unique, &mut fresh));
-    *next_id = (*next_id).max(fresh.counter());
+    let unique = crate::front::readable::fresh_binders(&prog.body, &HashMap::new(), fresh);
+    let unique = bind_nested_reductions(&unique, false, fresh);
+    let (binds, result) = dead_code(lift(&unique, fresh));
     opts.check_time()?;
-    let (binds, result) = dead_code(inline_free_bindings(binds, result, next_id));
+    let (binds, result) = dead_code(inline_free_bindings(binds, result, fresh));
     opts.check_time()?;
-    let mut types = param_env(prog);
-    for (x, e) in &binds {
-        let t = type_of(e, &mut types)?;
-        types.insert(*x, t);
-    }
+    let types = binding_env(prog, &binds)?;
     let mut units = Units {
         prog,
         opts,
@@ -187,11 +180,11 @@ fn by_binding(
     };
     let mut out = vec![];
     for (x, e) in binds {
-        let e = units.unit(&e, next_id)?;
+        let e = units.unit(&e, fresh)?;
         out.append(&mut units.extra);
         out.push((x, e));
     }
-    let result = bracket_additions(&units.result(&result, next_id)?);
+    let result = bracket_additions(&units.result(&result, fresh)?);
     out.append(&mut units.extra);
     let out = out
         .into_iter()
@@ -202,7 +195,7 @@ fn by_binding(
     opts.check_time()?;
     let (out, result) = reuse_bindings(out, result);
     opts.check_time()?;
-    let (out, result) = share_repeated_elements(out, result, next_id);
+    let (out, result) = share_repeated_elements(out, result, fresh);
     opts.check_time()?;
     let (out, result) = drop_broadcast_dimensions(out, result);
     opts.check_time()?;
@@ -243,15 +236,15 @@ fn times(k: u32, t: Expr) -> Expr {
 
 impl Units<'_> {
     /// The result: each leaf of its pairs a unit.
-    fn result(&mut self, e: &Expr, next_id: &mut u64) -> Result<Expr> {
+    fn result(&mut self, e: &Expr, fresh: &mut Fresh) -> Result<Expr> {
         Ok(match e {
-            Expr::Pair(a, b) => build::pair(self.result(a, next_id)?, self.result(b, next_id)?),
-            e => self.unit(e, next_id)?,
+            Expr::Pair(a, b) => build::pair(self.result(a, fresh)?, self.result(b, fresh)?),
+            e => self.unit(e, fresh)?,
         })
     }
 
     /// One unit, optimized; a sum of many terms term by term.
-    fn unit(&mut self, e: &Expr, next_id: &mut u64) -> Result<Expr> {
+    fn unit(&mut self, e: &Expr, fresh: &mut Fresh) -> Result<Expr> {
         let mut gens: Vec<(Symbol, Affine)> = vec![];
         let mut inner = e;
         while let Expr::Gen(i, d, b) = inner {
@@ -261,7 +254,7 @@ impl Units<'_> {
         let mut terms = vec![];
         add_terms(inner, &mut terms);
         if terms.len() <= MAX_TERMS {
-            return self.optimize_unit(e, next_id);
+            return self.optimize_unit(e, fresh);
         }
         // equal optimized terms are added once, times their count
         let mut like: Vec<(Expr, u32)> = vec![];
@@ -271,9 +264,9 @@ impl Units<'_> {
                 .iter()
                 .rev()
                 .fold(t.clone(), |acc, (i, d)| build::gen(*i, d.clone(), acc));
-            let mut o = self.optimize_unit(&closed, next_id)?;
+            let mut o = self.optimize_unit(&closed, fresh)?;
             for (i, _) in &gens {
-                o = index(o, &Affine::var(*i), next_id);
+                o = index(o, &Affine::var(*i), fresh);
             }
             match seen.entry(canonical_binders(&o)) {
                 Entry::Occupied(k) => like[*k.get()].1 += 1,
@@ -302,7 +295,7 @@ impl Units<'_> {
 
     /// One unit in its own e-graph (or from the memo); the lets its
     /// optimization makes go to `self.extra`.
-    fn optimize_unit(&mut self, e: &Expr, next_id: &mut u64) -> Result<Expr> {
+    fn optimize_unit(&mut self, e: &Expr, fresh: &mut Fresh) -> Result<Expr> {
         self.opts.check_time()?;
         if is_trivial(e) {
             return Ok(e.clone());
@@ -322,19 +315,16 @@ impl Units<'_> {
                 slots.push(s);
             }
         }
-        let renamed = rename_vars(e, &reals, &slots, next_id);
+        let renamed = rename_vars(e, &reals, &slots, fresh);
         let canon = canonical_binders(&renamed);
         let key = (canon, reals.iter().map(|x| self.types[x].clone()).collect());
         let (body, hints) = match self.memo.get(&key) {
             Some(hit) => hit.clone(),
             None => self.optimized(e, renamed, &reals, &slots, key)?,
         };
-        let back = rename_vars(&body, &slots, &reals, next_id);
-        let unique = crate::front::readable::fresh_binders(&back, &hints, next_id);
-        let mut fresh = Fresh::default();
-        fresh.raise_to(*next_id);
-        let (binds, out) = lift(&unique, &mut fresh);
-        *next_id = (*next_id).max(fresh.counter());
+        let back = rename_vars(&body, &slots, &reals, fresh);
+        let unique = crate::front::readable::fresh_binders(&back, &hints, fresh);
+        let (binds, out) = lift(&unique, fresh);
         for (x, d) in binds {
             let t = type_of(&d, &mut self.types)?;
             self.types.insert(x, t);
@@ -433,13 +423,10 @@ fn is_trivial(e: &Expr) -> bool {
 
 /// `e` with the variables `from` renamed to `to` (simultaneously: `to`
 /// names no variable of `e`).
-fn rename_vars(e: &Expr, from: &[Symbol], to: &[Symbol], next_id: &mut u64) -> Expr {
+fn rename_vars(e: &Expr, from: &[Symbol], to: &[Symbol], fresh: &mut Fresh) -> Expr {
     let mut out = e.clone();
     for (x, y) in from.iter().zip(to) {
-        let mut names = |b: Symbol| {
-            *next_id += 1;
-            crate::front::names::make(crate::front::names::base(b.as_str()), *next_id)
-        };
+        let mut names = |b: Symbol| fresh.name(b.as_str());
         out = Substituter::new(&mut names)
             .expr(&out, &Replace::Var(*x, Expr::Var(*y)))
             .expect("renaming a variable cannot overflow");
