@@ -369,20 +369,50 @@ fn dense(e: &Expr) -> Expr {
     }
 }
 
-/// The cost extraction compares: exact when counting stays within
-/// [`EXTRACTION_BUDGET`], else the dense upper bound (every predicate
-/// true), which needs no enumeration.
-pub fn estimate_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample, exact: bool) -> u128 {
-    let (wrapped, bindings) = close(e, extents, s);
-    let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
-    let exact = if exact {
-        cost_expr_budget(&wrapped, &ctx, EXTRACTION_BUDGET).ok()
-    } else {
-        None
-    };
-    exact
-        .or_else(|| cost_expr_budget(&dense(&wrapped), &ctx, EXTRACTION_BUDGET).ok())
-        .unwrap_or(UNUSABLE)
+/// The costs extraction compares, at every sample: exact when counting
+/// stays within [`EXTRACTION_BUDGET`], else the dense upper bound (every
+/// predicate true), which needs no enumeration. The term is closed once,
+/// and each distinct assignment (sizes and relations) costed once (the
+/// samples of a program with no sizes are all one).
+pub fn estimate_all(
+    e: &Expr,
+    extents: &HashMap<Symbol, Affine>,
+    samples: &[Sample],
+    exact: bool,
+) -> Vec<u128> {
+    let free = free_names(e);
+    let mut wrapped = e.clone();
+    for v in &free {
+        if let Some(d) = extents.get(v) {
+            wrapped = build::gen(*v, d.clone(), wrapped);
+        }
+    }
+    let mut dense_term: Option<Expr> = None;
+    let mut out: Vec<u128> = Vec::with_capacity(samples.len());
+    for (k, s) in samples.iter().enumerate() {
+        let same = samples[..k]
+            .iter()
+            .position(|t| t.sizes == s.sizes && t.relations == s.relations);
+        if let Some(j) = same {
+            out.push(out[j]);
+            continue;
+        }
+        let bindings: Vec<(Symbol, i64)> = free
+            .iter()
+            .filter(|v| !extents.contains_key(v) && !s.sizes.contains_key(*v))
+            .map(|v| (*v, 0))
+            .collect();
+        let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
+        let cost = exact
+            .then(|| cost_expr_budget(&wrapped, &ctx, EXTRACTION_BUDGET).ok())
+            .flatten()
+            .or_else(|| {
+                let d = dense_term.get_or_insert_with(|| dense(&wrapped));
+                cost_expr_budget(d, &ctx, EXTRACTION_BUDGET).ok()
+            });
+        out.push(cost.unwrap_or(UNUSABLE));
+    }
+    out
 }
 
 /// Wrap the free index variables with known extents in `gen`s; others (not
@@ -695,11 +725,8 @@ impl CostFunction<Atl> for WorkCost<'_> {
                         if let Some(n) = &mut self.exact_left {
                             *n = n.saturating_sub(1);
                         }
-                        let costs: Vec<u128> = self
-                            .samples
-                            .iter()
-                            .map(|s| estimate_at(&e, &self.egraph.analysis.extents, s, exact))
-                            .collect();
+                        let costs =
+                            estimate_all(&e, &self.egraph.analysis.extents, self.samples, exact);
                         cost_key(&costs, self.samples)
                     }
                     _ => vec![UNUSABLE; key_len],
