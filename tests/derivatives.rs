@@ -12,6 +12,7 @@
 //!   counts (`common::run_check`; skipped without a C compiler);
 //! * every entry of the black-box derivative table equals the evaluator's
 //!   derivative of that black box, and every forward rule is exercised.
+//! * no phase of these commands stops at a default limit (no limit warning).
 //!
 //! The corpus's derivatives are computed once, on every core, for all the
 //! tests of this file ([`derived`]).
