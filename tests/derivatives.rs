@@ -12,6 +12,7 @@
 //!   counts (`common::run_check`; skipped without a C compiler);
 //! * every entry of the black-box derivative table equals the evaluator's
 //!   derivative of that black box, and every forward rule is exercised.
+//! * no phase of these commands stops at a default limit (no limit warning).
 //!
 //! The corpus's derivatives are computed once, on every core, for all the
 //! tests of this file ([`derived`]).
@@ -48,6 +49,30 @@ struct Derived {
     jvp: Program,
     vjp: Program,
     hvp: Option<Program>,
+    /// The phases of these commands that stopped at a limit the command
+    /// line warns about (`optimize FILE: the simplify (per binding) phase`).
+    limited: Vec<String>,
+}
+
+/// The phases of `stats` that the command line warns about: those stopped
+/// at a node, iteration or time limit, except the optimizer's second look
+/// at a small program as a whole (`(whole, ...)`) and the differentiation
+/// e-graph's fixed limits (the same choice as `limit_warnings` of the
+/// command line, `src/cli_stats.rs`).
+fn limited_phases(kind: &str, name: &str, stats: &atl_egg::optimizer::Stats) -> Vec<String> {
+    stats
+        .phases
+        .iter()
+        .filter(|p| {
+            let r = p.stop_reason.as_str();
+            ["node limit", "iteration limit", "time limit"]
+                .iter()
+                .any(|l| r.starts_with(l))
+                && !p.phase.contains("(whole,")
+                && !p.phase.starts_with("differentiat")
+        })
+        .map(|p| format!("{kind} {name}: the {} phase ({})", p.phase, p.stop_reason))
+        .collect()
 }
 
 /// The corpus's derivatives, computed on first use (on every core) and
@@ -60,24 +85,51 @@ fn derived() -> &'static [Derived] {
             let wrt = c.wrt_or_all();
             let scalar = c.program.ret == Type::Real;
             let fail = |what: &str, e: atl_egg::Error| panic!("{} {what}: {e}", c.name);
+            let limited = std::sync::Mutex::new(vec![]);
             let program = |r: atl_egg::Result<derive::Derived>, what: &str| match r {
-                Ok(d) => d.program,
+                Ok(d) => {
+                    let mut l = limited.lock().unwrap();
+                    l.extend(limited_phases(what, &c.name, &d.stats));
+                    d.program
+                }
                 Err(e) => fail(what, e),
             };
+            let optimize = match atl_egg::optimizer::optimize(&c.program, &opts()) {
+                Ok(o) => {
+                    let mut l = limited.lock().unwrap();
+                    l.extend(limited_phases("optimize", &c.name, &o.stats));
+                    o.program
+                }
+                Err(e) => fail("optimize", e),
+            };
+            let grad = scalar.then(|| program(derive::grad(&c.program, &wrt, &opts()), "grad"));
+            let jvp = program(derive::jvp(&c.program, &wrt, &opts()), "jvp");
+            let vjp = program(derive::vjp(&c.program, &wrt, &opts()), "vjp");
+            let hvp = scalar.then(|| program(derive::hvp(&c.program, &wrt, &opts()), "hvp"));
             Derived {
-                optimize: match atl_egg::optimizer::optimize(&c.program, &opts()) {
-                    Ok(o) => o.program,
-                    Err(e) => fail("optimize", e),
-                },
-                grad: scalar.then(|| program(derive::grad(&c.program, &wrt, &opts()), "grad")),
-                jvp: program(derive::jvp(&c.program, &wrt, &opts()), "jvp"),
-                vjp: program(derive::vjp(&c.program, &wrt, &opts()), "vjp"),
-                hvp: scalar.then(|| program(derive::hvp(&c.program, &wrt, &opts()), "hvp")),
+                optimize,
+                grad,
+                jvp,
+                vjp,
+                hvp,
+                limited: limited.into_inner().unwrap(),
                 wrt,
                 c: c.clone(),
             }
         })
     })
+}
+
+/// Under default limits no phase of `optimize`, `grad`, `jvp`, `vjp` or
+/// `hvp` of a corpus program stops at a limit: every command prints its
+/// result without a limit warning.
+#[test]
+fn no_corpus_derivative_stops_at_a_limit() {
+    let limited: Vec<&String> = derived().iter().flat_map(|d| &d.limited).collect();
+    assert!(
+        limited.is_empty(),
+        "phases stopped at a default limit:\n{limited:#?}"
+    );
 }
 
 fn opts() -> Options {

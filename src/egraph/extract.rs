@@ -148,6 +148,9 @@ pub struct CostVal {
     pub key: Vec<u128>,
     pub size: usize,
     pub tree: Rc<PTree>,
+    /// The term's free index variables that have an extent (those its cost
+    /// is summed over), sorted.
+    pub free: Rc<Vec<Symbol>>,
 }
 
 impl CostVal {
@@ -366,20 +369,50 @@ fn dense(e: &Expr) -> Expr {
     }
 }
 
-/// The cost extraction compares: exact when counting stays within
-/// [`EXTRACTION_BUDGET`], else the dense upper bound (every predicate
-/// true), which needs no enumeration.
-pub fn estimate_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample, exact: bool) -> u128 {
-    let (wrapped, bindings) = close(e, extents, s);
-    let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
-    let exact = if exact {
-        cost_expr_budget(&wrapped, &ctx, EXTRACTION_BUDGET).ok()
-    } else {
-        None
-    };
-    exact
-        .or_else(|| cost_expr_budget(&dense(&wrapped), &ctx, EXTRACTION_BUDGET).ok())
-        .unwrap_or(UNUSABLE)
+/// The costs extraction compares, at every sample: exact when counting
+/// stays within [`EXTRACTION_BUDGET`], else the dense upper bound (every
+/// predicate true), which needs no enumeration. The term is closed once,
+/// and each distinct assignment (sizes and relations) costed once (the
+/// samples of a program with no sizes are all one).
+pub fn estimate_all(
+    e: &Expr,
+    extents: &HashMap<Symbol, Affine>,
+    samples: &[Sample],
+    exact: bool,
+) -> Vec<u128> {
+    let free = free_names(e);
+    let mut wrapped = e.clone();
+    for v in &free {
+        if let Some(d) = extents.get(v) {
+            wrapped = build::gen(*v, d.clone(), wrapped);
+        }
+    }
+    let mut dense_term: Option<Expr> = None;
+    let mut out: Vec<u128> = Vec::with_capacity(samples.len());
+    for (k, s) in samples.iter().enumerate() {
+        let same = samples[..k]
+            .iter()
+            .position(|t| t.sizes == s.sizes && t.relations == s.relations);
+        if let Some(j) = same {
+            out.push(out[j]);
+            continue;
+        }
+        let bindings: Vec<(Symbol, i64)> = free
+            .iter()
+            .filter(|v| !extents.contains_key(v) && !s.sizes.contains_key(*v))
+            .map(|v| (*v, 0))
+            .collect();
+        let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
+        let cost = exact
+            .then(|| cost_expr_budget(&wrapped, &ctx, EXTRACTION_BUDGET).ok())
+            .flatten()
+            .or_else(|| {
+                let d = dense_term.get_or_insert_with(|| dense(&wrapped));
+                cost_expr_budget(d, &ctx, EXTRACTION_BUDGET).ok()
+            });
+        out.push(cost.unwrap_or(UNUSABLE));
+    }
+    out
 }
 
 /// Wrap the free index variables with known extents in `gen`s; others (not
@@ -412,6 +445,226 @@ pub fn cost_at(e: &Expr, extents: &HashMap<Symbol, Affine>, s: &Sample) -> u128 
     cost_expr_budget(&wrapped, &ctx, GUARD_BUDGET).unwrap_or(UNUSABLE)
 }
 
+/// The free index variables (with an extent) of a node's term, from its
+/// children's: their union, without the variable the node binds.
+fn free_of(enode: &Atl, kids: &[CostVal], extents: &HashMap<Symbol, Affine>) -> Rc<Vec<Symbol>> {
+    let own: Vec<Symbol> = match enode {
+        Atl::Aff(a) => a.0.names().filter(|v| extents.contains_key(v)).collect(),
+        Atl::Var(_) => match &kids[0].tree.node {
+            Atl::Sym(x) if extents.contains_key(x) => vec![*x],
+            _ => vec![],
+        },
+        _ => vec![],
+    };
+    let bound = match enode {
+        Atl::Gen([..]) | Atl::Sum(_) | Atl::Exists(_) | Atl::Let(_) => match &kids[0].tree.node {
+            Atl::Sym(x) => Some(*x),
+            _ => None,
+        },
+        _ if enode.as_reduce().is_some() => match &kids[0].tree.node {
+            Atl::Sym(x) => Some(*x),
+            _ => None,
+        },
+        _ => None,
+    };
+    if own.is_empty() && bound.is_none() {
+        // the common case: one child's set, or none
+        let mut with = kids.iter().filter(|k| !k.free.is_empty());
+        match (with.next(), with.next()) {
+            (None, _) => return Rc::new(vec![]),
+            (Some(k), None) => return k.free.clone(),
+            _ => {}
+        }
+    }
+    let mut out: Vec<Symbol> = own;
+    for k in kids {
+        out.extend(k.free.iter().copied());
+    }
+    out.sort_unstable();
+    out.dedup();
+    if let Some(b) = bound {
+        out.retain(|v| *v != b);
+    }
+    Rc::new(out)
+}
+
+/// How a node's cost follows from its children's ([`WorkCost::composed`]).
+struct Composition<'k> {
+    /// Operations per point of the node's free variables' ranges.
+    own: u128,
+    /// Children whose cost counts, each once per point of the ranges of the
+    /// node's free variables (and `bound`) that are not its own.
+    operands: Vec<&'k CostVal>,
+    /// The index the node binds, with its range (`gen`, `sum`, reductions).
+    bound: Option<(Symbol, Affine)>,
+    /// A sum or reduction: the comparisons and additions of its loop, one
+    /// fewer than its values (per point of the free variables' ranges).
+    loop_ops: bool,
+    /// A term whose cost is a count (the additions between two brackets,
+    /// or the points where a bracket holds), its free variables, and the
+    /// child whose cost it multiplies (none: it adds).
+    count: Option<(Expr, Vec<Symbol>, Option<&'k CostVal>)>,
+}
+
+/// The predicate of a bracket's term.
+fn bracket_pred(k: &CostVal) -> Option<Pred> {
+    match (&k.tree.node, k.tree.kids.first()?.term()?) {
+        (Atl::Iverson(_), Term::Pred(p)) => Some(p),
+        _ => None,
+    }
+}
+
+impl WorkCost<'_> {
+    /// How the cost of `enode` follows from its children's costs, for the
+    /// nodes whose cost rule allows it: a product, a call, a pair, a let,
+    /// a projection, a `get`, a `gen`, an addition (plus the points where
+    /// both operands' brackets hold), a one-level sum or a reduction whose
+    /// body is not a bracket (plus its loop's operations), a bracket whose
+    /// predicate shares no variable with its body (the points where it
+    /// holds, times the body's cost). `None` for the others: their cost
+    /// depends on the children's terms.
+    fn composition<'k>(&self, enode: &Atl, kids: &'k [CostVal]) -> Option<Composition<'k>> {
+        let is_bracket = |k: &CostVal| matches!(k.tree.node, Atl::Iverson(_));
+        let plain = |own, operands| Composition {
+            own,
+            operands,
+            bound: None,
+            loop_ops: false,
+            count: None,
+        };
+        let binder = |kids: &'k [CostVal]| match (&kids[0].tree.node, &kids[1].tree.node) {
+            (Atl::Sym(i), Atl::Aff(d)) => Some((*i, d.0.clone())),
+            _ => None,
+        };
+        let dummy = Expr::Var(Symbol::from("extraction#operand"));
+        let with_free = |e: Expr| {
+            let f = free_names(&e)
+                .into_iter()
+                .filter(|v| self.egraph.analysis.extents.contains_key(v))
+                .collect::<Vec<_>>();
+            (e, f)
+        };
+        Some(match enode {
+            Atl::Num(_) | Atl::Var(_) => plain(0, vec![]),
+            Atl::Mul(_) | Atl::Max(_) | Atl::Min(_) => plain(1, kids.iter().collect()),
+            Atl::Call(_) | Atl::CallK(_) => plain(1, vec![&kids[1]]),
+            Atl::Add(_) if !kids.iter().any(is_bracket) => plain(1, kids.iter().collect()),
+            Atl::Add(_) => {
+                // the addition itself counts where both brackets hold
+                let side = |k: &CostVal| -> Option<Expr> {
+                    Some(match bracket_pred(k) {
+                        Some(p) => build::iverson(p, dummy.clone()),
+                        None if is_bracket(k) => return None,
+                        None => dummy.clone(),
+                    })
+                };
+                let (small, f) = with_free(build::add(side(&kids[0])?, side(&kids[1])?));
+                Composition {
+                    count: Some((small, f, None)),
+                    ..plain(0, kids.iter().collect())
+                }
+            }
+            Atl::Pair(_) => plain(0, kids.iter().collect()),
+            Atl::Let(_) => plain(0, vec![&kids[1], &kids[2]]),
+            Atl::Fst(_) | Atl::Snd(_) | Atl::Get(_) => plain(0, vec![&kids[0]]),
+            Atl::Gen(_) => Composition {
+                bound: Some(binder(kids)?),
+                ..plain(0, vec![&kids[2]])
+            },
+            Atl::Sum(_) if matches!(kids[2].tree.node, Atl::Sum(_) | Atl::Iverson(_)) => {
+                return None
+            }
+            Atl::Sum(_) | Atl::Maximum(_) | Atl::Minimum(_) | Atl::ArgMax(_) | Atl::ArgMin(_) => {
+                Composition {
+                    bound: Some(binder(kids)?),
+                    loop_ops: true,
+                    ..plain(0, vec![&kids[2]])
+                }
+            }
+            Atl::Iverson(_) => {
+                let (p, body) = (&kids[0], &kids[1]);
+                if p.free.iter().any(|v| body.free.contains(v)) {
+                    return None;
+                }
+                let Some(Term::Pred(q)) = p.tree.term() else {
+                    return None;
+                };
+                let (small, f) = with_free(build::add(build::iverson(q, dummy.clone()), dummy));
+                Composition {
+                    count: Some((small, f, Some(body))),
+                    ..plain(0, vec![])
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// The costs of `enode` at each sample from its children's costs (see
+    /// [`WorkCost::composition`]), without costing its term; `None` when
+    /// its rule needs the term, or a range is not a non-negative constant
+    /// at a sample, or a count fails (the term is then costed as a whole).
+    fn composed(&self, enode: &Atl, kids: &[CostVal], free: &[Symbol]) -> Option<Vec<u128>> {
+        let c = self.composition(enode, kids)?;
+        let extents = &self.egraph.analysis.extents;
+        let n = self.samples.len();
+        let mut out = Vec::with_capacity(n);
+        let mut all: Vec<Symbol> = free.to_vec();
+        if let Some((i, _)) = &c.bound {
+            all.push(*i);
+        }
+        for (k, s) in self.samples.iter().enumerate() {
+            let size = |a: &Affine| -> Option<u128> {
+                u128::try_from(a.eval_with(|x| s.sizes.get(&x).copied()).ok()?).ok()
+            };
+            let ext = |v: &Symbol| size(extents.get(v)?);
+            let points = |vars: &mut dyn Iterator<Item = &Symbol>| -> Option<u128> {
+                let mut acc = 1u128;
+                for v in vars {
+                    acc = acc.checked_mul(ext(v)?)?;
+                }
+                Some(acc)
+            };
+            let cost_of = |c: &CostVal| c.key.get(c.key.len().checked_sub(n)? + k).copied();
+            let outer = points(&mut free.iter())?;
+            let mut total = outer.checked_mul(c.own)?;
+            if let Some((i, d)) = &c.bound {
+                let d = size(d)?;
+                if ext(i)? != d {
+                    return None;
+                }
+                if c.loop_ops {
+                    total = total.checked_add(outer.checked_mul(d.saturating_sub(1))?)?;
+                }
+            }
+            for o in &c.operands {
+                let times = points(&mut all.iter().filter(|v| !o.free.contains(v)))?;
+                total = total.checked_add(cost_of(o)?.checked_mul(times)?)?;
+            }
+            if let Some((term, vars, factor)) = &c.count {
+                let by = match factor {
+                    Some(f) => cost_of(f)?,
+                    None => 1,
+                };
+                if by > 0 {
+                    let (wrapped, bindings) = close(term, extents, s);
+                    let ctx = CostCtx::new(&s.sizes, &s.relations).with_bindings(&bindings);
+                    let holds = cost_expr_budget(&wrapped, &ctx, EXTRACTION_BUDGET).ok()?;
+                    // the factor is summed over its own variables already
+                    let f_free: &[Symbol] = factor.map_or(&[], |f| f.free.as_slice());
+                    let times = points(
+                        &mut all
+                            .iter()
+                            .filter(|v| !vars.contains(v) && !f_free.contains(v)),
+                    )?;
+                    total = total.checked_add(holds.checked_mul(times)?.checked_mul(by)?)?;
+                }
+            }
+            out.push(total);
+        }
+        out.iter().all(|c| *c < UNUSABLE).then_some(out)
+    }
+}
+
 impl CostFunction<Atl> for WorkCost<'_> {
     type Cost = CostVal;
 
@@ -427,11 +680,13 @@ impl CostFunction<Atl> for WorkCost<'_> {
             enode,
             kids.iter().map(|k| k.tree.clone()).collect(),
         ));
+        let free = free_of(enode, &kids, &self.egraph.analysis.extents);
         let key_len = self.key_len();
-        let unusable = |tree| CostVal {
+        let unusable = |tree, free| CostVal {
             key: vec![UNUSABLE; key_len],
             size,
             tree,
+            free,
         };
         // Terms are trees: in an e-graph with sharing their size can grow
         // exponentially with depth. Programs share through `let`, so a tree
@@ -440,7 +695,7 @@ impl CostFunction<Atl> for WorkCost<'_> {
             || enode.is_extension()
             || kids.iter().any(|c| c.key.first() == Some(&UNUSABLE))
         {
-            return unusable(tree);
+            return unusable(tree, free);
         }
         if !enode.is_expression() {
             // (costs compare within a class, of one sort: names, indices,
@@ -449,6 +704,16 @@ impl CostFunction<Atl> for WorkCost<'_> {
                 key: vec![],
                 size,
                 tree,
+                free,
+            };
+        }
+        if let Some(costs) = self.composed(enode, &kids, &free) {
+            let key = cost_key(&costs, self.samples);
+            return CostVal {
+                key,
+                size,
+                tree,
+                free,
             };
         }
         let key = match self.memo.get(&tree.hash) {
@@ -460,11 +725,8 @@ impl CostFunction<Atl> for WorkCost<'_> {
                         if let Some(n) = &mut self.exact_left {
                             *n = n.saturating_sub(1);
                         }
-                        let costs: Vec<u128> = self
-                            .samples
-                            .iter()
-                            .map(|s| estimate_at(&e, &self.egraph.analysis.extents, s, exact))
-                            .collect();
+                        let costs =
+                            estimate_all(&e, &self.egraph.analysis.extents, self.samples, exact);
                         cost_key(&costs, self.samples)
                     }
                     _ => vec![UNUSABLE; key_len],
@@ -473,7 +735,12 @@ impl CostFunction<Atl> for WorkCost<'_> {
                 k
             }
         };
-        CostVal { key, size, tree }
+        CostVal {
+            key,
+            size,
+            tree,
+            free,
+        }
     }
 }
 
