@@ -26,6 +26,7 @@ pub mod forms;
 pub mod forward;
 pub mod forward_direct;
 pub mod phase;
+pub mod stored;
 
 use crate::egraph::runner::PhaseStats;
 use crate::egraph::{optimize, Options, Stats};
@@ -157,6 +158,7 @@ fn reverse_program(
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let mut params = prog.params.clone();
+    let mut ct = None;
     let (seed, seed_type) = match seed {
         Seed::One => (crate::front::ast::build::num(1.0), Type::Real),
         Seed::Cotangent => {
@@ -165,9 +167,11 @@ fn reverse_program(
                 name: w,
                 kind: ParamKind::Real(prog.ret.clone()),
             });
+            ct = Some(w);
             (Expr::Var(w), prog.ret.clone())
         }
     };
+    let stored = stored::reverse_storage(prog, &wrt, ct)?;
     let (body, stats) = if direct {
         (
             adjoint::direct_vjp_body(prog, &wrt, seed, &seed_type, opts)?,
@@ -182,8 +186,9 @@ fn reverse_program(
         sizes: prog.sizes.clone(),
         body,
         ret: nested_type(prog, &wrt),
+        stored,
     };
-    Ok((p, stats))
+    Ok((stored::mask_result(p), stats))
 }
 
 /// Vector-Jacobian product: the original parameters and one cotangent of
