@@ -259,3 +259,41 @@ fn vjp_of_a_stored_result_takes_a_stored_cotangent() {
         assert!(dense.iter().filter(|x| **x != 0.0).count() <= f.len());
     }
 }
+
+/// The input/output cost counts a stored tensor, given or returned, as one
+/// real per tuple; the gradient's values are computed only at the tuples,
+/// even where the function reads the tensor everywhere.
+#[test]
+fn io_cost_counts_one_real_per_tuple_and_gradients_compute_only_tuples() {
+    use atl_egg::semantics::cost::{cost, io_cost};
+    let (s, d) = (stored_loss(), dense_loss());
+    let opts = Options::default();
+    let (gs, gd) = (
+        atl_egg::grad(&s, &["A"], &opts).unwrap().program,
+        atl_egg::grad(&d, &["A"], &opts).unwrap().program,
+    );
+    let everywhere = atl_egg::parse(
+        "(fn f ((A (tensor n m R (stored-by S))) (S (relation n m)) (B (tensor n m R)))\n  \
+         (sum i n (sum j m (* (get A i j) (sin (get B i j))))))",
+    )
+    .unwrap();
+    let ge = atl_egg::grad(&everywhere, &["A"], &opts).unwrap().program;
+    for seed in 0..8 {
+        let c = case(seed);
+        let inputs = c.dense_inputs(&d);
+        let (sz, rels) = (&inputs.sizes, &inputs.relations);
+        let dense_extra = (c.n * c.m - c.tuples.len()) as u128;
+        let f = io_cost(&s, sz, rels).unwrap();
+        assert_eq!(f + dense_extra, io_cost(&d, sz, rels).unwrap());
+        assert_eq!(
+            io_cost(&gs, sz, rels).unwrap() + 2 * dense_extra,
+            io_cost(&gd, sz, rels).unwrap()
+        );
+        assert!(io_cost(&gs, sz, rels).unwrap() <= 4 * f, "seed {seed}");
+        assert_eq!(
+            cost(&ge, sz, rels).unwrap(),
+            c.tuples.len() as u128,
+            "seed {seed}"
+        );
+    }
+}

@@ -70,6 +70,11 @@ fn simplify(
     started: Instant,
 ) -> Result<Derived> {
     let mut out = optimize(&p, opts)?;
+    if let Some(masked) = stored::mask_unmasked(&out.program) {
+        let again = optimize(&masked, opts)?;
+        out.stats.phases.extend(again.stats.phases);
+        out.program = again.program;
+    }
     out.stats.phases.splice(0..0, differentiation);
     out.stats.seconds = started.elapsed().as_secs_f64();
     Ok(Derived {
@@ -188,7 +193,7 @@ fn reverse_program(
         ret: nested_type(prog, &wrt),
         stored,
     };
-    Ok((stored::mask_result(p), stats))
+    Ok((p, stats))
 }
 
 /// Vector-Jacobian product: the original parameters and one cotangent of

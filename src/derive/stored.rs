@@ -8,11 +8,12 @@
 //!   same relation, and the tangent of a stored result is stored (the
 //!   gather is linear);
 //! * the adjoint of a stored input is gathered: a gradient with respect to
-//!   it is stored by its relation, and its body is masked by the relation
-//!   (`gen i n (gen j m (iverson (S i j) (get g i j)))`), which the
-//!   optimizer then pushes into the adjoint so that only the tuples are
-//!   computed; the cotangent of a stored result is stored (scatter is the
-//!   adjoint of gather).
+//!   it is stored by its relation; where the optimized adjoint is not
+//!   already bracketed by the relation it is masked by it
+//!   (`gen i n (gen j m (iverson (S i j) (get g i j)))`) and optimized
+//!   again, which pushes the bracket into the adjoint so that only the
+//!   tuples are computed; the cotangent of a stored result is stored
+//!   (scatter is the adjoint of gather).
 
 use super::forward::{names_in, unused_name};
 use crate::error::{Error, Result};
@@ -66,15 +67,59 @@ pub fn reverse_storage(prog: &Program, wrt: &[Symbol], ct: Option<Symbol>) -> Re
     Ok(stored)
 }
 
-/// `p` with the stored leaves of its result masked by their relations.
-pub fn mask_result(mut p: Program) -> Program {
-    if p.stored.ret.is_empty() {
-        return p;
+/// `p` with the stored leaves of its result that are not yet masked by
+/// their relations masked (`None` when every one is): an extracted
+/// derivative keeps what the optimizer found, and a leaf computed densely
+/// gets the mask, which the optimizer can then push into it.
+pub fn mask_unmasked(p: &Program) -> Option<Program> {
+    let spine = spine_leaves(&p.body, &p.ret, 0);
+    let all_masked = p
+        .stored
+        .ret
+        .iter()
+        .all(|(k, rel)| spine.iter().any(|(l, e)| l == k && masked_by(e, *rel)));
+    if all_masked {
+        return None;
     }
-    let mut taken = names_in(&p);
-    let body = std::mem::replace(&mut p.body, build::num(0.0));
-    p.body = mask(body, &p.ret, &p.stored, 0, &mut taken);
-    p
+    let mut q = p.clone();
+    let mut taken = names_in(&q);
+    let body = std::mem::replace(&mut q.body, build::num(0.0));
+    q.body = mask(body, &q.ret, &q.stored, 0, &mut taken);
+    Some(q)
+}
+
+/// The leaves of the result that the body's spine (lets, pairs) shows,
+/// with their index.
+fn spine_leaves<'a>(e: &'a Expr, ty: &Type, first: usize) -> Vec<(usize, &'a Expr)> {
+    match (e, ty) {
+        (Expr::Let(_, _, b), _) => spine_leaves(b, ty, first),
+        (Expr::Pair(x, y), Type::Pair(a, b)) => {
+            let mut v = spine_leaves(x, a, first);
+            v.extend(spine_leaves(y, b, first + leaf_count(a)));
+            v
+        }
+        (_, Type::Pair(..)) => vec![],
+        _ => vec![(first, e)],
+    }
+}
+
+/// Is `e` (the whole leaf, of tensor type) `gen i .. (iverson p ..)` with
+/// `(rel i ..)` a conjunct of `p`?
+fn masked_by(e: &Expr, rel: Symbol) -> bool {
+    let mut idx = vec![];
+    let mut e = e;
+    while let Expr::Gen(i, _, b) = e {
+        idx.push(Affine::var(*i));
+        e = b;
+    }
+    let Expr::Iverson(p, _) = e else {
+        return false;
+    };
+    let atom = Pred::Rel(rel, idx);
+    match p {
+        Pred::And(ps) => ps.contains(&atom),
+        p => *p == atom,
+    }
 }
 
 fn mask(e: Expr, ty: &Type, stored: &Storage, first: usize, taken: &mut BTreeSet<String>) -> Expr {
