@@ -6,7 +6,13 @@
 //!   (and take) one value per tuple, equal to the dual-number derivatives of
 //!   the dense program at the tuples;
 //! * every derivative prints with its storage and reads back to an equal
-//!   program.
+//!   program;
+//! * compiled code of the function and its derivatives equals the
+//!   evaluator and executes the operations the cost counts (the compiled
+//!   function still takes and returns stored tensors dense: `run` scatters
+//!   the values in and gathers the stored results out).
+
+mod common;
 
 use atl_egg::egraph::Options;
 use atl_egg::front::ast::Program;
@@ -295,5 +301,31 @@ fn io_cost_counts_one_real_per_tuple_and_gradients_compute_only_tuples() {
             c.tuples.len() as u128,
             "seed {seed}"
         );
+    }
+}
+
+#[test]
+fn compiled_code_of_stored_programs_equals_the_evaluator() {
+    if !common::run_check::have_cc() {
+        return;
+    }
+    let s = stored_loss();
+    let opts = Options::default();
+    let progs = [
+        ("f", s.clone()),
+        (
+            "grad",
+            atl_egg::grad(&s, &["A", "x"], &opts).unwrap().program,
+        ),
+        ("jvp", atl_egg::jvp(&s, &["A"], &opts).unwrap().program),
+        ("vjp", atl_egg::vjp(&s, &["A"], &opts).unwrap().program),
+    ];
+    for seed in [3, 7] {
+        let c = case(seed);
+        for (what, p) in &progs {
+            let extra = json!({"dA": c.vals, "ct": 0.5});
+            let inputs = c.stored_inputs(p, extra);
+            common::run_check::check(p, &inputs, what).unwrap();
+        }
     }
 }
