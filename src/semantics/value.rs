@@ -492,6 +492,7 @@ pub(crate) mod test_support {
             sizes: sz.iter().map(|x| s(x)).collect(),
             body: crate::front::ast::build::num(0.0),
             ret: Type::Real,
+            stored: Default::default(),
         }
     }
     pub(crate) fn real_param(name: &str, ty: Type) -> Param {
