@@ -495,14 +495,15 @@ fn emit_value(
     inputs: &value::Inputs,
     output: &OutputArg,
 ) -> Result<String> {
+    let (v, ret) = &atl_egg::semantics::stored::result_out(prog, v, inputs)?;
     if let Some(path) = &output.output {
         if path.ends_with(".npz") || path.ends_with(".npy") {
-            npz::write_value(std::path::Path::new(path), v, &prog.ret, &inputs.sizes)?;
+            npz::write_value(std::path::Path::new(path), v, ret, &inputs.sizes)?;
             return Ok(String::new());
         }
     }
     emit(
-        json::value_to_json_string(v, &prog.ret, &inputs.sizes)? + "\n",
+        json::value_to_json_string(v, ret, &inputs.sizes)? + "\n",
         output,
     )
 }

@@ -172,7 +172,8 @@ pub fn eval(prog: &Program, inputs: &Inputs) -> Result<Value> {
 /// A value of `prog`'s result as JSON text (`[1.0, 2.5]`; pairs as
 /// 2-arrays; NaN as `null`, infinities as `1e999` and `-1e999`).
 pub fn to_json(prog: &Program, value: &Value, inputs: &Inputs) -> Result<String> {
-    semantics::json::value_to_json_string(value, &prog.ret, &inputs.sizes)
+    let (value, ret) = semantics::stored::result_out(prog, value, inputs)?;
+    semantics::json::value_to_json_string(&value, &ret, &inputs.sizes)
 }
 
 /// [`inputs`], [`eval`] and [`to_json`] in one call: the value of `prog` on

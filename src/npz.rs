@@ -221,6 +221,8 @@ fn member_spec(prog: &Program, sizes: &Sizes, stem: &str) -> Result<Option<Membe
     };
     let dims = match &param.kind {
         ParamKind::Size => return Ok(None),
+        // one value per tuple of its relation: the JSON checks apply
+        ParamKind::Real(_) if prog.stored.param(param.name).is_some() && path.is_empty() => None,
         ParamKind::Relation(dims) => {
             if path.len() > dims.len() {
                 return Err(out_of_range(

@@ -19,6 +19,9 @@ struct Case {
 }
 
 const VEC: &[u8] = b"(fn f ((x (tensor n R)))\n  (sum i n (get x i)))\n";
+/// A matrix stored by the pattern of `S`.
+const STORED: &[u8] =
+    b"(fn f ((A (tensor n n R (stored-by S))) (S (relation n n)))\n  (sum i n (sum j n (get A i j))))\n";
 const CHK: &[&str] = &["check", "prog.atl"];
 const EV: &[&str] = &["eval", "prog.atl", "--inputs", "in.json", "--sizes", "n=3"];
 
@@ -213,6 +216,44 @@ const CASES: &[Case] = &[
         "tensor-type-missing-element",
         b"(fn f ((x (tensor n)))\n  x)\n",
     ),
+    chk(
+        "stored-by-not-a-relation",
+        b"(fn f ((A (tensor n R (stored-by x))) (x (tensor n R)))\n  (sum i n (get A i)))\n",
+    ),
+    chk(
+        "stored-by-wrong-dimensions",
+        b"(fn f ((A (tensor n n R (stored-by S))) (S (relation n m)))\n  (sum i n (get A i i)))\n",
+    ),
+    chk(
+        "stored-by-inside-a-type",
+        b"(fn f ((A (pair R (stored-by S))) (S (relation n)))\n  (fst A))\n",
+    ),
+    chk(
+        "stored-by-malformed",
+        b"(fn f ((A (tensor n R (stored-by))) (S (relation n)))\n  (sum i n (get A i)))\n",
+    ),
+    chk(
+        "declared-result-type-differs",
+        b"(fn f ((A (tensor n R)) (S (relation n))) -> (tensor n R (stored-by S))\n  (sum i n (get A i)))\n",
+    ),
+    chk(
+        "stored-function-called",
+        b"(fn f ((A (tensor n R (stored-by S))) (S (relation n)))\n  (sum i n (get A i)))\n(fn g ((B (tensor n R)) (S (relation n)))\n  (f B S))\n",
+    ),
+    Case {
+        name: "input-stored-count",
+        args: &["eval", "prog.atl", "--inputs", "in.json"],
+        prog: Some(STORED),
+        inputs: Some("{\"S\": {\"tuples\": [[0, 1], [2, 0]], \"shape\": [3, 3]}, \"A\": [1, 2, 3]}"),
+        stdin: None,
+    },
+    Case {
+        name: "input-stored-unsorted-tuples",
+        args: &["eval", "prog.atl", "--inputs", "in.json"],
+        prog: Some(STORED),
+        inputs: Some("{\"S\": {\"tuples\": [[2, 0], [0, 1]], \"shape\": [3, 3]}, \"A\": [1, 2]}"),
+        stdin: None,
+    },
     Case {
         name: "stdin-syntax-error",
         args: &["check", "-"],

@@ -464,3 +464,51 @@ fn relations_as_tuples() {
         assert!(err.contains("input 'E'") && err.contains(needle), "{err}");
     }
 }
+
+/// A tensor stored by a relation's pattern: a one-dimensional array of one
+/// value per tuple, as in JSON; `eval` and `run` agree with the JSON inputs,
+/// and a wrong count names the parameter.
+#[test]
+fn stored_tensors_as_value_arrays() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npz-stored");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let prog = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/sparse_matvec_stored.atl");
+    let prog = prog.to_str().unwrap();
+    std::fs::write(
+        dir.join("in.json"),
+        r#"{"S": {"tuples": [[0, 1], [0, 2], [1, 0], [2, 2]], "shape": [3, 3]},
+            "A": [1, 2, 3, 4], "x": [1, -1, 0.5], "y": [1, 2, 3]}"#,
+    )
+    .unwrap();
+    let members = |a: Vec<u8>| {
+        [
+            ("S.tuples", npy_i64(&[4, 2], &[0, 1, 0, 2, 1, 0, 2, 2])),
+            ("A", a),
+            ("x", npy(&[3], &[1.0, -1.0, 0.5])),
+            ("y", npy(&[3], &[1.0, 2.0, 3.0])),
+        ]
+    };
+    npz_of(
+        &dir.join("in.npz"),
+        &members(npy(&[4], &[1.0, 2.0, 3.0, 4.0])),
+    );
+    let sizes = ["--sizes", "n=3,m=3"];
+    let (code, want, err) = atl(&["eval", prog, "--inputs", "in.json"], &dir);
+    assert_eq!((code, want.as_str()), (0, "3.0\n"), "{err}");
+    for cmd in ["eval", "run"] {
+        let (code, got, err) = atl(&[cmd, prog, "--inputs", "in.npz", sizes[0], sizes[1]], &dir);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        assert_eq!(got, want, "{cmd}");
+    }
+    npz_of(&dir.join("bad.npz"), &members(npy(&[3], &[1.0, 2.0, 3.0])));
+    let (code, _, err) = atl(
+        &["eval", prog, "--inputs", "bad.npz", sizes[0], sizes[1]],
+        &dir,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("input 'A'") && err.contains("4 tuple(s)"),
+        "{err}"
+    );
+}

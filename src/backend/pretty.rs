@@ -113,10 +113,36 @@ fn param_str(p: &Param) -> String {
     }
 }
 
+/// The result type, a leaf stored by a relation's pattern marked
+/// `stored by S` (`first`: the index of the first leaf of `t`).
+fn ret_str(prog: &Program, t: &Type, first: usize) -> String {
+    match (t, prog.stored.ret.is_empty()) {
+        (Type::Pair(a, b), false) => {
+            let na = crate::front::ast::leaf_count(a);
+            format!(
+                "({} × {})",
+                ret_str(prog, a, first),
+                ret_str(prog, b, first + na)
+            )
+        }
+        _ => match prog.stored.leaf(first) {
+            Some(rel) => format!("{} stored by {rel}", type_str(t)),
+            None => type_str(t),
+        },
+    }
+}
+
 /// The program as `name(params) -> type =` and its body, indented by two.
 pub fn program(prog: &Program) -> String {
-    let ps: Vec<String> = prog.params.iter().map(param_str).collect();
-    let ret = type_str(&prog.ret);
+    let ps: Vec<String> = prog
+        .params
+        .iter()
+        .map(|p| match prog.stored.param(p.name) {
+            Some(rel) => format!("{} stored by {rel}", param_str(p)),
+            None => param_str(p),
+        })
+        .collect();
+    let ret = ret_str(prog, &prog.ret, 0);
     let one_line = format!("{}({}) -> {ret} =", prog.name, ps.join(", "));
     let mut out = if one_line.chars().count() <= WIDTH {
         one_line

@@ -364,6 +364,7 @@ pub fn jvp_program(
         sizes: prog.sizes.clone(),
         body,
         ret: prog.ret.clone(),
+        stored: super::stored::forward_storage(prog, &tangents),
     };
     Ok((p, stats))
 }

@@ -26,6 +26,7 @@ pub mod forms;
 pub mod forward;
 pub mod forward_direct;
 pub mod phase;
+pub mod stored;
 
 use crate::egraph::runner::PhaseStats;
 use crate::error::{Error, Result};
@@ -69,6 +70,11 @@ fn simplify(
     started: Instant,
 ) -> Result<Derived> {
     let mut out = optimize(&p, opts)?;
+    if let Some(masked) = stored::mask_unmasked(&out.program) {
+        let again = optimize(&masked, opts)?;
+        out.stats.phases.extend(again.stats.phases);
+        out.program = again.program;
+    }
     out.stats.phases.splice(0..0, differentiation);
     out.stats.seconds = started.elapsed().as_secs_f64();
     Ok(Derived {
@@ -157,6 +163,7 @@ fn reverse_program(
     }
     let wrt = forward::resolve_wrt(prog, wrt)?;
     let mut params = prog.params.clone();
+    let mut ct = None;
     let (seed, seed_type) = match seed {
         Seed::One => (crate::front::ast::build::num(1.0), Type::Real),
         Seed::Cotangent => {
@@ -165,9 +172,11 @@ fn reverse_program(
                 name: w,
                 kind: ParamKind::Real(prog.ret.clone()),
             });
+            ct = Some(w);
             (Expr::Var(w), prog.ret.clone())
         }
     };
+    let stored = stored::reverse_storage(prog, &wrt, ct)?;
     let (body, stats) = if direct {
         (
             adjoint::direct_vjp_body(prog, &wrt, seed, &seed_type, opts)?,
@@ -182,6 +191,7 @@ fn reverse_program(
         sizes: prog.sizes.clone(),
         body,
         ret: nested_type(prog, &wrt),
+        stored,
     };
     Ok((p, stats))
 }

@@ -469,6 +469,46 @@ pub struct Program {
     pub body: Expr,
     /// The type of the result.
     pub ret: Type,
+    /// The tensors stored by a relation's pattern (none in most programs).
+    pub stored: Storage,
+}
+
+/// Which parameters and which leaves of the result are tensors stored by a
+/// relation's pattern (`(tensor n m R (stored-by S))`): passed and returned
+/// as one value per tuple of the relation. Inside the program such a tensor
+/// is the dense tensor that is zero off the pattern, so nothing but the
+/// interfaces (values in and out, their sizes, compiled code) reads this.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Storage {
+    /// Stored parameters: (parameter, relation), in parameter order.
+    pub params: Vec<(Symbol, Symbol)>,
+    /// Stored leaves of the result (pairs flattened left to right):
+    /// (leaf index, relation), in leaf order.
+    pub ret: Vec<(usize, Symbol)>,
+}
+
+/// How many leaves a value of type `t` has (pairs flattened).
+pub fn leaf_count(t: &Type) -> usize {
+    match t {
+        Type::Pair(a, b) => leaf_count(a) + leaf_count(b),
+        _ => 1,
+    }
+}
+
+impl Storage {
+    pub fn is_empty(&self) -> bool {
+        self.params.is_empty() && self.ret.is_empty()
+    }
+
+    /// The relation storing parameter `x`, if it is stored.
+    pub fn param(&self, x: Symbol) -> Option<Symbol> {
+        self.params.iter().find(|(p, _)| *p == x).map(|(_, r)| *r)
+    }
+
+    /// The relation storing leaf `k` of the result, if it is stored.
+    pub fn leaf(&self, k: usize) -> Option<Symbol> {
+        self.ret.iter().find(|(l, _)| *l == k).map(|(_, r)| *r)
+    }
 }
 
 impl Program {

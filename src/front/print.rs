@@ -75,14 +75,51 @@ pub fn param_to_string(p: &super::ast::Param) -> String {
     }
 }
 
+/// A parameter as it is declared, its storage (`(stored-by S)`) included.
+fn declared_param(prog: &Program, p: &super::ast::Param) -> String {
+    match (&p.kind, prog.stored.param(p.name)) {
+        (ParamKind::Real(t), Some(rel)) => format!("({} {})", p.name, stored_type(t, rel)),
+        _ => param_to_string(p),
+    }
+}
+
+/// `(tensor D ... R (stored-by REL))`.
+fn stored_type(t: &Type, rel: egg::Symbol) -> String {
+    let dense = type_to_string(t);
+    format!("{} (stored-by {rel}))", &dense[..dense.len() - 1])
+}
+
+/// The result type with its stored leaves (`first` is the index of the
+/// first leaf of `t`).
+fn result_type(prog: &Program, t: &Type, first: usize) -> String {
+    match t {
+        Type::Pair(a, b) if !prog.stored.ret.is_empty() => {
+            let na = super::ast::leaf_count(a);
+            format!(
+                "(pair {} {})",
+                result_type(prog, a, first),
+                result_type(prog, b, first + na)
+            )
+        }
+        _ => match prog.stored.leaf(first) {
+            Some(rel) => stored_type(t, rel),
+            None => type_to_string(t),
+        },
+    }
+}
+
 /// `(fn NAME (PARAMS) -> RET)`: what `atl-egg check` prints.
 pub fn signature(prog: &Program) -> String {
-    let ps: Vec<String> = prog.params.iter().map(param_to_string).collect();
+    let ps: Vec<String> = prog
+        .params
+        .iter()
+        .map(|p| declared_param(prog, p))
+        .collect();
     format!(
         "(fn {} ({}) -> {})",
         prog.name,
         ps.join(" "),
-        type_to_string(&prog.ret)
+        result_type(prog, &prog.ret, 0)
     )
 }
 
@@ -188,9 +225,17 @@ pub fn expr_to_string(e: &Expr) -> String {
 /// The program in ATL syntax, core forms only.
 pub fn program_to_string(prog: &Program) -> String {
     let prog = &super::readable::readable(prog, &Default::default());
-    let ps: Vec<String> = prog.params.iter().map(param_to_string).collect();
+    let ps: Vec<String> = prog
+        .params
+        .iter()
+        .map(|p| declared_param(prog, p))
+        .collect();
     let mut out = String::new();
-    let _ = writeln!(out, "(fn {} ({})", prog.name, ps.join(" "));
+    let _ = write!(out, "(fn {} ({})", prog.name, ps.join(" "));
+    if !prog.stored.ret.is_empty() {
+        let _ = write!(out, " -> {}", result_type(prog, &prog.ret, 0));
+    }
+    out.push('\n');
     out.push_str("  ");
     write_expr(&prog.body, 2, &mut out);
     out.push_str(")\n");

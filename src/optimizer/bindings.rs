@@ -368,6 +368,7 @@ impl Units<'_> {
             sizes: self.prog.sizes.clone(),
             body: renamed,
             ret,
+            stored: Default::default(),
         };
         let w = optimize_whole(&mini, self.opts)?;
         self.note(&w.stats.phases);

@@ -329,6 +329,7 @@ mod tests {
             sizes: vec![],
             body,
             ret: Type::Real,
+            stored: Default::default(),
         };
         let mut inputs = Inputs::new(Sizes::new());
         inputs.values.insert(x, Value::Real(0.7));

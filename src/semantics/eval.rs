@@ -948,6 +948,7 @@ mod tests {
                 mul(get(var(s("x")), a("i")), get(var(s("x")), a("i"))),
             ),
             ret: Type::Real,
+            stored: Default::default(),
         };
         let mut inp = Inputs::new(sizes(&[("n", 2)]));
         inp.values.insert(s("x"), Value::reals(&[3.0, 4.0]));

@@ -178,6 +178,7 @@ pub fn inputs_from_json(
         ));
     };
     let mut out = Inputs::new(sizes.clone());
+    let mut stored = vec![];
     for p in &prog.params {
         let name = p.name.as_str();
         let j = match (obj.get(name), &p.kind) {
@@ -198,6 +199,7 @@ pub fn inputs_from_json(
             (Some(j), _) => j,
         };
         match &p.kind {
+            ParamKind::Real(_) if prog.stored.param(p.name).is_some() => stored.push((p.name, j)),
             ParamKind::Real(ty) => {
                 out.values
                     .insert(p.name, value_from_json(j, ty, sizes, name)?);
@@ -208,6 +210,15 @@ pub fn inputs_from_json(
             }
             ParamKind::Size => {}
         }
+    }
+    for (x, j) in stored {
+        let r = prog.stored.param(x).expect("a stored parameter");
+        if let Some(rj) = obj.get(r.as_str()) {
+            super::stored::check_tuple_order(rj, r.as_str(), x.as_str())?;
+        }
+        let rel = &out.relations[&r];
+        let v = super::stored::stored_from_json(j, x.as_str(), r, rel, sizes)?;
+        out.values.insert(x, v);
     }
     Ok(out)
 }

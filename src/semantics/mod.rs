@@ -6,5 +6,6 @@ pub mod eval;
 pub mod json;
 pub mod numerics;
 pub mod sizes;
+pub mod stored;
 pub mod tuples;
 pub mod value;

@@ -168,6 +168,7 @@ pub fn resolve_sizes(
                 let j = obj.get(p.name.as_str())?;
                 match &p.kind {
                     ParamKind::Size => None,
+                    ParamKind::Real(_) if prog.stored.param(p.name).is_some() => None,
                     ParamKind::Real(ty) => infer(j, ty, s),
                     ParamKind::Relation(dims) => infer_rel(j, dims, s),
                 }

@@ -492,6 +492,7 @@ pub(crate) mod test_support {
             sizes: sz.iter().map(|x| s(x)).collect(),
             body: crate::front::ast::build::num(0.0),
             ret: Type::Real,
+            stored: Default::default(),
         }
     }
     pub(crate) fn real_param(name: &str, ty: Type) -> Param {
@@ -632,8 +633,9 @@ mod tests {
     }
 }
 
-/// Random inputs for a program at given sizes: reals uniform in [-1, 1],
-/// relations of density 0.3.
+/// Random inputs for a program at given sizes: reals uniform in [-1, 1]
+/// (zero off the pattern of a tensor stored by a relation), relations of
+/// density 0.3.
 pub fn random_inputs(
     prog: &crate::front::ast::Program,
     sizes: &Sizes,
@@ -652,6 +654,21 @@ pub fn random_inputs(
             }
             crate::front::ast::ParamKind::Size => {}
         }
+    }
+    // a tensor stored by a relation's pattern is zero off it
+    for (x, r) in &prog.stored.params {
+        let (Some(v), Some(rel), Some(t)) = (
+            inputs.values.get(x),
+            inputs.relations.get(r),
+            prog.param(*x).and_then(|p| match &p.kind {
+                crate::front::ast::ParamKind::Real(t) => Some(t),
+                _ => None,
+            }),
+        ) else {
+            continue;
+        };
+        let kept = super::stored::gather(v, t, rel, sizes)?;
+        inputs.values.insert(*x, super::stored::scatter(&kept, rel));
     }
     Ok(inputs)
 }

@@ -73,11 +73,13 @@ pub(super) fn function_names(data: &[Sexp]) -> Result<Vec<FnName>> {
         if top.head() != Some("fn") {
             return Err(shape_error(top.pos()));
         }
-        if items.len() != 4 {
+        let declared = items.len() == 6 && items[3].as_sym() == Some("->");
+        if items.len() != 4 && !declared {
             return Err(Error::syntax(
                 top.pos(),
                 format!(
-                    "fn expects 3 parts (fn NAME (PARAM ...) BODY), got {}",
+                    "fn expects 3 parts (fn NAME (PARAM ...) BODY), or 5 with a result type \
+                     (fn NAME (PARAM ...) -> TYPE BODY), got {}",
                     items.len() - 1
                 ),
             ));
@@ -253,6 +255,17 @@ impl Elab {
     /// far stay under [`MAX_EXPANSIONS`].
     pub(super) fn check_callable(&mut self, index: usize, pos: Pos) -> Result<()> {
         let callee_name = &self.names[index];
+        if index < self.visible && !self.fns[index].program.stored.is_empty() {
+            return Err(Error::typ(
+                pos,
+                format!(
+                    "function '{}' has a tensor stored by a relation's pattern: \
+                     it cannot be called or differentiated inside another function",
+                    callee_name.name
+                ),
+            )
+            .with_hint("give the tensor the dense type (tensor D ... R) in the function called"));
+        }
         if index >= self.visible {
             let here = &self.names[self.visible];
             let msg = if index == self.visible {

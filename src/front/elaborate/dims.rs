@@ -111,6 +111,11 @@ impl Elab {
             Sexp::List(items, _) => {
                 let args = &items[1.min(items.len())..];
                 match sx.head() {
+                    Some("stored-by") => Err(Error::typ(
+                        pos,
+                        "(stored-by R) ends the tensor type of a parameter or of the result, \
+                         (tensor D ... R (stored-by R))",
+                    )),
                     Some("pair") => {
                         if args.len() != 2 {
                             return Err(Error::typ(

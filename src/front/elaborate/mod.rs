@@ -21,6 +21,7 @@ mod dims;
 mod expr;
 mod forms;
 mod pred;
+mod stored;
 mod sugar;
 
 pub use forms::{DerivativeKind, Deriver};
@@ -175,7 +176,10 @@ pub fn elaborate_fn_with(
         };
         let program = el.function(items)?;
         fns.push(Rc::new(FnDef {
-            body: items[3].clone(),
+            body: items
+                .last()
+                .expect("function_names checked the shape")
+                .clone(),
             program,
             calls: std::mem::take(&mut el.direct_calls),
         }));
@@ -236,8 +240,14 @@ impl Elab {
         }
         let mut declared: Vec<Symbol> = vec![];
         let mut params = vec![];
+        let mut stored_params = vec![];
         for (pname, binding, spec) in raw {
             let name = Symbol::from(pname);
+            let (spec, by) = stored::split(spec);
+            let spec = &spec;
+            if let Some(by) = by {
+                stored_params.push((name, by));
+            }
             let kind = match binding {
                 Binding::Size(_) => ParamKind::Size,
                 Binding::Rel(..) => {
@@ -272,13 +282,28 @@ impl Elab {
         // Binder names must differ from every parameter and size.
         let mut claimed: HashSet<String> = params.iter().map(|p| p.name.to_string()).collect();
         claimed.extend(sizes.iter().map(|s| s.to_string()));
-        let (body, ret) = el.expr(&items[3], &mut claimed)?;
+        let mut stored = el.stored_params(&params, stored_params)?;
+        let declared_ret = match items.len() {
+            6 => Some(el.result_type(&items[4], &params, &mut stored)?),
+            _ => None,
+        };
+        let body_sx = items.last().expect("function_names checked the shape");
+        let (body, ret) = el.expr(body_sx, &mut claimed)?;
+        if let Some(want) = declared_ret {
+            if want != ret {
+                return Err(Error::typ(
+                    body_sx.pos(),
+                    format!("the body has type {ret}, the declared result type is {want}"),
+                ));
+            }
+        }
         Ok(Program {
             name: Symbol::from(name),
             params,
             sizes,
             body,
             ret,
+            stored,
         })
     }
 }

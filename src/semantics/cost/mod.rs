@@ -134,7 +134,7 @@ use crate::constraints::system::{decide_closed, eliminate, solve_for, Solved};
 use crate::constraints::Constraint;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
-use crate::front::ast::{CmpOp, Expr, Pred, Program};
+use crate::front::ast::{CmpOp, Expr, Pred, Program, Type};
 use egg::Symbol;
 use std::collections::HashMap;
 
@@ -175,18 +175,52 @@ pub fn cost(prog: &Program, sizes: &Sizes, relations: &HashMap<Symbol, Relation>
 }
 
 /// `cost` plus the number of reals in the real-valued inputs and in the
-/// output (a negative dimension counts 0 there, as in the reference).
+/// output (a negative dimension counts 0 there, as in the reference). A
+/// tensor stored by a relation's pattern counts one real per tuple.
 pub fn io_cost(
     prog: &Program,
     sizes: &Sizes,
     relations: &HashMap<Symbol, Relation>,
 ) -> Result<u128> {
     let mut n = cost(prog, sizes, relations)?;
-    for (_, t) in prog.real_params() {
-        n = n.checked_add(type_size(t, sizes)?).ok_or_else(too_large)?;
+    for (x, t) in prog.real_params() {
+        let size = stored_size(prog.stored.param(x), t, sizes, relations)?;
+        n = n.checked_add(size).ok_or_else(too_large)?;
     }
-    n.checked_add(type_size(&prog.ret, sizes)?)
+    n.checked_add(result_size(prog, &prog.ret, 0, sizes, relations)?)
         .ok_or_else(too_large)
+}
+
+/// The reals of a value of type `t`, stored by relation `rel` or dense.
+fn stored_size(
+    rel: Option<Symbol>,
+    t: &Type,
+    sizes: &Sizes,
+    relations: &HashMap<Symbol, Relation>,
+) -> Result<u128> {
+    match rel.and_then(|r| relations.get(&r)) {
+        Some(r) => Ok(super::stored::nnz(r) as u128),
+        None => type_size(t, sizes),
+    }
+}
+
+/// The reals of the result's part `t`, whose first leaf is leaf `first`.
+fn result_size(
+    prog: &Program,
+    t: &Type,
+    first: usize,
+    sizes: &Sizes,
+    relations: &HashMap<Symbol, Relation>,
+) -> Result<u128> {
+    match t {
+        Type::Pair(a, b) if !prog.stored.ret.is_empty() => {
+            let na = crate::front::ast::leaf_count(a);
+            let x = result_size(prog, a, first, sizes, relations)?;
+            let y = result_size(prog, b, first + na, sizes, relations)?;
+            x.checked_add(y).ok_or_else(too_large)
+        }
+        _ => stored_size(prog.stored.leaf(first), t, sizes, relations),
+    }
 }
 
 /// The work cost of an open term: free index variables take their values

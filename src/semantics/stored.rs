@@ -1,0 +1,142 @@
+//! Values of tensors stored by a relation's pattern ([`Storage`]): one real
+//! per tuple of the relation, in the row-major order of the tuples (the
+//! order of a sorted tuple list; SciPy's CSR `data` with sorted indices).
+//! Taken in, they are scattered into the dense tensor that is zero off the
+//! pattern, which is what the program computes with; a stored result is
+//! gathered at the tuples. A relation that stores a tensor and is given by
+//! its tuples must list them in that order, so that values and tuples pair
+//! up as written.
+
+use super::json::value_from_json;
+use super::value::{flatten, Inputs, Relation, Sizes, Value};
+use crate::error::{Error, Result};
+use crate::front::affine::Affine;
+use crate::front::ast::{leaf_count, Program, Type};
+use egg::Symbol;
+
+/// How many tuples the relation holds.
+pub fn nnz(rel: &Relation) -> usize {
+    rel.bits.iter().filter(|b| **b).count()
+}
+
+/// The flat type of a stored tensor's values: `(tensor nnz R)`.
+pub fn values_type(rel: &Relation) -> Type {
+    Type::tensor(&[Affine::constant(nnz(rel) as i64)], Type::Real)
+}
+
+/// The dense tensor of dimensions `rel.dims` holding `values` at the
+/// relation's tuples (row-major) and zero elsewhere.
+pub fn scatter(values: &[f64], rel: &Relation) -> Value {
+    let mut it = values.iter();
+    let flat: Vec<f64> = rel
+        .bits
+        .iter()
+        .map(|&b| if b { *it.next().unwrap_or(&0.0) } else { 0.0 })
+        .collect();
+    nest(&flat, &rel.dims)
+}
+
+fn nest(flat: &[f64], dims: &[usize]) -> Value {
+    match dims.split_first() {
+        None => Value::Real(flat.first().copied().unwrap_or(0.0)),
+        Some((&n, rest)) => {
+            let stride: usize = rest.iter().product();
+            Value::tensor(
+                (0..n)
+                    .map(|k| nest(&flat[k * stride..(k + 1) * stride], rest))
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// The values of the dense `v` (of type `ty`) at the relation's tuples.
+pub fn gather(v: &Value, ty: &Type, rel: &Relation, sizes: &Sizes) -> Result<Vec<f64>> {
+    let dense = flatten(v, ty, sizes)?;
+    Ok(dense
+        .iter()
+        .zip(&rel.bits)
+        .filter(|(_, b)| **b)
+        .map(|(x, _)| *x)
+        .collect())
+}
+
+/// The stored input `name` (stored by `rel_name`) from JSON: one real per
+/// tuple, scattered.
+pub fn stored_from_json(
+    j: &serde_json::Value,
+    name: &str,
+    rel_name: Symbol,
+    rel: &Relation,
+    sizes: &Sizes,
+) -> Result<Value> {
+    let want = nnz(rel);
+    if let Some(xs) = j.as_array().filter(|xs| xs.len() != want) {
+        return Err(Error::input(format!(
+            "input '{name}': {} value(s), but '{name}' is stored by '{rel_name}', which holds \
+             {want} tuple(s)",
+            xs.len()
+        ))
+        .with_hint(format!(
+            "give one value per tuple of '{rel_name}', in the row-major order of its tuples"
+        )));
+    }
+    let flat = value_from_json(j, &values_type(rel), sizes, name)?;
+    let xs = flatten(&flat, &values_type(rel), sizes)?;
+    Ok(scatter(&xs, rel))
+}
+
+/// A relation given by tuples that stores a tensor must list them in
+/// row-major order (the values follow it).
+pub fn check_tuple_order(j: &serde_json::Value, rel_name: &str, stored: &str) -> Result<()> {
+    let Some(Ok(tuples)) = super::tuples::tuples_from_json(rel_name, j) else {
+        return Ok(());
+    };
+    for (k, w) in tuples.windows(2).enumerate() {
+        if w[0] >= w[1] {
+            return Err(Error::input(format!(
+                "input '{rel_name}': tuple {} {:?} does not come after tuple {k} {:?}; \
+                 '{rel_name}' stores '{stored}', whose values follow its tuples, so they must \
+                 be sorted (row-major) and distinct",
+                k + 1,
+                w[1],
+                w[0]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The result `v` of `prog` as it is given out, with its type: each stored
+/// leaf replaced by its values at the tuples, `(tensor nnz R)`.
+pub fn result_out(prog: &Program, v: &Value, inputs: &Inputs) -> Result<(Value, Type)> {
+    if prog.stored.ret.is_empty() {
+        return Ok((v.clone(), prog.ret.clone()));
+    }
+    leaf_out(prog, v, &prog.ret, 0, inputs)
+}
+
+fn leaf_out(
+    prog: &Program,
+    v: &Value,
+    ty: &Type,
+    first: usize,
+    inputs: &Inputs,
+) -> Result<(Value, Type)> {
+    if let Type::Pair(a, b) = ty {
+        let (x, tx) = leaf_out(prog, &v.fst()?, a, first, inputs)?;
+        let (y, ty) = leaf_out(prog, &v.snd()?, b, first + leaf_count(a), inputs)?;
+        return Ok((Value::pair(x, y), Type::Pair(Box::new(tx), Box::new(ty))));
+    }
+    match prog.stored.leaf(first) {
+        None => Ok((v.clone(), ty.clone())),
+        Some(r) => {
+            let rel = inputs
+                .relations
+                .get(&r)
+                .ok_or_else(|| Error::input(format!("missing input '{r}'")))?;
+            let xs = gather(v, ty, rel, &inputs.sizes)?;
+            Ok((Value::reals(&xs), values_type(rel)))
+        }
+    }
+}

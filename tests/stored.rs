@@ -1,0 +1,331 @@
+//! Tensors stored by a relation's pattern (`(tensor n m R (stored-by S))`):
+//! the stored program means the dense one on the dense tensor that is zero
+//! off the pattern. Checked on random patterns and values:
+//! * its value equals the dense program's on the scattered input;
+//! * `grad`, `jvp`, `vjp` and `hvp` with respect to a stored tensor give
+//!   (and take) one value per tuple, equal to the dual-number derivatives of
+//!   the dense program at the tuples;
+//! * every derivative prints with its storage and reads back to an equal
+//!   program;
+//! * compiled code of the function and its derivatives equals the
+//!   evaluator and executes the operations the cost counts (the compiled
+//!   function still takes and returns stored tensors dense: `run` scatters
+//!   the values in and gathers the stored results out).
+
+mod common;
+
+use atl_egg::egraph::Options;
+use atl_egg::front::ast::Program;
+use atl_egg::rng::Rng;
+use atl_egg::semantics::dual::jvp as dual_jvp;
+use atl_egg::semantics::eval::evaluate;
+use atl_egg::semantics::stored::{gather, scatter};
+use atl_egg::semantics::value::{flatten, Inputs, Value};
+use egg::Symbol;
+use serde_json::{json, Value as Json};
+use std::collections::HashMap;
+
+const BODY: &str = "(sum i n (let r (- (sum j m (iverson (S i j) (* (sin (get A i j)) (get x j)))) (get y i)) (* r r)))";
+
+fn stored_loss() -> Program {
+    atl_egg::parse(&format!(
+        "(fn f ((A (tensor n m R (stored-by S))) (S (relation n m)) (x (tensor m R)) (y (tensor n R)))\n  {BODY})"
+    ))
+    .unwrap()
+}
+
+fn dense_loss() -> Program {
+    atl_egg::parse(&format!(
+        "(fn f ((A (tensor n m R)) (S (relation n m)) (x (tensor m R)) (y (tensor n R)))\n  {BODY})"
+    ))
+    .unwrap()
+}
+
+/// A random case: the pattern's tuples (sorted), the stored values, `x`, `y`.
+struct Case {
+    n: usize,
+    m: usize,
+    tuples: Vec<[usize; 2]>,
+    vals: Vec<f64>,
+    x: Vec<f64>,
+    y: Vec<f64>,
+}
+
+fn case(seed: u64) -> Case {
+    let mut rng = Rng::new(seed);
+    let (n, m) = (1 + rng.below(5), 1 + rng.below(5));
+    let mut tuples = vec![];
+    for i in 0..n {
+        for j in 0..m {
+            if rng.chance(0.4) {
+                tuples.push([i, j]);
+            }
+        }
+    }
+    let mut real = |k: usize| (0..k).map(|_| rng.unit()).collect::<Vec<f64>>();
+    let vals = real(tuples.len());
+    let (x, y) = (real(m), real(n));
+    Case {
+        n,
+        m,
+        tuples,
+        vals,
+        x,
+        y,
+    }
+}
+
+impl Case {
+    fn relation(&self) -> Json {
+        json!({"tuples": self.tuples, "shape": [self.n, self.m]})
+    }
+
+    fn dense_a(&self) -> Vec<Vec<f64>> {
+        let mut a = vec![vec![0.0; self.m]; self.n];
+        for (t, v) in self.tuples.iter().zip(&self.vals) {
+            a[t[0]][t[1]] = *v;
+        }
+        a
+    }
+
+    /// The inputs of the stored program (`extra`: more parameters).
+    fn stored_inputs(&self, prog: &Program, extra: Json) -> Inputs {
+        let mut j = json!({"A": self.vals, "S": self.relation(), "x": self.x, "y": self.y});
+        for (k, v) in extra.as_object().unwrap() {
+            j[k] = v.clone();
+        }
+        atl_egg::inputs(prog, &j.to_string(), &[]).unwrap()
+    }
+
+    fn dense_inputs(&self, prog: &Program) -> Inputs {
+        let j = json!({"A": self.dense_a(), "S": self.relation(), "x": self.x, "y": self.y});
+        atl_egg::inputs(prog, &j.to_string(), &[]).unwrap()
+    }
+}
+
+/// The JSON output of `prog` on `inputs`, as reals (pairs flattened).
+fn out(prog: &Program, inputs: &Inputs) -> Vec<f64> {
+    let v = evaluate(prog, inputs).unwrap();
+    let text = atl_egg::to_json(prog, &v, inputs).unwrap();
+    let mut xs = vec![];
+    fn walk(j: &Json, xs: &mut Vec<f64>) {
+        match j {
+            Json::Array(a) => a.iter().for_each(|e| walk(e, xs)),
+            Json::Number(k) => xs.push(k.as_f64().unwrap()),
+            _ => panic!("unexpected {j}"),
+        }
+    }
+    walk(&serde_json::from_str(&text).unwrap(), &mut xs);
+    xs
+}
+
+fn close(a: &[f64], b: &[f64], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: {a:?} vs {b:?}");
+    for (x, y) in a.iter().zip(b) {
+        assert!(
+            (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
+            "{what}: {a:?} vs {b:?}"
+        );
+    }
+}
+
+/// The dual-number derivative of the dense loss along `dir` (a dense `A`
+/// tangent), at the case's inputs.
+fn dual_along(c: &Case, prog: &Program, wrt: &str, dir: Value) -> Value {
+    let inputs = c.dense_inputs(prog);
+    let tangents = HashMap::from([(Symbol::from(wrt), dir)]);
+    dual_jvp(prog, &inputs, &tangents).unwrap().1
+}
+
+fn rel_of(c: &Case, prog: &Program) -> atl_egg::semantics::value::Relation {
+    c.dense_inputs(prog).relations[&Symbol::from("S")].clone()
+}
+
+fn round_trip(p: &Program) -> Program {
+    let text = atl_egg::print(p);
+    let q = atl_egg::parse(&text).unwrap_or_else(|e| panic!("{text}\n{e:?}"));
+    assert_eq!(q.stored, p.stored, "{text}");
+    q
+}
+
+#[test]
+fn the_value_is_the_dense_programs() {
+    let (s, d) = (stored_loss(), dense_loss());
+    for seed in 0..20 {
+        let c = case(seed);
+        close(
+            &out(&s, &c.stored_inputs(&s, json!({}))),
+            &out(&d, &c.dense_inputs(&d)),
+            "f",
+        );
+    }
+}
+
+#[test]
+fn grad_is_one_value_per_tuple_and_equals_dual_numbers() {
+    let (s, d) = (stored_loss(), dense_loss());
+    let opts = Options::default();
+    let g = round_trip(&atl_egg::grad(&s, &["A", "x"], &opts).unwrap().program);
+    for seed in 0..12 {
+        let c = case(seed);
+        let rel = rel_of(&c, &d);
+        let got = out(&g, &c.stored_inputs(&g, json!({})));
+        let mut want = vec![];
+        for k in 0..c.tuples.len() {
+            let mut e = vec![0.0; c.tuples.len()];
+            e[k] = 1.0;
+            want.push(dual_along(&c, &d, "A", scatter(&e, &rel)).real().unwrap());
+        }
+        for j in 0..c.m {
+            let mut e = vec![0.0; c.m];
+            e[j] = 1.0;
+            want.push(dual_along(&c, &d, "x", Value::reals(&e)).real().unwrap());
+        }
+        close(&got, &want, &format!("grad, seed {seed}"));
+    }
+}
+
+#[test]
+fn jvp_takes_a_stored_tangent_and_equals_dual_numbers() {
+    let (s, d) = (stored_loss(), dense_loss());
+    let j = round_trip(
+        &atl_egg::jvp(&s, &["A"], &Options::default())
+            .unwrap()
+            .program,
+    );
+    for seed in 0..12 {
+        let c = case(seed);
+        let dir: Vec<f64> = c.vals.iter().map(|v| 0.5 - v).collect();
+        let got = out(&j, &c.stored_inputs(&j, json!({ "dA": dir })));
+        let want = dual_along(&c, &d, "A", scatter(&dir, &rel_of(&c, &d)));
+        close(&got, &[want.real().unwrap()], &format!("jvp, seed {seed}"));
+    }
+}
+
+#[test]
+fn hvp_along_a_stored_direction_equals_dual_numbers_of_the_gradient() {
+    let (s, d) = (stored_loss(), dense_loss());
+    let opts = Options::default();
+    let h = round_trip(&atl_egg::hvp(&s, &["A"], &opts).unwrap().program);
+    let dense_grad = atl_egg::grad(&d, &["A"], &opts).unwrap().program;
+    for seed in 0..12 {
+        let c = case(seed);
+        let rel = rel_of(&c, &d);
+        let dir: Vec<f64> = c.vals.iter().map(|v| v * v - 0.25).collect();
+        let got = out(&h, &c.stored_inputs(&h, json!({ "dA": dir })));
+        let dense = dual_along(&c, &dense_grad, "A", scatter(&dir, &rel));
+        let ty = dense_grad.ret.clone();
+        let want = gather(&dense, &ty, &rel, &c.dense_inputs(&d).sizes).unwrap();
+        close(&got, &want, &format!("hvp, seed {seed}"));
+    }
+}
+
+/// A function returning a stored tensor: its vjp takes one cotangent per
+/// tuple; `<vjp(w), v> = <w, jvp(v)>` with the jvp by dual numbers.
+#[test]
+fn vjp_of_a_stored_result_takes_a_stored_cotangent() {
+    let text = |stored: &str, ret: &str| {
+        format!(
+            "(fn h ((A (tensor n m R{stored})) (S (relation n m)) (x (tensor m R)) (y (tensor n R))){ret}\n  \
+             (gen i n (gen j m (* (get A i j) (sin (* (get x j) (get y i)))))))"
+        )
+    };
+    let s = atl_egg::parse(&text(" (stored-by S)", " -> (tensor n m R (stored-by S))")).unwrap();
+    let d = atl_egg::parse(&text("", "")).unwrap();
+    let v = round_trip(
+        &atl_egg::vjp(&s, &["A", "x"], &Options::default())
+            .unwrap()
+            .program,
+    );
+    for seed in 0..12 {
+        let c = case(seed);
+        let rel = rel_of(&c, &d);
+        let w: Vec<f64> = (0..c.tuples.len()).map(|k| 1.0 - 0.3 * k as f64).collect();
+        let got = out(&v, &c.stored_inputs(&v, json!({ "ct": w })));
+        let sizes = c.dense_inputs(&d).sizes;
+        let mut want = vec![];
+        let units = (0..c.tuples.len())
+            .map(|k| ("A", k, c.tuples.len()))
+            .chain((0..c.m).map(|j| ("x", j, c.m)));
+        for (x, k, len) in units {
+            let mut e = vec![0.0; len];
+            e[k] = 1.0;
+            let dir = if x == "A" {
+                scatter(&e, &rel)
+            } else {
+                Value::reals(&e)
+            };
+            let t = gather(&dual_along(&c, &d, x, dir), &d.ret, &rel, &sizes).unwrap();
+            want.push(t.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>());
+        }
+        close(&got, &want, &format!("vjp, seed {seed}"));
+        let f = out(&s, &c.stored_inputs(&s, json!({})));
+        let dense = flatten(&evaluate(&d, &c.dense_inputs(&d)).unwrap(), &d.ret, &sizes).unwrap();
+        assert_eq!(f.len(), c.tuples.len());
+        assert!(dense.iter().filter(|x| **x != 0.0).count() <= f.len());
+    }
+}
+
+/// The input/output cost counts a stored tensor, given or returned, as one
+/// real per tuple; the gradient's values are computed only at the tuples,
+/// even where the function reads the tensor everywhere.
+#[test]
+fn io_cost_counts_one_real_per_tuple_and_gradients_compute_only_tuples() {
+    use atl_egg::semantics::cost::{cost, io_cost};
+    let (s, d) = (stored_loss(), dense_loss());
+    let opts = Options::default();
+    let (gs, gd) = (
+        atl_egg::grad(&s, &["A"], &opts).unwrap().program,
+        atl_egg::grad(&d, &["A"], &opts).unwrap().program,
+    );
+    let everywhere = atl_egg::parse(
+        "(fn f ((A (tensor n m R (stored-by S))) (S (relation n m)) (B (tensor n m R)))\n  \
+         (sum i n (sum j m (* (get A i j) (sin (get B i j))))))",
+    )
+    .unwrap();
+    let ge = atl_egg::grad(&everywhere, &["A"], &opts).unwrap().program;
+    for seed in 0..8 {
+        let c = case(seed);
+        let inputs = c.dense_inputs(&d);
+        let (sz, rels) = (&inputs.sizes, &inputs.relations);
+        let dense_extra = (c.n * c.m - c.tuples.len()) as u128;
+        let f = io_cost(&s, sz, rels).unwrap();
+        assert_eq!(f + dense_extra, io_cost(&d, sz, rels).unwrap());
+        assert_eq!(
+            io_cost(&gs, sz, rels).unwrap() + 2 * dense_extra,
+            io_cost(&gd, sz, rels).unwrap()
+        );
+        assert!(io_cost(&gs, sz, rels).unwrap() <= 4 * f, "seed {seed}");
+        assert_eq!(
+            cost(&ge, sz, rels).unwrap(),
+            c.tuples.len() as u128,
+            "seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn compiled_code_of_stored_programs_equals_the_evaluator() {
+    if !common::run_check::have_cc() {
+        return;
+    }
+    let s = stored_loss();
+    let opts = Options::default();
+    let progs = [
+        ("f", s.clone()),
+        (
+            "grad",
+            atl_egg::grad(&s, &["A", "x"], &opts).unwrap().program,
+        ),
+        ("jvp", atl_egg::jvp(&s, &["A"], &opts).unwrap().program),
+        ("vjp", atl_egg::vjp(&s, &["A"], &opts).unwrap().program),
+    ];
+    for seed in [3, 7] {
+        let c = case(seed);
+        for (what, p) in &progs {
+            let extra = json!({"dA": c.vals, "ct": 0.5});
+            let inputs = c.stored_inputs(p, extra);
+            common::run_check::check(p, &inputs, what).unwrap();
+        }
+    }
+}
