@@ -366,19 +366,7 @@ fn loops_are_interchanged_and_fused() {
     assert!(i < j, "the sum's loop should be outer:\n{src}");
     // nested_lets' gradient: u1 and u_bar (n x m) contracted to rows.
     let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
-    let p = progs
-        .iter()
-        .find(|p| p.name == "nested_lets")
-        .expect("nested_lets");
-    let g = derive::grad(&p.program, &p.wrt_or_all(), &options())
-        .expect("grad")
-        .program;
-    let f = backend::generate(&g).expect("generate").function;
-    assert!(
-        f.slots.iter().all(|s| s.dims.len() <= 1),
-        "an n x m intermediate was materialized: {:?}",
-        f.slots
-    );
+    assert_gradient_keeps_no_matrix(&progs, "nested_lets");
     // A quadratic form's jvp along A: the sum over k runs outside the loop
     // over j (a row over j accumulated), so A[k][j] and dA[k][j] walk rows.
     let quad = atl_egg::front::parse_program(
@@ -396,17 +384,20 @@ fn loops_are_interchanged_and_fused() {
     assert!(k < j, "the sum over k should be outer to j:\n{src}");
     // rank3_batched_bilinear's gradient: its n x B intermediate, read by
     // columns, is stored B x n and fused into the loop over B (a row).
-    let p = progs
-        .iter()
-        .find(|p| p.name == "rank3_batched_bilinear")
-        .expect("rank3_batched_bilinear");
+    assert_gradient_keeps_no_matrix(&progs, "rank3_batched_bilinear");
+}
+
+/// The compiled gradient of the corpus program `name` keeps no matrix
+/// intermediate: every arena slot is a scalar or a row.
+fn assert_gradient_keeps_no_matrix(progs: &[CorpusProgram], name: &str) {
+    let p = progs.iter().find(|p| p.name == name).expect(name);
     let g = derive::grad(&p.program, &p.wrt_or_all(), &options())
         .expect("grad")
         .program;
     let f = backend::generate(&g).expect("generate").function;
     assert!(
         f.slots.iter().all(|s| s.dims.len() <= 1),
-        "a matrix intermediate was materialized: {:?}",
+        "{name}'s gradient materialized a matrix intermediate: {:?}",
         f.slots
     );
 }

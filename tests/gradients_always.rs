@@ -50,14 +50,18 @@ fn nested_brackets_over_a_pair_stay_small() {
     for wrt in [syms(&["w"]), syms(&["x", "y", "v", "w"])] {
         check_grad(&p, &wrt, 1).unwrap_or_else(|e| panic!("--wrt {wrt:?}: {e}"));
         let g = derive::grad(&p, &wrt, &opts()).unwrap();
-        let adjoint = g
-            .stats
-            .phases
-            .iter()
-            .find(|ph| ph.phase.starts_with("differentiate"))
-            .expect("a differentiation phase");
+        let adjoint = adjoint_phase(&g);
         assert!(adjoint.nodes < 1_000, "{} e-nodes", adjoint.nodes);
     }
+}
+
+/// The statistics of a gradient's differentiation e-graph.
+fn adjoint_phase(g: &derive::Derived) -> &atl_egg::egraph::runner::PhaseStats {
+    g.stats
+        .phases
+        .iter()
+        .find(|ph| ph.phase.starts_with("differentiate"))
+        .expect("a differentiation phase")
 }
 
 /// A bracket known false under a sum of a zero class: `iverson-out-of-sum`
@@ -74,12 +78,7 @@ fn a_false_bracket_under_a_zero_sum_saturates() {
     let wrt = syms(&["x"]);
     check_grad(&p, &wrt, 1).unwrap();
     let g = derive::grad(&p, &wrt, &opts()).unwrap();
-    let adjoint = g
-        .stats
-        .phases
-        .iter()
-        .find(|ph| ph.phase.starts_with("differentiate"))
-        .expect("a differentiation phase");
+    let adjoint = adjoint_phase(&g);
     assert_eq!(adjoint.stop_reason, "saturated", "{adjoint:?}");
     assert!(
         adjoint.iterations < 100,

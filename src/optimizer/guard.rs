@@ -5,7 +5,6 @@
 use crate::egraph::extract::{cost_at, cost_key, Sample};
 use crate::egraph::runner::{extraction_samples, guard_samples, label, Options, PhaseStats};
 use crate::error::Result;
-use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Program};
 use crate::semantics::value::Sizes;
 use crate::terms::extents::collect_extents;
@@ -45,13 +44,7 @@ pub fn guard(
     started: Instant,
 ) -> Result<(Program, Stats)> {
     let samples = guard_samples(prog, opts.sizes.as_ref());
-    let mut extents = HashMap::new();
-    collect_extents(&prog.body, &mut extents);
-    let before: Costs = samples
-        .iter()
-        .map(label)
-        .zip(costs_at(&prog.body, &extents, &samples))
-        .collect();
+    let before = labelled_costs(&prog.body, &samples);
     let declared: std::collections::BTreeSet<Symbol> = prog
         .params
         .iter()
@@ -78,13 +71,7 @@ pub fn guard(
         if !closed || typed.ok().as_ref() != Some(&prog.ret) {
             continue;
         }
-        let mut ext2 = HashMap::new();
-        collect_extents(&candidate.body, &mut ext2);
-        let after: Costs = samples
-            .iter()
-            .map(label)
-            .zip(costs_at(&candidate.body, &ext2, &samples))
-            .collect();
+        let after = labelled_costs(&candidate.body, &samples);
         // a count the deadline cut short must not decide
         opts.check_time()?;
         let size = crate::terms::size::term_size(&candidate.body);
@@ -129,20 +116,29 @@ pub fn guard(
 /// cost more at n = 1.)
 pub fn never_costlier(candidate: &Program, reference: &Program, user: Option<&Sizes>) -> bool {
     let samples = extraction_samples(reference, user);
-    let (mut ours, mut theirs) = (HashMap::new(), HashMap::new());
-    collect_extents(&candidate.body, &mut ours);
-    collect_extents(&reference.body, &mut theirs);
-    let theirs = costs_at(&reference.body, &theirs, &samples);
-    costs_at(&candidate.body, &ours, &samples)
+    let theirs = costs_at(&reference.body, &samples);
+    costs_at(&candidate.body, &samples)
         .iter()
         .zip(theirs)
         .all(|(a, b)| *a <= b)
 }
 
+/// The cost of `e` at each sample, labelled by the sample's sizes.
+fn labelled_costs(e: &Expr, samples: &[Sample]) -> Costs {
+    samples
+        .iter()
+        .map(label)
+        .zip(costs_at(e, samples))
+        .collect()
+}
+
 /// The cost of `e` at each sample, each assignment (sizes and relations)
 /// counted once: the samples of a program without sizes, or with few, are
 /// many copies of a few (and a long program takes long to count).
-fn costs_at(e: &Expr, extents: &HashMap<Symbol, Affine>, samples: &[Sample]) -> Vec<u128> {
+fn costs_at(e: &Expr, samples: &[Sample]) -> Vec<u128> {
+    let mut extents = HashMap::new();
+    collect_extents(e, &mut extents);
+    let extents = &extents;
     let mut out: Vec<u128> = Vec::with_capacity(samples.len());
     for (k, s) in samples.iter().enumerate() {
         let same = samples[..k]

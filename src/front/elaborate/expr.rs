@@ -230,15 +230,15 @@ impl Elab {
         }
     }
 
-    /// `(gen i D e)` (`gen`) or `(sum i D e)`; a sum of tensors is
-    /// pointwise.
-    fn loop_form(
+    /// The index binder of a form `(h i D e)` (`gen`, `sum`, the
+    /// reductions): `i` made unique, `D`, and `e` elaborated with `i` in
+    /// scope, with its type.
+    fn index_binder(
         &mut self,
-        gen: bool,
+        h: &str,
         args: &[Sexp],
         claimed: &mut HashSet<String>,
-    ) -> Result<(Expr, Type)> {
-        let h = if gen { "gen" } else { "sum" };
+    ) -> Result<(egg::Symbol, crate::front::affine::Affine, Expr, Type)> {
         let Some(var) = args[0].as_sym() else {
             return Err(Error::syntax(
                 args[0].pos(),
@@ -251,6 +251,19 @@ impl Elab {
         let body = self.expr(&args[2], claimed);
         self.unbind(var, old);
         let (body, bt) = body?;
+        Ok((u, d, body, bt))
+    }
+
+    /// `(gen i D e)` (`gen`) or `(sum i D e)`; a sum of tensors is
+    /// pointwise.
+    fn loop_form(
+        &mut self,
+        gen: bool,
+        args: &[Sexp],
+        claimed: &mut HashSet<String>,
+    ) -> Result<(Expr, Type)> {
+        let h = if gen { "gen" } else { "sum" };
+        let (u, d, body, bt) = self.index_binder(h, args, claimed)?;
         if gen {
             return Ok((
                 build::gen(u, d.clone(), body),
@@ -279,18 +292,7 @@ impl Elab {
         claimed: &mut HashSet<String>,
     ) -> Result<(Expr, Type)> {
         let h = r.name();
-        let Some(var) = args[0].as_sym() else {
-            return Err(Error::syntax(
-                args[0].pos(),
-                format!("{h}: expected an index variable name"),
-            ));
-        };
-        let d = self.dim(&args[1], None)?;
-        let u = self.binder_name(var, claimed);
-        let old = self.bind(var, Binding::Index(u));
-        let body = self.expr(&args[2], claimed);
-        self.unbind(var, old);
-        let (body, bt) = body?;
+        let (u, d, body, bt) = self.index_binder(h, args, claimed)?;
         if bt != Type::Real {
             return Err(Error::typ(
                 args[2].pos(),
