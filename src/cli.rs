@@ -111,7 +111,7 @@ pub enum Command {
         /// Print the input/output cost (cost + size of inputs and output).
         #[arg(long)]
         io: bool,
-        /// Seconds the count may take; past them it fails with an error.
+        /// CPU seconds the count may take; past them it fails with an error.
         #[arg(long, default_value_t = egraph::runner::DEFAULT_TIME_LIMIT as f64)]
         time_limit: f64,
         #[command(flatten)]
@@ -253,8 +253,8 @@ pub struct OptArgs {
     /// Most iterations per phase.
     #[arg(long, default_value_t = 30)]
     pub iter_limit: usize,
-    /// Seconds the whole command may take (differentiation included); past
-    /// them it fails with an error. The result never depends on it: the
+    /// CPU seconds the whole command may take (differentiation included);
+    /// past them it fails with an error. The result never depends on it: the
     /// node and iteration limits decide where each phase stops.
     #[arg(long, default_value_t = egraph::runner::DEFAULT_TIME_LIMIT as f64)]
     pub time_limit: f64,
@@ -543,7 +543,7 @@ pub fn run(cmd: Command, session: &mut Session) -> Result<String> {
         } => {
             let limit = seconds(time_limit)?;
             let _deadline =
-                atl_egg::limits::deadline_scope(std::time::Instant::now() + limit, limit);
+                atl_egg::limits::deadline_scope(atl_egg::limits::CpuTime::now() + limit, limit);
             let prog = load_program(&file, session)?;
             let inputs = inputs_for(&prog, &sizes, inputs.as_deref(), false, session)?;
             let c = if io {

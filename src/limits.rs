@@ -1,6 +1,9 @@
 //! The limits of one command that are not counts: its deadline
 //! (`--time-limit`) and its memory (`--memory-limit`).
 //!
+//! * [`CpuTime`], the clock deadlines are measured on: the CPU time of the
+//!   thread running the command, so that other work on the machine does
+//!   not bring a command's deadline nearer.
 //! * The deadline of the command running on this thread, set for a scope
 //!   by [`deadline_scope`] (the optimizer's and the derivatives' entry
 //!   points, the `cost` command). Code that has no [`crate::egraph::Options`]
@@ -17,10 +20,60 @@ use crate::error::{Error, Result};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// A reading of the CPU time the calling thread has used. A command runs
+/// on one thread, so its deadline is a reading of this clock: a machine
+/// busy with other work slows the command's wall time, not its CPU time,
+/// and the same command fails its time limit (or not) whatever the load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CpuTime(Duration);
+
+impl CpuTime {
+    /// The calling thread's CPU time so far.
+    #[cfg(unix)]
+    pub fn now() -> CpuTime {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid timespec to write into; the clock id is a
+        // constant that Linux and macOS define.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        if rc != 0 {
+            return CpuTime(wall_since_start());
+        }
+        CpuTime(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+    }
+
+    /// Where the thread's CPU time cannot be read: wall time since the
+    /// first reading.
+    #[cfg(not(unix))]
+    pub fn now() -> CpuTime {
+        CpuTime(wall_since_start())
+    }
+
+    /// The CPU time from `earlier` to this reading (zero if it is later).
+    pub fn saturating_duration_since(self, earlier: CpuTime) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+impl std::ops::Add<Duration> for CpuTime {
+    type Output = CpuTime;
+    fn add(self, d: Duration) -> CpuTime {
+        CpuTime(self.0.saturating_add(d))
+    }
+}
+
+/// Wall time since this process first asked: the fallback clock.
+fn wall_since_start() -> Duration {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed()
+}
 
 thread_local! {
-    static DEADLINE: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
+    static DEADLINE: Cell<Option<(CpuTime, Duration)>> = const { Cell::new(None) };
 }
 
 /// The error of a command past its time limit `limit`.
@@ -34,7 +87,7 @@ pub fn time_limit_error(limit: Duration) -> Error {
 
 /// Restores the enclosing deadline when dropped.
 pub struct DeadlineScope {
-    previous: Option<(Instant, Duration)>,
+    previous: Option<(CpuTime, Duration)>,
 }
 
 impl Drop for DeadlineScope {
@@ -46,7 +99,7 @@ impl Drop for DeadlineScope {
 /// Until the returned scope is dropped, this thread's command ends at
 /// `deadline` (its time limit being `limit`); an enclosing scope's earlier
 /// deadline stays in force.
-pub fn deadline_scope(deadline: Instant, limit: Duration) -> DeadlineScope {
+pub fn deadline_scope(deadline: CpuTime, limit: Duration) -> DeadlineScope {
     let previous = DEADLINE.with(Cell::get);
     let now = match previous {
         Some((t, l)) if t <= deadline => (t, l),
@@ -57,14 +110,14 @@ pub fn deadline_scope(deadline: Instant, limit: Duration) -> DeadlineScope {
 }
 
 /// This thread's deadline and time limit, if a scope set one.
-pub fn deadline() -> Option<(Instant, Duration)> {
+pub fn deadline() -> Option<(CpuTime, Duration)> {
     DEADLINE.with(Cell::get)
 }
 
 /// The time-limit error when this thread's deadline (if any) has passed.
 pub fn check_deadline() -> Result<()> {
     match deadline() {
-        Some((t, limit)) if Instant::now() >= t => Err(time_limit_error(limit)),
+        Some((t, limit)) if CpuTime::now() >= t => Err(time_limit_error(limit)),
         _ => Ok(()),
     }
 }
@@ -238,7 +291,7 @@ mod tests {
 
     #[test]
     fn an_inner_scope_keeps_the_earlier_deadline_and_restores_on_drop() {
-        let now = Instant::now();
+        let now = CpuTime::now();
         let far = now + Duration::from_secs(100);
         assert!(deadline().is_none());
         {
@@ -254,5 +307,22 @@ mod tests {
         assert!(check_deadline().is_ok());
         let _c = deadline_scope(far, Duration::from_secs(100));
         assert!(check_deadline().is_ok());
+    }
+
+    #[test]
+    fn the_deadline_clock_counts_the_threads_work_not_its_waiting() {
+        let before = CpuTime::now();
+        std::thread::sleep(Duration::from_millis(300));
+        let slept = CpuTime::now().saturating_duration_since(before);
+        assert!(
+            slept < Duration::from_millis(150),
+            "{slept:?} of CPU time asleep"
+        );
+        let before = CpuTime::now();
+        let mut x = 1u64;
+        while CpuTime::now().saturating_duration_since(before) < Duration::from_millis(20) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        assert_ne!(x, 0);
     }
 }

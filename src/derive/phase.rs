@@ -10,7 +10,7 @@ use crate::egraph::analysis::AtlGraph;
 use crate::egraph::bounded::Bounded;
 use crate::egraph::extract::{extract_all, Sample, Term, WorkCost, UNUSABLE};
 use crate::egraph::language::Atl;
-use crate::egraph::runner::{extraction_samples, time_left, Options, PhaseStats};
+use crate::egraph::runner::{extraction_samples, Options, PhaseStats, EGG_TIME_LIMIT};
 use crate::error::Result;
 use crate::front::ast::{Expr, Program};
 use crate::front::names::Fresh;
@@ -79,7 +79,7 @@ pub fn run_with(
         .with_egraph(egraph)
         .with_node_limit(usize::MAX)
         .with_iter_limit(limits.iterations)
-        .with_time_limit(time_left(deadline))
+        .with_time_limit(EGG_TIME_LIMIT)
         .run(rules);
     opts.check_time()?;
     let extract_started = Instant::now();
@@ -95,7 +95,7 @@ fn extract_roots(
     runner: &Runner<Atl, crate::egraph::analysis::AtlAnalysis>,
     roots: &[Id],
     samples: &[Sample],
-    deadline: Instant,
+    deadline: crate::limits::CpuTime,
 ) -> Vec<Option<Expr>> {
     let egraph = &runner.egraph;
     // After a limit, extension forms may remain; check which roots have a

@@ -11,8 +11,8 @@
 
 use super::analysis::{term_memo_size, term_nodes, AtlAnalysis, AtlGraph};
 use super::language::Atl;
+use crate::limits::CpuTime;
 use egg::{Rewrite, RewriteScheduler, RunnerLimits, RunnerResult, SearchMatches};
-use std::time::Instant;
 
 /// Every rule every iteration (like egg's `SimpleScheduler`), each search
 /// stopped at `match_limit` matches. A rule with more matches than that
@@ -41,21 +41,21 @@ const CHUNK: usize = 16;
 pub struct Bounded<S = EveryRule> {
     inner: S,
     limit: usize,
-    deadline: Instant,
+    deadline: CpuTime,
     over: bool,
 }
 
 impl Bounded {
     /// Every rule every iteration, within the limits; no search yields
     /// more matches than `limit` (the node limit) either.
-    pub fn new(limit: usize, deadline: Instant) -> Bounded {
+    pub fn new(limit: usize, deadline: CpuTime) -> Bounded {
         Bounded::around(EveryRule { match_limit: limit }, limit, deadline)
     }
 }
 
 impl<S> Bounded<S> {
     /// `inner`'s schedule within the limits.
-    pub fn around(inner: S, limit: usize, deadline: Instant) -> Bounded<S> {
+    pub fn around(inner: S, limit: usize, deadline: CpuTime) -> Bounded<S> {
         Bounded {
             inner,
             limit,
@@ -70,7 +70,7 @@ impl<S> Bounded<S> {
         // and merged over and over grow it while the live count stays small
         if term_nodes(egraph) > self.limit
             || term_memo_size(egraph) > 4 * self.limit
-            || Instant::now() > self.deadline
+            || CpuTime::now() > self.deadline
         {
             self.over = true;
         }
@@ -80,7 +80,7 @@ impl<S> Bounded<S> {
     fn stop(&mut self, egraph: &AtlGraph) -> RunnerResult<()> {
         if !self.check(egraph) {
             Ok(())
-        } else if Instant::now() > self.deadline {
+        } else if CpuTime::now() > self.deadline {
             Err(egg::StopReason::Other("time limit".into()))
         } else {
             Err(egg::StopReason::NodeLimit(self.limit))

@@ -217,7 +217,7 @@ pub struct WorkCost<'a> {
     pub exact_left: Option<usize>,
     /// Extraction stops early past this instant (the caller then fails the
     /// command: it is the command's deadline, never a place to stop).
-    pub deadline: Option<std::time::Instant>,
+    pub deadline: Option<crate::limits::CpuTime>,
     /// Terms larger than this (in nodes) are not considered.
     pub max_term_size: usize,
 }
@@ -249,7 +249,7 @@ impl<'a> WorkCost<'a> {
         self
     }
 
-    pub fn with_deadline(mut self, t: std::time::Instant) -> WorkCost<'a> {
+    pub fn with_deadline(mut self, t: crate::limits::CpuTime) -> WorkCost<'a> {
         self.deadline = Some(t);
         self
     }
@@ -775,7 +775,10 @@ pub fn extract_all(egraph: &AtlGraph, mut cost: WorkCost) -> HashMap<Id, CostVal
     let mut steps = 0usize;
     while let Some(c) = queue.pop_front() {
         steps += 1;
-        if steps.is_multiple_of(64) && cost.deadline.is_some_and(|t| std::time::Instant::now() > t)
+        if steps.is_multiple_of(64)
+            && cost
+                .deadline
+                .is_some_and(|t| crate::limits::CpuTime::now() > t)
         {
             break;
         }

@@ -12,6 +12,7 @@ use super::analysis::{term_classes, term_nodes, AtlAnalysis};
 use super::extract::Sample;
 use crate::error::Result;
 use crate::front::ast::{ParamKind, Program};
+use crate::limits::CpuTime;
 use crate::semantics::value::{Relation, Sizes};
 use egg::{Runner, StopReason, Symbol};
 use serde::Serialize;
@@ -33,7 +34,7 @@ pub struct Options {
     pub sizes: Option<Sizes>,
     /// When the command's time runs out: fixed from `time_limit` by the
     /// first entry point that runs (`None` until then).
-    pub deadline: Option<Instant>,
+    pub deadline: Option<CpuTime>,
 }
 
 /// The default of `--time-limit`, in seconds: generous, since it only
@@ -63,9 +64,9 @@ impl Options {
     }
 
     /// The command's deadline (from now when not fixed yet).
-    pub fn deadline_at(&self) -> Instant {
+    pub fn deadline_at(&self) -> CpuTime {
         self.deadline
-            .unwrap_or_else(|| Instant::now() + self.time_limit)
+            .unwrap_or_else(|| CpuTime::now() + self.time_limit)
     }
 
     /// An error when the command's time is up: the command fails rather
@@ -77,8 +78,8 @@ impl Options {
 
 /// The error of a command past its time limit (`limit`), or nothing before
 /// `deadline`.
-pub fn check_deadline(deadline: Instant, limit: Duration) -> Result<()> {
-    if Instant::now() < deadline {
+pub fn check_deadline(deadline: CpuTime, limit: Duration) -> Result<()> {
+    if CpuTime::now() < deadline {
         return Ok(());
     }
     Err(crate::limits::time_limit_error(limit))
@@ -336,14 +337,12 @@ pub fn stop_reason(r: &Option<StopReason>) -> String {
     }
 }
 
-/// The time egg's runner may take: until `deadline` (its own time limit
-/// is only a backstop; the scheduler stops at the deadline, and the
-/// caller then fails the command).
-pub fn time_left(deadline: Instant) -> Duration {
-    deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1))
-}
+/// The time limit given to egg's runner: none that can be reached. egg
+/// measures wall time, which a busy machine stretches; the scheduler
+/// ([`crate::egraph::bounded::Bounded`]) stops a run at the command's
+/// deadline instead, measured on its CPU time, and the caller then fails
+/// the command, so a run never ends early with a partial result.
+pub const EGG_TIME_LIMIT: Duration = Duration::from_secs(1 << 40);
 
 /// The extraction samples ordered smallest first: uniform sizes 0, 1, 2,
 /// then the usual ones from small to large.

@@ -21,7 +21,7 @@ use crate::egraph::extract::{extract_best, Sample, WorkCost, UNUSABLE};
 use crate::egraph::language::to_rec;
 use crate::egraph::rules::rule_set;
 use crate::egraph::runner::{
-    extraction_samples, small_first_samples, time_left, Options, PhaseStats,
+    extraction_samples, small_first_samples, Options, PhaseStats, EGG_TIME_LIMIT,
 };
 use crate::error::Result;
 use crate::front::affine::Affine;
@@ -93,7 +93,7 @@ fn run_phase(input: PhaseInput) -> Result<(Vec<Expr>, PhaseStats)> {
         ))
         .with_node_limit(usize::MAX)
         .with_iter_limit(opts.iter_limit)
-        .with_time_limit(time_left(deadline))
+        .with_time_limit(EGG_TIME_LIMIT)
         .run(&rules);
     opts.check_time()?;
     let egraph = &runner.egraph;

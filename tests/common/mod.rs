@@ -11,7 +11,8 @@
 //! * [`par`]: independent checks run on every core;
 //! * [`cli`]: one command of the binary, and printed programs compared up
 //!   to binder names;
-//! * [`cpu`]: the CPU time of the calling thread, for bounds on work;
+//! * [`cpu`]: the CPU time of the calling thread or of a child process, for
+//!   bounds on work;
 //! * [`load`]: busy threads on every core, for the tests of one answer per
 //!   input;
 //! * [`printed`]: the names a printed program may use;

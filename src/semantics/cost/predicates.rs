@@ -190,7 +190,7 @@ pub(super) struct Machine {
     pub(super) budget: u64,
     /// The command's deadline ([`crate::limits::deadline`]), looked at
     /// every [`CLOCK_EVERY`] steps.
-    pub(super) deadline: Option<(std::time::Instant, std::time::Duration)>,
+    pub(super) deadline: Option<(crate::limits::CpuTime, std::time::Duration)>,
 }
 
 /// How many steps of counting go between two looks at the clock (a step
@@ -218,7 +218,7 @@ impl Machine {
     /// The time-limit error past the command's deadline.
     pub(super) fn check_deadline(&self) -> Result<()> {
         match self.deadline {
-            Some((t, limit)) if std::time::Instant::now() >= t => {
+            Some((t, limit)) if crate::limits::CpuTime::now() >= t => {
                 Err(crate::limits::time_limit_error(limit))
             }
             _ => Ok(()),
