@@ -264,6 +264,11 @@ class AtlFunction:
 
     def __init__(self, library_path, manifest):
         self.manifest = manifest
+        # Idle OpenMP threads sleep unless the user chose how they wait: GNU's
+        # default spins them, which on a busy machine takes the cores from the
+        # threads doing the work. Read once, when the runtime is first loaded.
+        if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+            os.environ["OMP_WAIT_POLICY"] = "passive"
         self._lib = ctypes.CDLL(os.path.abspath(library_path))
         self._fn = getattr(self._lib, manifest["function"])
         self._fn.restype = ctypes.c_int
