@@ -1149,6 +1149,66 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
     }
 }
 
+/// Stencils and convolutions (`src/lower/edges.rs`): their loops are split
+/// at the edges so the interior runs without range guards. At sizes where
+/// the interior is empty (a kernel wider than the signal), a single point,
+/// or most of the loop, in both orders of a convolution's index (`i - j`
+/// and `j - i`), in two dimensions, and in gradients: values equal `eval`
+/// within 1e-12 at one and two threads and the counting build counts the
+/// cost exactly.
+#[test]
+fn stencils_split_at_their_edges_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let sources = [
+        "(fn conv ((x (tensor (- (+ n m) 1) R)) (c (tensor m R))) (gen i n (sum j m (* (get x (- (+ i m) (+ j 1))) (get c j)))))",
+        "(fn corr ((x (tensor n R)) (c (tensor m R))) (gen i n (sum j m (* (get x (+ i (- j 1))) (get c j)))))",
+        "(fn blur ((img (tensor n n R)) (k (tensor 3 3 R))) (gen i n (gen j n (sum a 3 (sum c 3 (* (get k a c) (get img (- (+ i a) 1) (- (+ j c) 1))))))))",
+        "(fn diff ((x (tensor n R))) (gen i n (- (get x (+ i 1)) (get x (- i 1)))))",
+    ];
+    let mut progs = vec![];
+    for src in sources {
+        let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        let wrt: Vec<egg::Symbol> = p.params.iter().map(|x| x.name).take(1).collect();
+        let loss = derive::vjp(&p, &wrt, &options()).map(|d| d.program);
+        progs.push(p);
+        if let Ok(d) = loss {
+            progs.push(d);
+        }
+    }
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    for prog in &progs {
+        let what = prog.name.to_string();
+        let src = backend::generate(prog).expect("generate").source;
+        assert!(src.contains("atlsplit1_a"), "{what}: no loop split:\n{src}");
+        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        for (n, m) in [(1, 1), (2, 5), (3, 3), (40, 7)] {
+            let sizes = [("n", n), ("m", m)]
+                .iter()
+                .filter(|(k, _)| prog.sizes.contains(&egg::Symbol::from(*k)))
+                .map(|(k, v)| (egg::Symbol::from(*k), *v))
+                .collect();
+            let what = format!("{what} at n={n}, m={m}");
+            let inputs = random_inputs(prog, &sizes, &mut Rng::new(7)).expect("inputs");
+            let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(ops, c, "{what}: executed operations differ from the cost");
+            let want = eval::evaluate(prog, &inputs).expect("eval");
+            for threads in [1, 2] {
+                compiled.set_threads(threads).expect("threads");
+                let got = compiled.call(&inputs).expect("run");
+                let tol = Tolerance {
+                    rel: 1e-12,
+                    abs: 0.0,
+                };
+                compare_values(&want, &got, tol)
+                    .unwrap_or_else(|e| panic!("{what} at {threads} threads: {e}"));
+            }
+        }
+    }
+}
+
 /// Programs whose loops iterate relations' stored tuples (`src/lower/relation.rs`):
 /// atoms in and out of loop order (permuted layouts), of arity 1 to 3, with
 /// bound arguments, beside other conjuncts, under `exists` and in `or` (whose

@@ -264,6 +264,11 @@ static inline int atlh_fits(int64_t c, int n, const int64_t *t) {
   }
   return 1;
 }
+/* The bounds of a loop's interior where its range guards hold (see
+   lower/edges.rs): 128-bit, clamped into [lo, hi]. */
+static inline atlh_i128 atlh_max128(atlh_i128 a, atlh_i128 b) { return a > b ? a : b; }
+static inline atlh_i128 atlh_min128(atlh_i128 a, atlh_i128 b) { return a < b ? a : b; }
+static inline int64_t atlh_clamp(atlh_i128 x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : (int64_t)x; }
 
 /* Black boxes (their definitions follow, from the table of black boxes),
    exactly as atl-egg's evaluator; not inlined in a split

@@ -30,6 +30,8 @@
 //! * a gen of a gen over a sum of products of two tensor reads (a matrix
 //!   product at any strides) runs as one call of a tiled kernel
 //!   (`contract.rs`).
+//! * a loop whose body reads out of range at its edges (a stencil) runs as
+//!   three loops, the interior one without the range guards (`edges.rs`).
 //!
 //! Where each part lives: the function's frame (parameters, results,
 //! dimensions, arena slots) in `frame.rs`; expressions, lets and stores in
@@ -37,6 +39,7 @@
 //! `value.rs`; the C text they all emit through in `emit.rs`.
 
 mod contract;
+mod edges;
 mod emit;
 mod expr;
 mod frame;
@@ -67,6 +70,7 @@ pub fn lower(prog: &Program) -> Result<Function> {
     let mut lw = Lowerer::default();
     let mut f = lw.function(prog)?;
     parallel::parallelize(&mut f.body, &lw.disjoint, &lw.scratch, &f.slots, &f.dims);
+    edges::split(&mut f.body, &lw.range_guards);
     Ok(f)
 }
 
@@ -103,4 +107,6 @@ pub(crate) struct Lowerer {
     /// Slots whose contents do not outlive one iteration of a loop, by
     /// the loop's variable (a parallel loop gives each chunk its own).
     scratch: parallel::Disjoint,
+    /// The range guards of reads, for splitting loops at their edges.
+    range_guards: Vec<edges::RangeGuard>,
 }

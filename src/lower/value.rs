@@ -123,7 +123,7 @@ impl V {
                     && lw.full_range.get(&i.terms[0].0) == Some(&params[k].1);
                 if !in_range {
                     let d = lw.dim(&params[k].1)?;
-                    conds.push(format!("0 <= {idx} && {idx} < {d}"));
+                    conds.push(lw.range_cond(i, &idx, &d));
                 }
                 let mut args = args.clone();
                 args.push(lw.expand(&form)?);
@@ -160,7 +160,7 @@ impl V {
                     && lw.full_range.get(&i.terms[0].0) == Some(&dims[0]);
                 if !in_range {
                     let d = lw.dim(&dims[0])?;
-                    conds.push(format!("0 <= {idx} && {idx} < {d}"));
+                    conds.push(lw.range_cond(i, &idx, &d));
                 }
                 V::Leaf {
                     buf: buf.clone(),
