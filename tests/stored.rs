@@ -365,7 +365,10 @@ fn compiled_stored_programs_equal_the_evaluator_on_empty_rows_empty_and_single_p
     .unwrap();
     let progs = [
         ("f", s.clone()),
-        ("grad", atl_egg::grad(&s, &["A", "x"], &opts).unwrap().program),
+        (
+            "grad",
+            atl_egg::grad(&s, &["A", "x"], &opts).unwrap().program,
+        ),
         ("jvp", atl_egg::jvp(&s, &["A"], &opts).unwrap().program),
         ("vjp", atl_egg::vjp(&s, &["A"], &opts).unwrap().program),
         ("hvp", atl_egg::hvp(&s, &["A"], &opts).unwrap().program),
@@ -382,13 +385,21 @@ fn compiled_stored_programs_equal_the_evaluator_on_empty_rows_empty_and_single_p
         for shape in 0..4 {
             let c = shaped_case(seed, shape);
             let inputs = c.stored_inputs(&rv, json!({ "ct": c.vals }));
-            common::run_check::check(&rv, &inputs, &format!("vjp of r, seed {seed}, shape {shape}"))
-                .unwrap();
+            common::run_check::check(
+                &rv,
+                &inputs,
+                &format!("vjp of r, seed {seed}, shape {shape}"),
+            )
+            .unwrap();
             for (what, p) in &progs {
                 let extra = json!({"dA": c.vals, "ct": 0.5});
                 let inputs = c.stored_inputs(p, extra);
-                common::run_check::check(p, &inputs, &format!("{what}, seed {seed}, shape {shape}"))
-                    .unwrap();
+                common::run_check::check(
+                    p,
+                    &inputs,
+                    &format!("{what}, seed {seed}, shape {shape}"),
+                )
+                .unwrap();
             }
         }
     }
@@ -426,7 +437,9 @@ fn compiled_stored_programs_run_where_a_dense_matrix_would_not_fit() {
     let g = atl_egg::grad(&prog, &["A", "x"], &Options::default())
         .unwrap()
         .program;
-    let a: Vec<f64> = (0..tuples.len()).map(|k| ((k % 13) as f64) / 13.0).collect();
+    let a: Vec<f64> = (0..tuples.len())
+        .map(|k| ((k % 13) as f64) / 13.0)
+        .collect();
     let x: Vec<f64> = (0..m).map(|j| ((j % 7) as f64) / 7.0 - 0.5).collect();
     let y: Vec<f64> = (0..n).map(|i| ((i % 5) as f64) / 5.0).collect();
     // the residuals, the value and the gradients, directly
@@ -452,18 +465,28 @@ fn compiled_stored_programs_run_where_a_dense_matrix_would_not_fit() {
     };
     let mut out = vec![vec![0.0; 1]];
     call(&prog, &mut out);
-    assert!((out[0][0] - f).abs() <= 1e-9 * f.abs().max(1.0), "{} vs {f}", out[0][0]);
+    assert!(
+        (out[0][0] - f).abs() <= 1e-9 * f.abs().max(1.0),
+        "{} vs {f}",
+        out[0][0]
+    );
     let mut outs = vec![vec![0.0; tuples.len()], vec![0.0; m]];
     call(&g, &mut outs);
     for (k, t) in tuples.iter().enumerate().step_by(997) {
         let want = 2.0 * r[t[0]] * x[t[1]];
-        assert!((outs[0][k] - want).abs() <= 1e-9 * (1.0 + want.abs()), "dA at {t:?}");
+        assert!(
+            (outs[0][k] - want).abs() <= 1e-9 * (1.0 + want.abs()),
+            "dA at {t:?}"
+        );
     }
     let mut dx = vec![0.0; m];
     for (t, v) in tuples.iter().zip(&a) {
         dx[t[1]] += 2.0 * r[t[0]] * v;
     }
     for j in (0..m).step_by(991) {
-        assert!((outs[1][j] - dx[j]).abs() <= 1e-9 * (1.0 + dx[j].abs()), "dx at {j}");
+        assert!(
+            (outs[1][j] - dx[j]).abs() <= 1e-9 * (1.0 + dx[j].abs()),
+            "dx at {j}"
+        );
     }
 }

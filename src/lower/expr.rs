@@ -108,7 +108,9 @@ impl Lowerer {
                 }
                 let old = match self.bind_pattern_view(*x, e0, body)? {
                     Some(old) => old,
-                    None if !super::stored::has_stored_out(dest) && self.store_fused(e, dest)? => {
+                    None if !super::stored::has_stored_out(dest)
+                        && self.store_fused(e, dest)? =>
+                    {
                         return Ok(())
                     }
                     None => self.bind_let(*x, e0)?,

@@ -48,7 +48,9 @@ impl Lowerer {
             conds,
         } = v
         else {
-            return Err(Error::eval("lowering: not a stored tensor (internal error)"));
+            return Err(Error::eval(
+                "lowering: not a stored tensor (internal error)",
+            ));
         };
         let k = args.len();
         let idx = self.aff(i)?;
@@ -101,7 +103,9 @@ impl Lowerer {
     /// Store `e` into the stored result leaf `dest` (a [`V::StoredOut`]).
     pub(crate) fn store_stored(&mut self, e: &Expr, dest: &V) -> Result<()> {
         let V::StoredOut { buf, rel, dims } = dest else {
-            return Err(Error::eval("lowering: not a stored result (internal error)"));
+            return Err(Error::eval(
+                "lowering: not a stored result (internal error)",
+            ));
         };
         let mut chain: Vec<(Symbol, &Affine)> = vec![];
         let mut x = e;
@@ -157,7 +161,9 @@ impl Lowerer {
     /// the relation holds ([`Self::store_stored`]), so the tuple is stored.
     pub(crate) fn stored_out_at(&mut self, dest: &V, gens: &[Symbol]) -> Result<V> {
         let V::StoredOut { buf, rel, .. } = dest else {
-            return Err(Error::eval("lowering: not a stored result (internal error)"));
+            return Err(Error::eval(
+                "lowering: not a stored result (internal error)",
+            ));
         };
         let layout = self.stored_layout(*rel)?;
         let forms: Vec<Affine> = gens.iter().map(|g| Affine::var(*g)).collect();

@@ -291,7 +291,10 @@ impl V {
     /// A lazy view written into a fresh place (other values unchanged).
     pub(crate) fn materialize(&self, lw: &mut Lowerer) -> Result<V> {
         if let V::Stored { dims, args, .. } = self {
-            let place = V::leaf(lw.slot("view", &dims[args.len()..])?, dims[args.len()..].to_vec());
+            let place = V::leaf(
+                lw.slot("view", &dims[args.len()..])?,
+                dims[args.len()..].to_vec(),
+            );
             self.force_into(&place, lw)?;
             return Ok(place);
         }
