@@ -52,8 +52,8 @@ impl Lowerer {
                     });
                 }
                 ParamKind::Real(t) if prog.stored.param(p.name).is_some() => {
-                    let rel = prog.stored.param(p.name).unwrap_or(p.name);
-                    let c = self.stored_param(p.name, t, rel)?;
+                    // one value per tuple of its relation ([`super::stored`])
+                    let c = self.stored_param(p.name, t, &prog.stored)?;
                     params.push(c);
                 }
                 ParamKind::Real(t) => {

@@ -212,14 +212,17 @@ pub(crate) fn has_stored_out(dest: &V) -> bool {
 
 impl Lowerer {
     /// The C parameter and the value of the stored tensor parameter `name`
-    /// of type `t`, stored by `rel`.
+    /// of type `t` (`storage` says by which relation).
     pub(crate) fn stored_param(
         &mut self,
         name: Symbol,
         t: &crate::front::ast::Type,
-        rel: Symbol,
+        storage: &crate::front::ast::Storage,
     ) -> Result<super::ir::CParam> {
         use crate::front::ast::Type;
+        let rel = storage.param(name).ok_or_else(|| {
+            Error::eval(format!("lowering: {name} is not stored (internal error)"))
+        })?;
         let mut dims = vec![];
         let mut x = t;
         while let Type::Tensor(d, e) = x {
