@@ -230,36 +230,7 @@ impl Compiled {
                 );
             }
         }
-        let mut reals: Vec<Vec<f64>> = vec![];
-        let mut rels: Vec<Vec<i64>> = vec![];
-        for p in &prog.params {
-            match &p.kind {
-                ParamKind::Size => {}
-                ParamKind::Relation(_) => {
-                    let r = inputs
-                        .relations
-                        .get(&p.name)
-                        .ok_or_else(|| Error::input(format!("missing input '{}'", p.name)))?;
-                    rels.push(marshal::compressed_layout(
-                        &r.dims,
-                        &marshal::relation_tuples(r),
-                    ));
-                }
-                ParamKind::Real(t) => {
-                    let v = &inputs.values[&p.name];
-                    match prog.stored.param(p.name) {
-                        // one value per tuple, in the layout's order
-                        Some(r) => reals.push(crate::semantics::stored::gather(
-                            v,
-                            t,
-                            stored_relation(inputs, r)?,
-                            &inputs.sizes,
-                        )?),
-                        None => reals.extend(marshal::leaves_of(v, t, &inputs.sizes)?),
-                    }
-                }
-            }
-        }
+        let (reals, rels) = marshal_inputs(prog, inputs)?;
         let mut outs = marshal::output_buffers(&prog.ret, &inputs.sizes)?;
         for (k, r) in &self.function.stored_outputs {
             let rel = stored_relation(inputs, egg::Symbol::from(r.as_str()))?;
@@ -338,6 +309,42 @@ impl Compiled {
         let v = marshal::value_from_leaves(&prog.ret, &inputs.sizes, &outs)?;
         Ok((v, ops, times))
     }
+}
+
+/// The real leaves (a stored tensor as its values at the tuples, in the
+/// layout's order) and the relations' layouts of the inputs, in order.
+fn marshal_inputs(prog: &Program, inputs: &Inputs) -> Result<(Vec<Vec<f64>>, Vec<Vec<i64>>)> {
+    let mut reals: Vec<Vec<f64>> = vec![];
+    let mut rels: Vec<Vec<i64>> = vec![];
+    for p in &prog.params {
+        match &p.kind {
+            ParamKind::Size => {}
+            ParamKind::Relation(_) => {
+                let r = inputs
+                    .relations
+                    .get(&p.name)
+                    .ok_or_else(|| Error::input(format!("missing input '{}'", p.name)))?;
+                rels.push(marshal::compressed_layout(
+                    &r.dims,
+                    &marshal::relation_tuples(r),
+                ));
+            }
+            ParamKind::Real(t) => {
+                let v = &inputs.values[&p.name];
+                match prog.stored.param(p.name) {
+                    // one value per tuple, in the layout's order
+                    Some(r) => reals.push(crate::semantics::stored::gather(
+                        v,
+                        t,
+                        stored_relation(inputs, r)?,
+                        &inputs.sizes,
+                    )?),
+                    None => reals.extend(marshal::leaves_of(v, t, &inputs.sizes)?),
+                }
+            }
+        }
+    }
+    Ok((reals, rels))
 }
 
 /// The relation `r` of the inputs, which stores a tensor.
