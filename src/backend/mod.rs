@@ -311,9 +311,12 @@ impl Compiled {
     }
 }
 
+/// The real leaves and the relations' layouts of a call's inputs.
+type Marshalled = (Vec<Vec<f64>>, Vec<Vec<i64>>);
+
 /// The real leaves (a stored tensor as its values at the tuples, in the
 /// layout's order) and the relations' layouts of the inputs, in order.
-fn marshal_inputs(prog: &Program, inputs: &Inputs) -> Result<(Vec<Vec<f64>>, Vec<Vec<i64>>)> {
+fn marshal_inputs(prog: &Program, inputs: &Inputs) -> Result<Marshalled> {
     let mut reals: Vec<Vec<f64>> = vec![];
     let mut rels: Vec<Vec<i64>> = vec![];
     for p in &prog.params {
