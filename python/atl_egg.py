@@ -28,7 +28,12 @@ or in `inputs`):
   compiled code takes it in a compressed layout (CSR for arity 2), built
   here in time linear in the tuples. A wrong argument raises TypeError
   (wrong kind) or ValueError (wrong shape, a coordinate out of range, a
-  repeated tuple) naming it and the expected shape;
+  repeated tuple) naming it and the expected shape. A tensor stored by a
+  relation's pattern (`(tensor n m R (stored-by S))`) is its values, one per
+  tuple of S: a 1-D array in the row-major order of the tuples (S's tuples
+  must then be given sorted and distinct), or a SciPy sparse matrix whose
+  stored coordinates are exactly S's tuples; a stored result is returned
+  as such a 1-D array. Neither is ever made dense;
 * sizes are inferred from the inputs' shapes or given as
   `sizes={"n": 4}`: exact integers in [0, 2^63) (not bool, not float).
 
@@ -104,9 +109,12 @@ class _Relation:
     """A relation argument: its tuples (sorted, distinct, an (nnz, arity)
     int64 array) and the dimensions its form fixes (None where unknown)."""
 
-    def __init__(self, tuples, shape):
+    def __init__(self, tuples, shape, reordered=False):
         self.tuples = tuples
         self.shape = shape
+        # the tuples were given in another order (or repeated): values given
+        # in their order would not follow the sorted tuples
+        self.reordered = reordered
 
 
 def _is_scipy_sparse(value):
@@ -159,12 +167,14 @@ def _lex_key(tuples):
 def _sorted_tuples(what, tuples, shape, duplicates_ok):
     if tuples.size and tuples.min() < 0:
         raise ValueError("%s: a tuple has a negative coordinate" % what)
+    reordered = False
     if len(tuples) > 1 and tuples.shape[1] > 0:
         key = _lex_key(tuples)
         if key is not None:
             # already sorted (the usual case) unless some tuple is below the previous
             step = np.diff(key)
             if (step < 0).any():
+                reordered = True
                 order = np.argsort(key, kind="stable")
                 tuples = tuples[order]
                 step = np.diff(key[order])
@@ -173,14 +183,66 @@ def _sorted_tuples(what, tuples, shape, duplicates_ok):
             step = tuples[1:] - tuples[:-1]
             first = np.argmax(step != 0, axis=1)
             if (step[np.arange(len(step)), first] < 0).any():
+                reordered = True
                 tuples = tuples[np.lexsort(tuples.T[::-1])]
             same = np.all(tuples[1:] == tuples[:-1], axis=1)
         if same.any():
             if not duplicates_ok:
                 raise ValueError("%s: the tuple %s is given twice" % (
                     what, tuple(int(c) for c in tuples[1:][same][0])))
+            reordered = True
             tuples = tuples[np.concatenate([[True], ~same])]
-    return _Relation(np.ascontiguousarray(tuples), shape)
+    return _Relation(np.ascontiguousarray(tuples), shape, reordered)
+
+
+def _stored_arg(what, value, rel_name, rel):
+    """The values of a tensor stored by the pattern of the relation
+    ``rel`` (a _Relation, its tuples sorted) as a float64 array of one value
+    per tuple, in the tuples' order: a 1-D array of them (the relation's
+    tuples given in that order), or a SciPy sparse matrix whose stored
+    coordinates are exactly the relation's tuples."""
+    nnz = len(rel.tuples)
+    if _is_scipy_sparse(value):
+        if rel.tuples.shape[1] != 2:
+            raise TypeError("%s is stored by %s of arity %d; a SciPy sparse matrix gives 2" % (
+                what, rel_name, rel.tuples.shape[1]))
+        m = value.tocsr(copy=True)
+        m.sum_duplicates()  # sorts the indices too
+        coo = m.tocoo()
+        got = np.stack([np.asarray(coo.row), np.asarray(coo.col)], axis=1).astype(np.int64)
+        if got.shape != rel.tuples.shape or not np.array_equal(got, rel.tuples):
+            extra = [tuple(int(c) for c in t) for t in got if not _has_tuple(rel.tuples, t)]
+            missing = [tuple(int(c) for c in t) for t in rel.tuples if not _has_tuple(got, t)]
+            why = ("stores %s, which %s does not hold" % (extra[0], rel_name)) if extra else (
+                "does not store %s, a tuple of %s" % (missing[0], rel_name) if missing else "differs")
+            raise ValueError("%s: its sparsity pattern must be the tuples of %s (%d), but it %s" % (
+                what, rel_name, nnz, why))
+        return np.ascontiguousarray(np.asarray(coo.data, dtype=np.float64))
+    if value is None or isinstance(value, (str, bytes, dict, bool, complex)):
+        raise TypeError("%s is stored by %s: give one real per tuple of %s (a 1-D array of %d), got %s"
+                        % (what, rel_name, rel_name, nnz, _checks.describe(value)))
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise TypeError("%s must be a 1-D array of %d reals: %s" % (what, nnz, e)) from None
+    if arr.dtype.kind not in "iuf":
+        raise TypeError("%s must be a 1-D array of reals, got dtype %s" % (what, arr.dtype))
+    if arr.ndim != 1 or arr.shape[0] != nnz:
+        raise ValueError("%s has shape %s, but it is stored by %s, which holds %d tuple(s): "
+                         "give one value per tuple, in the row-major order of the tuples"
+                         % (what, arr.shape, rel_name, nnz))
+    if rel.reordered:
+        raise ValueError("%s: the tuples of %s are not sorted row-major and distinct, so its %d "
+                         "values do not follow them: sort the tuples (or give the values as a SciPy matrix)"
+                         % (what, rel_name, nnz))
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def _has_tuple(sorted_tuples, t):
+    """Is ``t`` among the sorted tuples (arity 2)?"""
+    lo = np.searchsorted(sorted_tuples[:, 0], t[0], side="left")
+    hi = np.searchsorted(sorted_tuples[:, 0], t[0], side="right")
+    return bool((sorted_tuples[lo:hi, 1] == t[1]).any())
 
 
 def _compressed_layout(tuples, dims):
@@ -307,6 +369,8 @@ class AtlFunction:
                     leaves[p["source"]] = _checks.real_number(what, v)
                 elif p["kind"] == "relation":
                     leaves[p["source"]] = _relation_arg(what, v, rank, shape)
+                elif p["kind"] == "stored":
+                    leaves[p["source"]] = v  # checked against its relation in the call
                 else:
                     leaves[p["source"]] = _checks.array_of_rank(what, v, rank, shape)
         return leaves
@@ -365,6 +429,11 @@ class AtlFunction:
                 layout = _compressed_layout(rel.tuples, want)
                 keep.append(layout)
                 call.append(layout.ctypes.data_as(ctypes.c_void_p))
+            elif p["kind"] == "stored":
+                by = p["stored_by"]
+                vals = _stored_arg("input %s" % p["source"], leaves[p["source"]], by, leaves[by])
+                keep.append(vals)
+                call.append(vals.ctypes.data_as(ctypes.c_void_p))
             else:
                 arr = leaves[p["source"]]
                 want = self._shape(p["shape"], known, "input %s" % p["source"])
@@ -374,7 +443,10 @@ class AtlFunction:
                 call.append(arr.ctypes.data_as(ctypes.c_void_p))
         outs = []
         for o in self.manifest["outputs"]:
-            arr = np.zeros(self._shape(o["shape"], known, "the result %s" % o["leaf"]), dtype=np.float64)
+            if "stored_by" in o:  # one value per tuple of the relation
+                arr = np.zeros(len(leaves[o["stored_by"]].tuples), dtype=np.float64)
+            else:
+                arr = np.zeros(self._shape(o["shape"], known, "the result %s" % o["leaf"]), dtype=np.float64)
             outs.append(arr)
             call.append(arr.ctypes.data_as(ctypes.c_void_p))
         rc = self._fn(*call)

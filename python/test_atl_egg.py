@@ -130,6 +130,72 @@ class Loader(unittest.TestCase):
         for m in (sp.csr_array(E.astype(float)), sp.coo_array(E.astype(float)), sp.csr_matrix(E)):
             self.assertTrue(close(f(E=m, x=x, lam=0.25), want))
 
+    def stored_case(self):
+        """sparse_matvec_stored's inputs: a random pattern with an empty row,
+        its values, x and y; and its gradient's program file."""
+        S = self.rng.uniform(0, 1, (6, 5)) < 0.4
+        S[2] = False
+        tuples = np.argwhere(S)
+        vals = self.rng.uniform(-1, 1, len(tuples))
+        x, y = self.rng.uniform(-1, 1, 5), self.rng.uniform(-1, 1, 6)
+        return tuples, vals, x, y
+
+    def test_stored_tensors_are_their_values_at_the_tuples(self):
+        path = os.path.join(CORPUS, "sparse_matvec_stored.atl")
+        tuples, vals, x, y = self.stored_case()
+        rel = {"tuples": tuples.tolist(), "shape": [6, 5]}
+        f = atl_egg.load(path)
+        want = eval_json(path, {"A": vals, "S": rel, "x": x, "y": y})
+        self.assertTrue(close(f(A=vals, S=tuples, x=x, y=y), want))
+        g = atl_egg.grad(path, wrt=["A", "x"])
+        with tempfile.TemporaryDirectory() as d:
+            gpath = os.path.join(d, "g.atl")
+            with open(gpath, "w") as out:
+                out.write(atl_egg._atl(["grad", path, "--wrt", "A,x"]))
+            gwant = eval_json(gpath, {"A": vals, "S": rel, "x": x, "y": y})
+        dA, dx = g(A=vals, S=tuples, x=x, y=y)
+        self.assertEqual(dA.shape, (len(tuples),))
+        self.assertTrue(close((dA, dx), gwant))
+        # an empty pattern, and a single tuple
+        for t in (np.zeros((0, 2), dtype=np.int64), tuples[:1]):
+            v = vals[:len(t)]
+            r = {"tuples": t.tolist(), "shape": [6, 5]}
+            self.assertTrue(close(f(A=v, S=t, x=x, y=y, sizes={"n": 6, "m": 5}),
+                                  eval_json(path, {"A": v, "S": r, "x": x, "y": y})))
+
+    def test_stored_tensors_from_scipy_sparse(self):
+        try:
+            import scipy.sparse as sp
+        except ImportError:
+            self.skipTest("SciPy is not installed")
+        path = os.path.join(CORPUS, "sparse_matvec_stored.atl")
+        tuples, vals, x, y = self.stored_case()
+        f = atl_egg.load(path)
+        want = f(A=vals, S=tuples, x=x, y=y)
+        A = sp.coo_array((vals, (tuples[:, 0], tuples[:, 1])), shape=(6, 5))
+        for m in (A, A.tocsr(), sp.csr_matrix(A)):
+            self.assertTrue(close(f(A=m, S=m, x=x, y=y), want))
+        # values in another order: the matrix pairs them by coordinates
+        back = sp.coo_array((vals[::-1], (tuples[::-1, 0], tuples[::-1, 1])), shape=(6, 5))
+        self.assertTrue(close(f(A=back, S=tuples, x=x, y=y), want))
+        other = sp.coo_array((vals[1:], (tuples[1:, 0], tuples[1:, 1])), shape=(6, 5))
+        with self.assertRaisesRegex(ValueError, "input A: its sparsity pattern must be the tuples of S"):
+            f(A=other, S=tuples, x=x, y=y)
+
+    def test_bad_stored_values_are_named_errors(self):
+        path = os.path.join(CORPUS, "sparse_matvec_stored.atl")
+        tuples, vals, x, y = self.stored_case()
+        f = atl_egg.load(path)
+        with self.assertRaisesRegex(ValueError, r"input A has shape \(%d,\), but it is stored by S"
+                                    % (len(vals) - 1)):
+            f(A=vals[1:], S=tuples, x=x, y=y)
+        with self.assertRaisesRegex(ValueError, "input A: the tuples of S are not sorted"):
+            f(A=vals, S=tuples[::-1].copy(), x=x, y=y)
+        with self.assertRaisesRegex(TypeError, "input A"):
+            f(A="values", S=tuples, x=x, y=y)
+        with self.assertRaisesRegex(ValueError, "input S: the tuple .* is out of range"):
+            f(A=vals, S=tuples + 10, x=x, y=y)
+
     def test_bad_tuples_are_named_errors(self):
         f = atl_egg.load(os.path.join(CORPUS, "graph_smoothness.atl"))
         x = np.zeros(3)

@@ -8,9 +8,10 @@
 //! * every derivative prints with its storage and reads back to an equal
 //!   program;
 //! * compiled code of the function and its derivatives equals the
-//!   evaluator and executes the operations the cost counts (the compiled
-//!   function still takes and returns stored tensors dense: `run` scatters
-//!   the values in and gathers the stored results out).
+//!   evaluator and executes the operations the cost counts, on random
+//!   patterns with empty rows, no tuple or a single one; it takes and
+//!   returns stored tensors as one value per tuple, so it runs at sizes
+//!   where a dense matrix would not fit in memory.
 
 mod common;
 
@@ -327,5 +328,165 @@ fn compiled_code_of_stored_programs_equals_the_evaluator() {
             let inputs = c.stored_inputs(p, extra);
             common::run_check::check(p, &inputs, what).unwrap();
         }
+    }
+}
+
+/// A random pattern of one of the shapes compiled code must handle: rows
+/// left empty, no tuple at all, a single tuple, or dense-ish.
+fn shaped_case(seed: u64, shape: usize) -> Case {
+    let mut c = case(seed);
+    let mut rng = Rng::new(seed ^ 0x5eed);
+    c.tuples = match shape {
+        0 => vec![],
+        1 => vec![[rng.below(c.n), rng.below(c.m)]],
+        // every other row empty
+        2 => c.tuples.iter().copied().filter(|t| t[0] % 2 == 1).collect(),
+        _ => c.tuples.clone(),
+    };
+    c.vals = (0..c.tuples.len()).map(|_| rng.unit()).collect();
+    c
+}
+
+#[test]
+fn compiled_stored_programs_equal_the_evaluator_on_empty_rows_empty_and_single_patterns() {
+    if !common::run_check::have_cc() {
+        return;
+    }
+    let s = stored_loss();
+    let opts = Options::default();
+    // a read off the relation's loops (a lookup), a stored result that is
+    // not a gen (computed dense, gathered) and one that is (over the tuples)
+    let other = atl_egg::parse(
+        "(fn h ((A (tensor n m R (stored-by S))) (S (relation n m)) (x (tensor m R)) (y (tensor n R))) \
+         -> (pair (tensor n m R (stored-by S)) (pair (tensor n m R (stored-by S)) R))\n  \
+         (pair A (pair (gen i n (gen j m (* (get x j) (get A i j)))) \
+         (sum i n (sum j m (* (get A i j) (* (get x j) (get y i))))))))",
+    )
+    .unwrap();
+    let progs = [
+        ("f", s.clone()),
+        (
+            "grad",
+            atl_egg::grad(&s, &["A", "x"], &opts).unwrap().program,
+        ),
+        ("jvp", atl_egg::jvp(&s, &["A"], &opts).unwrap().program),
+        ("vjp", atl_egg::vjp(&s, &["A"], &opts).unwrap().program),
+        ("hvp", atl_egg::hvp(&s, &["A"], &opts).unwrap().program),
+        ("h", other),
+    ];
+    // a stored result's vjp: it takes one cotangent per tuple
+    let r = atl_egg::parse(
+        "(fn r ((A (tensor n m R (stored-by S))) (S (relation n m)) (x (tensor m R)) (y (tensor n R))) \
+         -> (tensor n m R (stored-by S))\n  (gen i n (gen j m (* (get A i j) (sin (* (get x j) (get y i)))))))",
+    )
+    .unwrap();
+    let rv = atl_egg::vjp(&r, &["A", "x"], &opts).unwrap().program;
+    for seed in [11, 12, 13] {
+        for shape in 0..4 {
+            let c = shaped_case(seed, shape);
+            let inputs = c.stored_inputs(&rv, json!({ "ct": c.vals }));
+            common::run_check::check(
+                &rv,
+                &inputs,
+                &format!("vjp of r, seed {seed}, shape {shape}"),
+            )
+            .unwrap();
+            for (what, p) in &progs {
+                let extra = json!({"dA": c.vals, "ct": 0.5});
+                let inputs = c.stored_inputs(p, extra);
+                common::run_check::check(
+                    p,
+                    &inputs,
+                    &format!("{what}, seed {seed}, shape {shape}"),
+                )
+                .unwrap();
+            }
+        }
+    }
+}
+
+/// The compressed layout of the pattern with `per_row` tuples in each of
+/// `n` rows of `m` columns (columns spread over the row, ascending).
+fn banded(n: usize, m: usize, per_row: usize) -> (Vec<i64>, Vec<[usize; 2]>) {
+    let mut tuples = vec![];
+    for i in 0..n {
+        for k in 0..per_row {
+            tuples.push([i, (i * 7 + k * (m / per_row)) % m]);
+        }
+        let row = tuples.len() - per_row..;
+        tuples[row].sort();
+    }
+    let t: Vec<Vec<usize>> = tuples.iter().map(|t| t.to_vec()).collect();
+    (
+        atl_egg::backend::marshal::compressed_layout(&[n, m], &t),
+        tuples,
+    )
+}
+
+#[test]
+fn compiled_stored_programs_run_where_a_dense_matrix_would_not_fit() {
+    if !common::run_check::have_cc() {
+        return;
+    }
+    // n = m = 200000: a dense A or gradient would take 320 GB; 10 tuples a
+    // row take 16 MB. The library is called directly, as the C ABI says.
+    let (n, m, per_row) = (200_000usize, 200_000usize, 10usize);
+    let (layout, tuples) = banded(n, m, per_row);
+    let prog = atl_egg::parse(&std::fs::read_to_string("corpus/sparse_matvec_stored.atl").unwrap())
+        .unwrap();
+    let g = atl_egg::grad(&prog, &["A", "x"], &Options::default())
+        .unwrap()
+        .program;
+    let a: Vec<f64> = (0..tuples.len())
+        .map(|k| ((k % 13) as f64) / 13.0)
+        .collect();
+    let x: Vec<f64> = (0..m).map(|j| ((j % 7) as f64) / 7.0 - 0.5).collect();
+    let y: Vec<f64> = (0..n).map(|i| ((i % 5) as f64) / 5.0).collect();
+    // the residuals, the value and the gradients, directly
+    let mut r = vec![0.0; n];
+    for (t, v) in tuples.iter().zip(&a) {
+        r[t[0]] += v * x[t[1]];
+    }
+    for i in 0..n {
+        r[i] -= y[i];
+    }
+    let f: f64 = r.iter().map(|v| v * v).sum();
+    let call = |p: &Program, outs: &mut [Vec<f64>]| {
+        let compiled = atl_egg::backend::compile(p).unwrap();
+        let entry = compiled.packed_entry().unwrap();
+        let sizes = [n as i64, m as i64];
+        let reals = [a.as_ptr(), x.as_ptr(), y.as_ptr()];
+        let rels = [layout.as_ptr()];
+        let ptrs: Vec<*mut f64> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+        // SAFETY: the buffers have the sizes the manifest gives at these
+        // sizes (A and the stored gradient: one value per tuple).
+        let rc = unsafe { entry(sizes.as_ptr(), reals.as_ptr(), rels.as_ptr(), ptrs.as_ptr()) };
+        assert_eq!(rc, 0, "{}", p.name);
+    };
+    let mut out = vec![vec![0.0; 1]];
+    call(&prog, &mut out);
+    assert!(
+        (out[0][0] - f).abs() <= 1e-9 * f.abs().max(1.0),
+        "{} vs {f}",
+        out[0][0]
+    );
+    let mut outs = vec![vec![0.0; tuples.len()], vec![0.0; m]];
+    call(&g, &mut outs);
+    for (k, t) in tuples.iter().enumerate().step_by(997) {
+        let want = 2.0 * r[t[0]] * x[t[1]];
+        assert!(
+            (outs[0][k] - want).abs() <= 1e-9 * (1.0 + want.abs()),
+            "dA at {t:?}"
+        );
+    }
+    let mut dx = vec![0.0; m];
+    for (t, v) in tuples.iter().zip(&a) {
+        dx[t[1]] += 2.0 * r[t[0]] * v;
+    }
+    for j in (0..m).step_by(991) {
+        assert!(
+            (outs[1][j] - dx[j]).abs() <= 1e-9 * (1.0 + dx[j].abs()),
+            "dx at {j}"
+        );
     }
 }

@@ -328,6 +328,8 @@ enum Leaf {
     Real,
     Tensor,
     Relation,
+    /// A tensor stored by the pattern of the relation leaf at this index.
+    Stored(usize),
 }
 
 /// A compiled function: the library (kept loaded), its manifest and its
@@ -343,6 +345,8 @@ struct Kernel {
     /// The non-size C parameters in order, with their dimensions.
     leaves: Vec<(Leaf, Vec<Dim>)>,
     outputs: Vec<Vec<Dim>>,
+    /// For each output, the relation leaf storing it (one value per tuple).
+    output_by: Vec<Option<usize>>,
 }
 
 // SAFETY: the entry point is a plain C function of a library that `Kernel`
@@ -368,22 +372,37 @@ impl Kernel {
             .filter(|p| p["kind"] == "size")
             .map(|p| p["source"].as_str().unwrap_or("").to_string())
             .collect();
+        let leaf_params: Vec<&serde_json::Value> =
+            params.iter().filter(|p| p["kind"] != "size").collect();
+        // the relation leaf of the source `by` (what stores a tensor)
+        let relation_leaf = |by: &serde_json::Value| {
+            leaf_params
+                .iter()
+                .position(|p| p["kind"] == "relation" && p["source"] == *by)
+                .ok_or_else(|| Error::eval(format!("no relation {by} stores a tensor")))
+        };
         let mut leaves = vec![];
-        for p in params.iter().filter(|p| p["kind"] != "size") {
+        for p in &leaf_params {
             let kind = match p["kind"].as_str() {
                 Some("real") => Leaf::Real,
                 Some("tensor") => Leaf::Tensor,
                 Some("relation") => Leaf::Relation,
+                Some("stored") => Leaf::Stored(relation_leaf(&p["stored_by"])?),
                 other => return Err(Error::eval(format!("unknown parameter kind {other:?}"))),
             };
             leaves.push((kind, dims_of(p, &size_names)?));
         }
-        let outputs = manifest["outputs"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        let outs = manifest["outputs"].as_array().cloned().unwrap_or_default();
+        let outputs = outs
             .iter()
             .map(|o| dims_of(o, &size_names))
+            .collect::<atl_egg::Result<_>>()?;
+        let output_by = outs
+            .iter()
+            .map(|o| match o.get("stored_by") {
+                Some(by) => relation_leaf(by).map(Some),
+                None => Ok(None),
+            })
             .collect::<atl_egg::Result<_>>()?;
         Ok(Kernel {
             _compiled: compiled,
@@ -392,6 +411,7 @@ impl Kernel {
             size_names,
             leaves,
             outputs,
+            output_by,
         })
     }
 
@@ -448,6 +468,26 @@ fn check_buffer<T: pyo3::buffer::Element>(
     Ok(())
 }
 
+/// The layout of a relation input: a uint8 buffer of its dense map, or an
+/// int64 buffer of its tuples (nnz, arity).
+fn relation_buffer_layout(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    shape: &[usize],
+    what: &str,
+) -> PyResult<Vec<i64>> {
+    if let Ok(b) = PyBuffer::<u8>::get(obj) {
+        check_buffer(&b, shape, what)?;
+        return Ok(relation_layout(&b.to_vec(py)?, shape));
+    }
+    let b = PyBuffer::<i64>::get(obj)?;
+    if !b.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!("{what} is not C-contiguous")));
+    }
+    let rows = b.shape().first().copied().unwrap_or(0);
+    relation_layout_of_tuples(&b.to_vec(py)?, rows, shape, what)
+}
+
 /// The compressed layout the compiled code reads (see the library's
 /// `backend::marshal`) of a relation given as its dense map of `shape`
 /// (non-zero bytes hold), in time linear in the map.
@@ -458,6 +498,48 @@ fn relation_layout(bits: &[u8], shape: &[usize]) -> Vec<i64> {
         bits: bits.iter().map(|&b| b != 0).collect(),
     };
     compressed_layout(shape, &relation_tuples(&relation))
+}
+
+/// The compressed layout of a relation of `shape` given as its tuples (an
+/// int64 buffer of shape (nnz, arity)), which must be sorted row-major,
+/// distinct and within the shape: linear in the tuples.
+fn relation_layout_of_tuples(
+    flat: &[i64],
+    rows: usize,
+    shape: &[usize],
+    what: &str,
+) -> PyResult<Vec<i64>> {
+    let k = shape.len();
+    if flat.len() != rows * k {
+        return Err(PyValueError::new_err(format!(
+            "{what}: tuples must be an array of shape (nnz, {k})"
+        )));
+    }
+    let mut tuples: Vec<Vec<usize>> = Vec::with_capacity(rows);
+    for (r, t) in flat.chunks(k.max(1)).take(rows).enumerate() {
+        let mut u = Vec::with_capacity(k);
+        for (&c, &d) in t.iter().zip(shape) {
+            match usize::try_from(c) {
+                Ok(c) if c < d => u.push(c),
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "{what}: the tuple {t:?} is out of range (shape {shape:?})"
+                    )))
+                }
+            }
+        }
+        if let Some(prev) = tuples.last() {
+            if *prev >= u {
+                return Err(PyValueError::new_err(format!(
+                    "{what}: tuple {r} {t:?} does not come after tuple {} {prev:?}: the tuples \
+                     must be sorted (row-major) and distinct",
+                    r - 1
+                )));
+            }
+        }
+        tuples.push(u);
+    }
+    Ok(atl_egg::backend::marshal::compressed_layout(shape, &tuples))
 }
 
 /// The pointers of one call, moved to the thread that runs without the GIL.
@@ -486,6 +568,21 @@ impl Kernel {
         self.size_names.clone()
     }
 
+    /// For each parameter leaf (not sizes) and each result leaf, the index
+    /// of the parameter leaf of the relation storing it (then it is one
+    /// value per tuple of that relation), else None.
+    fn stored(&self) -> (Vec<Option<usize>>, Vec<Option<usize>>) {
+        let inputs = self
+            .leaves
+            .iter()
+            .map(|(k, _)| match k {
+                Leaf::Stored(r) => Some(*r),
+                _ => None,
+            })
+            .collect();
+        (inputs, self.output_by.clone())
+    }
+
     /// The shapes of the parameters' leaves (not sizes; a real is `()`)
     /// and of the result's leaves at `sizes` (in the order of `sizes`).
     fn shapes(&self, sizes: Vec<i64>) -> PyResult<(Vec<Shape>, Vec<Shape>)> {
@@ -504,8 +601,9 @@ impl Kernel {
     }
 
     /// Call the function: `sizes` in order, `inputs` one buffer per
-    /// non-size parameter leaf (float64; uint8 for a relation; a real as
-    /// one element), `outputs` one writable float64 buffer per result
+    /// non-size parameter leaf (float64; for a relation uint8, its dense
+    /// map, or int64 of shape (nnz, arity), its tuples sorted and distinct;
+    /// a real as one element; a stored tensor one value per tuple), `outputs` one writable float64 buffer per result
     /// leaf; `threads` the threads of its parallel loops (default
     /// `OMP_NUM_THREADS`, else one per core). Every buffer is checked
     /// against the manifest first; a non-zero return code raises `AtlError`
@@ -532,19 +630,37 @@ impl Kernel {
                 self.outputs.len()
             )));
         }
+        // the relations first: a stored tensor has one value per tuple
+        let mut layouts = vec![None; self.leaves.len()];
+        for (k, ((kind, dims), obj)) in self.leaves.iter().zip(&inputs).enumerate() {
+            if *kind == Leaf::Relation {
+                let what = format!("input buffer {k}");
+                let shape = Kernel::shape_at(dims, &sizes, &what)?;
+                layouts[k] = Some(relation_buffer_layout(py, obj, &shape, &what)?);
+            }
+        }
+        // the values of a leaf stored by relation leaf `r`: its tuples
+        let counts: Vec<usize> = layouts
+            .iter()
+            .map(|l| l.as_ref().map_or(0, |l| l[1] as usize))
+            .collect();
+        let nnz = |r: usize| counts[r];
         let mut held_reals = vec![];
         let mut held_rels = vec![];
         for (k, ((kind, dims), obj)) in self.leaves.iter().zip(&inputs).enumerate() {
             let what = format!("input buffer {k}");
-            let shape = Kernel::shape_at(dims, &sizes, &what)?;
-            if *kind == Leaf::Relation {
-                let b = PyBuffer::<u8>::get(obj)?;
-                check_buffer(&b, &shape, &what)?;
-                held_rels.push(relation_layout(&b.to_vec(py)?, &shape));
-            } else {
-                let b = PyBuffer::<f64>::get(obj)?;
-                check_buffer(&b, &shape, &what)?;
-                held_reals.push(b);
+            match kind {
+                Leaf::Relation => held_rels.push(layouts[k].take().unwrap_or_default()),
+                Leaf::Stored(r) => {
+                    let b = PyBuffer::<f64>::get(obj)?;
+                    check_buffer(&b, &[nnz(*r)], &format!("{what} (one value per tuple)"))?;
+                    held_reals.push(b);
+                }
+                _ => {
+                    let b = PyBuffer::<f64>::get(obj)?;
+                    check_buffer(&b, &Kernel::shape_at(dims, &sizes, &what)?, &what)?;
+                    held_reals.push(b);
+                }
             }
         }
         let mut held_outs = vec![];
@@ -554,7 +670,11 @@ impl Kernel {
             if b.readonly() {
                 return Err(PyValueError::new_err(format!("{what} is read-only")));
             }
-            check_buffer(&b, &Kernel::shape_at(dims, &sizes, &what)?, &what)?;
+            let shape = match self.output_by[k] {
+                Some(r) => vec![nnz(r)],
+                None => Kernel::shape_at(dims, &sizes, &what)?,
+            };
+            check_buffer(&b, &shape, &what)?;
             held_outs.push(b);
         }
         let args = CallArgs {

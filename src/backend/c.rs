@@ -151,6 +151,27 @@ static inline int64_t atlh_rel_at(const int64_t *r, int n, const int64_t *idx) {
 }
 /* A membership test (counted as a predicate test). */
 #define ATL_REL_HAS(r, n, ...) (ATL_TEST(atlh_rel_at((r), (n), (const int64_t[]){__VA_ARGS__}) >= 0))
+/* The value at the tuple idx (within the dimensions) of a tensor stored
+   by the pattern of r (v: one value per tuple, in the layout's order): a
+   lookup, counted as one predicate test; 0 off the pattern. */
+static inline double atlh_stored_at(const int64_t *r, const double *v, int n, const int64_t *idx) {
+  const int64_t p = atlh_rel_at(r, n, idx);
+  return ATL_TEST(p >= 0) ? v[p] : 0.0;
+}
+#define ATL_STORED_AT(r, v, n, ...) atlh_stored_at((r), (v), (n), (const int64_t[]){__VA_ARGS__})
+/* The values of the row-major dense tensor (dimensions dims) at the tuples
+   of r below position p of level l (flat: the offset of the coordinates
+   above l), each into out at its tuple's position. */
+static ATL_MAYBE_UNUSED void atlh_rel_gather(const int64_t *r, const int64_t *dims, int64_t l, int64_t p, int64_t flat, const double *dense, double *out) {
+  const int64_t k = r[0];
+  if (l == k) { out[p] = dense[flat]; return; }
+  if (l == 0 && k >= 2) {
+    for (int64_t i = 0; i < dims[0]; i++) atlh_rel_gather(r, dims, 1, i, i, dense, out);
+    return;
+  }
+  const int64_t *pos = ATL_RPOS(r, l), *crd = ATL_RCRD(r, l);
+  for (int64_t q = pos[p]; q < pos[p + 1]; q++) atlh_rel_gather(r, dims, l + 1, q, flat * dims[l] + crd[q], dense, out);
+}
 /* Append every tuple of r below position p of level l (the arguments above
    l in tup) to out, arguments permuted: out gets (t[perm[0]], ...). */
 static void atlh_rel_walk(const int64_t *r, int64_t l, int64_t p, int64_t *tup, const int *perm, int64_t *out, int64_t *n) {
@@ -503,7 +524,7 @@ fn c_type(k: &ParamC) -> &'static str {
     match k {
         ParamC::Size => "int64_t",
         ParamC::Real => "double",
-        ParamC::Tensor(_) => "const double *",
+        ParamC::Tensor(_) | ParamC::Stored { .. } => "const double *",
         ParamC::Relation(_) => "const int64_t *",
     }
 }
@@ -532,7 +553,10 @@ pub fn emit(f: &Function, source_name: &str) -> String {
             format!(
                 "{}{}{}",
                 c_type(&p.kind),
-                if matches!(p.kind, ParamC::Tensor(_) | ParamC::Relation(_)) {
+                if matches!(
+                    p.kind,
+                    ParamC::Tensor(_) | ParamC::Relation(_) | ParamC::Stored { .. }
+                ) {
                     ""
                 } else {
                     " "
@@ -678,7 +702,7 @@ fn packed_entry(out: &mut String, f: &Function) {
                 nr += 1;
                 format!("re[{}][0]", nr - 1)
             }
-            ParamC::Tensor(_) => {
+            ParamC::Tensor(_) | ParamC::Stored { .. } => {
                 nr += 1;
                 format!("re[{}]", nr - 1)
             }
@@ -782,17 +806,29 @@ pub fn manifest(f: &Function) -> serde_json::Value {
                 ParamC::Real => ("real", vec![]),
                 ParamC::Tensor(d) => ("tensor", d.clone()),
                 ParamC::Relation(d) => ("relation", d.clone()),
+                ParamC::Stored { dims, .. } => ("stored", dims.clone()),
             };
-            serde_json::json!({
+            let mut j = serde_json::json!({
                 "c_name": p.cname, "source": p.source, "kind": kind,
                 "c_type": c_type(&p.kind), "shape": dims_json(&shape),
-            })
+            });
+            if let ParamC::Stored { by, .. } = &p.kind {
+                j["stored_by"] = by.as_str().into();
+            }
+            j
         })
         .collect();
     let outputs: Vec<serde_json::Value> = f
         .outputs
         .iter()
-        .map(|(c, path, d)| serde_json::json!({"c_name": c, "leaf": path, "c_type": "double *", "shape": dims_json(d)}))
+        .enumerate()
+        .map(|(k, (c, path, d))| {
+            let mut j = serde_json::json!({"c_name": c, "leaf": path, "c_type": "double *", "shape": dims_json(d)});
+            if let Some((_, by)) = f.stored_outputs.iter().find(|(o, _)| *o == k) {
+                j["stored_by"] = by.as_str().into();
+            }
+            j
+        })
         .collect();
     serde_json::json!({
         "function": f.name,

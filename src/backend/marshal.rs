@@ -177,6 +177,16 @@ pub fn relation_tuples(r: &crate::semantics::value::Relation) -> Vec<Vec<usize>>
     out
 }
 
+/// The row-major dense array holding `values` (one per tuple of `rel`, in
+/// order) at the relation's tuples and zero elsewhere.
+pub fn scatter_flat(values: &[f64], rel: &crate::semantics::value::Relation) -> Vec<f64> {
+    let mut it = values.iter();
+    rel.bits
+        .iter()
+        .map(|&b| if b { *it.next().unwrap_or(&0.0) } else { 0.0 })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::compressed_layout;

@@ -230,28 +230,12 @@ impl Compiled {
                 );
             }
         }
-        let mut reals: Vec<Vec<f64>> = vec![];
-        let mut rels: Vec<Vec<i64>> = vec![];
-        for p in &prog.params {
-            match &p.kind {
-                ParamKind::Size => {}
-                ParamKind::Relation(_) => {
-                    let r = inputs
-                        .relations
-                        .get(&p.name)
-                        .ok_or_else(|| Error::input(format!("missing input '{}'", p.name)))?;
-                    rels.push(marshal::compressed_layout(
-                        &r.dims,
-                        &marshal::relation_tuples(r),
-                    ));
-                }
-                ParamKind::Real(t) => {
-                    let v = &inputs.values[&p.name];
-                    reals.extend(marshal::leaves_of(v, t, &inputs.sizes)?);
-                }
-            }
-        }
+        let (reals, rels) = marshal_inputs(prog, inputs)?;
         let mut outs = marshal::output_buffers(&prog.ret, &inputs.sizes)?;
+        for (k, r) in &self.function.stored_outputs {
+            let rel = stored_relation(inputs, egg::Symbol::from(r.as_str()))?;
+            outs[*k] = vec![0.0; crate::semantics::stored::nnz(rel).max(1)];
+        }
         let real_ptrs: Vec<*const f64> = reals.iter().map(|v| v.as_ptr()).collect();
         let rel_ptrs: Vec<*const i64> = rels.iter().map(|v| v.as_ptr()).collect();
         let out_ptrs: Vec<*mut f64> = outs.iter_mut().map(|v| v.as_mut_ptr()).collect();
@@ -318,9 +302,60 @@ impl Compiled {
         } else {
             None
         };
+        for (k, r) in &self.function.stored_outputs {
+            let rel = stored_relation(inputs, egg::Symbol::from(r.as_str()))?;
+            outs[*k] = marshal::scatter_flat(&outs[*k], rel);
+        }
         let v = marshal::value_from_leaves(&prog.ret, &inputs.sizes, &outs)?;
         Ok((v, ops, times))
     }
+}
+
+/// The real leaves and the relations' layouts of a call's inputs.
+type Marshalled = (Vec<Vec<f64>>, Vec<Vec<i64>>);
+
+/// The real leaves (a stored tensor as its values at the tuples, in the
+/// layout's order) and the relations' layouts of the inputs, in order.
+fn marshal_inputs(prog: &Program, inputs: &Inputs) -> Result<Marshalled> {
+    let mut reals: Vec<Vec<f64>> = vec![];
+    let mut rels: Vec<Vec<i64>> = vec![];
+    for p in &prog.params {
+        match &p.kind {
+            ParamKind::Size => {}
+            ParamKind::Relation(_) => {
+                let r = inputs
+                    .relations
+                    .get(&p.name)
+                    .ok_or_else(|| Error::input(format!("missing input '{}'", p.name)))?;
+                rels.push(marshal::compressed_layout(
+                    &r.dims,
+                    &marshal::relation_tuples(r),
+                ));
+            }
+            ParamKind::Real(t) => {
+                let v = &inputs.values[&p.name];
+                match prog.stored.param(p.name) {
+                    // one value per tuple, in the layout's order
+                    Some(r) => reals.push(crate::semantics::stored::gather(
+                        v,
+                        t,
+                        stored_relation(inputs, r)?,
+                        &inputs.sizes,
+                    )?),
+                    None => reals.extend(marshal::leaves_of(v, t, &inputs.sizes)?),
+                }
+            }
+        }
+    }
+    Ok((reals, rels))
+}
+
+/// The relation `r` of the inputs, which stores a tensor.
+fn stored_relation(inputs: &Inputs, r: egg::Symbol) -> Result<&crate::semantics::value::Relation> {
+    inputs
+        .relations
+        .get(&r)
+        .ok_or_else(|| Error::input(format!("missing input '{r}'")))
 }
 
 /// The packed entry point's signature, `atlpacked_entry(sz, re, rel, out)`

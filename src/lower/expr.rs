@@ -84,6 +84,9 @@ impl Lowerer {
 
     /// Store the value of `e` into the place `dest` (every element written).
     pub(crate) fn store(&mut self, e: &Expr, dest: &V) -> Result<()> {
+        if super::stored::is_stored_out(dest) && !matches!(e, Expr::Let(..)) {
+            return self.store_stored(e, dest);
+        }
         match e {
             Expr::Gen(i, d, body) => {
                 if self.store_contraction(e, dest)? || self.store_gen_pattern(e, dest)? {
@@ -105,7 +108,11 @@ impl Lowerer {
                 }
                 let old = match self.bind_pattern_view(*x, e0, body)? {
                     Some(old) => old,
-                    None if self.store_fused(e, dest)? => return Ok(()),
+                    None if !super::stored::has_stored_out(dest)
+                        && self.store_fused(e, dest)? =>
+                    {
+                        return Ok(())
+                    }
                     None => self.bind_let(*x, e0)?,
                 };
                 let r = self.store(body, dest);
@@ -113,7 +120,7 @@ impl Lowerer {
                 r
             }
             Expr::Pair(a, b) => {
-                if self.store_fused(e, dest)? {
+                if !super::stored::has_stored_out(dest) && self.store_fused(e, dest)? {
                     return Ok(());
                 }
                 let (pa, pb) = dest.split_pair()?;

@@ -51,6 +51,11 @@ impl Lowerer {
                         kind: ParamC::Relation(dims.clone()),
                     });
                 }
+                ParamKind::Real(t) if prog.stored.param(p.name).is_some() => {
+                    // one value per tuple of its relation ([`super::stored`])
+                    let c = self.stored_param(p.name, t, &prog.stored)?;
+                    params.push(c);
+                }
                 ParamKind::Real(t) => {
                     let mut leaves = vec![];
                     let v = self.param_leaves(p.name.as_str(), t, &mut leaves)?;
@@ -68,11 +73,14 @@ impl Lowerer {
                 self.dim(d)?;
             }
         }
+        let (result, stored_outputs) =
+            Lowerer::stored_results(result, &prog.ret, &prog.stored, &outputs);
         self.store(&super::layout::transpose_lets(&prog.body), &result)?;
         Ok(Function {
             name: format!("atl_{}", sanitize(prog.name.as_str())),
             params,
             outputs,
+            stored_outputs,
             dims: std::mem::take(&mut self.dims),
             slots: std::mem::take(&mut self.slots),
             permuted: std::mem::take(&mut self.permuted),

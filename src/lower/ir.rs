@@ -51,6 +51,10 @@ pub enum ParamC {
     /// `const int64_t *`: a relation in its compressed layout (see
     /// [`crate::backend::marshal::compressed_layout`]).
     Relation(Vec<Affine>),
+    /// `const double *`: a tensor of these dimensions stored by the pattern
+    /// of the relation parameter `by` (its ATL name): one value per stored
+    /// tuple, in the order of the relation's layout (row-major).
+    Stored { dims: Vec<Affine>, by: String },
 }
 
 /// One C parameter: its C name, the ATL name it comes from (with a
@@ -101,6 +105,10 @@ pub struct Function {
     /// One `double *` per leaf of the result (pairs flattened left to
     /// right): C name, leaf path, dimensions.
     pub outputs: Vec<(String, String, Vec<Affine>)>,
+    /// The outputs stored by a relation's pattern: (output index, the
+    /// relation parameter's ATL name); such an output holds one value per
+    /// stored tuple, in the layout's order, not its dimensions' product.
+    pub stored_outputs: Vec<(usize, String)>,
     /// Dimension locals: C name and the affine form in sizes; each is
     /// checked non-negative on entry.
     pub dims: Vec<(String, Affine)>,

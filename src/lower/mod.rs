@@ -50,6 +50,7 @@ mod order;
 pub(crate) mod parallel;
 mod pred;
 mod relation;
+mod stored;
 mod sum;
 mod value;
 

@@ -53,8 +53,9 @@ pub(crate) struct DrivenLevel {
 #[derive(Clone, Debug)]
 enum Parent {
     Root,
-    /// A C local computed before the loops (the bound prefix).
-    Position(String),
+    /// A C local computed before the loops: the position of the bound
+    /// prefix (these arguments).
+    Position(String, Vec<Affine>),
     /// The position of the loop of this variable (the level above).
     Loop(Symbol),
 }
@@ -377,7 +378,7 @@ impl Lowerer {
                 ),
             );
             cond = Some(format!("{rp} >= 0"));
-            Parent::Position(rp)
+            Parent::Position(rp, d.bound.clone())
         };
         let mut saved = vec![];
         for (j, v) in d.driven.iter().enumerate() {
@@ -422,7 +423,7 @@ impl Lowerer {
     fn parent_position(&self, dl: &DrivenLevel) -> String {
         match &dl.parent {
             Parent::Root => "0".into(),
-            Parent::Position(p) => p.clone(),
+            Parent::Position(p, _) => p.clone(),
             Parent::Loop(s) => self
                 .driven
                 .get(s)
@@ -558,5 +559,44 @@ impl Lowerer {
             None => self.out.push(walk),
         }
         Ok(Some(e))
+    }
+}
+
+impl Lowerer {
+    /// The position in the relation layout `index` (a parameter's own, not
+    /// permuted) of the tuple `args` when the loops open here bind it: its
+    /// arguments are the variables of loops driven by `index` at levels
+    /// `0 ..` (or a bound prefix located before them, then such loops), so
+    /// the innermost loop's position is the tuple's. None otherwise.
+    pub(crate) fn driven_tuple_position(&self, index: &str, args: &[Affine]) -> Option<String> {
+        let var_at = |l: usize| match args[l].terms.as_slice() {
+            [(v, 1)] if args[l].constant == 0 && !self.lazy_args.contains_key(v) => Some(*v),
+            _ => None,
+        };
+        let last = args.len().checked_sub(1)?;
+        let mut dl = self.driven.get(&var_at(last)?)?;
+        if dl.index != index || dl.level != last {
+            return None;
+        }
+        let position = dl.position.clone()?;
+        loop {
+            match &dl.parent {
+                Parent::Root => return (dl.level == 0).then_some(position),
+                Parent::Position(_, bound) => {
+                    let same = bound.len() == dl.level && bound[..] == args[..dl.level];
+                    return same.then_some(position);
+                }
+                Parent::Loop(s) => {
+                    let l = dl.level.checked_sub(1)?;
+                    if var_at(l) != Some(*s) {
+                        return None;
+                    }
+                    dl = self.driven.get(s)?;
+                    if dl.index != index || dl.level != l {
+                        return None;
+                    }
+                }
+            }
+        }
     }
 }

@@ -235,6 +235,10 @@ impl Lowerer {
     /// to the scalar or row accumulator.
     fn accumulate(&mut self, body: &Expr, acc: &Acc) -> Result<()> {
         if let Acc::Store { dest, gens } = acc {
+            if super::stored::is_stored_out(dest) {
+                let place = self.stored_out_at(dest, gens)?;
+                return self.store(body, &place);
+            }
             let mut place = dest.clone();
             for g in gens {
                 let c = self.names.get(g).cloned().ok_or_else(|| {

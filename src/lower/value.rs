@@ -28,6 +28,25 @@ pub(crate) enum V {
         buf: String,
         dims: Vec<Affine>,
     },
+    /// A tensor parameter stored by the pattern of the relation `rel`
+    /// (`vals`: one value per stored tuple, in the layout's order), of
+    /// dimensions `dims`, with the indices `args` applied so far (each as
+    /// written and as C) and the range conditions `conds` (zero unless
+    /// they hold). Fully applied it is a read ([`super::stored`]).
+    Stored {
+        vals: String,
+        rel: Symbol,
+        dims: Vec<Affine>,
+        args: Vec<(Affine, String)>,
+        conds: Vec<String>,
+    },
+    /// A result leaf stored by the pattern of `rel` (a place of one value
+    /// per stored tuple of `dims`' tensor), written by [`super::stored`].
+    StoredOut {
+        buf: String,
+        rel: Symbol,
+        dims: Vec<Affine>,
+    },
     /// A `gen` chain whose body does no arithmetic (a copy, a shift, a
     /// bracketed read): not materialized, each read evaluates the body at
     /// its indices. `args` are the index forms applied so far (over index
@@ -145,6 +164,7 @@ impl V {
                 }
             }
             V::Pair(a, b) => V::pair(a.index(i, lw)?, b.index(i, lw)?),
+            V::Stored { .. } => lw.stored_index(self, i)?,
             V::Leaf {
                 buf,
                 off,
@@ -244,16 +264,40 @@ impl V {
                 });
                 V::Scalar(t)
             }
+            V::Stored {
+                vals,
+                rel,
+                dims,
+                args,
+                conds: mut c,
+            } => {
+                c.extend(conds.iter().cloned());
+                V::Stored {
+                    vals,
+                    rel,
+                    dims,
+                    args,
+                    conds: c,
+                }
+            }
             v @ V::Lazy { .. } => {
                 let m = v.materialize(lw)?;
                 m.guarded(conds, lw)?
             }
-            V::Rel { .. } => return Err(mismatch("bracket")),
+            V::Rel { .. } | V::StoredOut { .. } => return Err(mismatch("bracket")),
         })
     }
 
     /// A lazy view written into a fresh place (other values unchanged).
     pub(crate) fn materialize(&self, lw: &mut Lowerer) -> Result<V> {
+        if let V::Stored { dims, args, .. } = self {
+            let place = V::leaf(
+                lw.slot("view", &dims[args.len()..])?,
+                dims[args.len()..].to_vec(),
+            );
+            self.force_into(&place, lw)?;
+            return Ok(place);
+        }
         let V::Lazy { ty, .. } = self else {
             return Ok(self.clone());
         };
@@ -264,11 +308,11 @@ impl V {
 
     /// Write a lazy view into `dest`, element by element.
     fn force_into(&self, dest: &V, lw: &mut Lowerer) -> Result<()> {
-        let V::Lazy { params, args, .. } = self else {
-            return self.copy_into(dest, lw);
+        let d = match self {
+            V::Lazy { params, args, .. } => &params[args.len()].1,
+            V::Stored { dims, args, .. } => &dims[args.len()],
+            _ => return self.copy_into(dest, lw),
         };
-        let k = args.len();
-        let d = &params[k].1;
         let dn = lw.dim(d)?;
         let iv = lw.fresh("k", "");
         let (body, ()) = lw.block(|lw| {
@@ -333,7 +377,7 @@ impl V {
 
     /// Write this value into the place `dest`.
     pub(crate) fn copy_into(&self, dest: &V, lw: &mut Lowerer) -> Result<()> {
-        if let V::Lazy { .. } = self {
+        if let V::Lazy { .. } | V::Stored { .. } = self {
             return self.force_into(dest, lw);
         }
         match dest {
@@ -409,6 +453,17 @@ impl V {
                         "{buf}[{}] = 0.0;",
                         V::offset(off, &k, "1")
                     ))],
+                });
+                Ok(())
+            }
+            V::StoredOut { buf, rel, .. } => {
+                let k = lw.fresh("k", "");
+                let nnz = format!("{}[1]", lw.stored_layout(*rel)?);
+                lw.out.push(Stmt::For {
+                    var: k.clone(),
+                    lo: "0".into(),
+                    hi: nnz,
+                    body: vec![Stmt::Line(format!("{buf}[{k}] = 0.0;"))],
                 });
                 Ok(())
             }

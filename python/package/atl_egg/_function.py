@@ -29,7 +29,14 @@ class Function:
     * a real: a Python or NumPy real number (or a 0-d array).
     * a pair: a 2-tuple (a tuple ``(a, b, c)`` for a right-nested pair of
       pairs); a tensor of pairs is a pair of tensors (struct of arrays).
-    * a relation: a boolean array (or of 0s and 1s) of its shape.
+    * a relation: a boolean array (or of 0s and 1s) of its shape, its tuples
+      as an integer array (nnz, arity) (any order, each once), or a SciPy
+      sparse matrix (its stored nonzeros);
+    * a tensor stored by a relation's pattern (``(tensor n m R (stored-by
+      S))``): its values, one per tuple of S, as a 1-D array in the
+      row-major order of the tuples (S's tuples then given sorted), or a
+      SciPy sparse matrix whose stored coordinates are exactly S's tuples.
+      A stored result is returned as such a 1-D array.
     * every value must be finite: NaN and infinities raise ``ValueError``.
 
     The result is a float for a real, an array for a tensor, a tuple for a
@@ -115,7 +122,7 @@ class Function:
         size_values = layout.sizes_from(leaves, sizes)
         in_shapes, out_shapes = self._kernel.shapes(size_values)
         layout.check_shapes(leaves, in_shapes, size_values)
-        outs = layout.output_buffers(out, out_shapes)
+        outs = layout.output_buffers(out, layout.stored_shapes(leaves, out_shapes))
         # flat views: the buffer protocol wants at least one dimension
         self._kernel.call(size_values, [a for arrays in leaves for a in arrays],
                           [o.reshape(-1) for o in outs], self._threads)
@@ -130,7 +137,7 @@ class Function:
         size_values = layout.sizes_from(leaves, sizes)
         in_shapes, out_shapes = self._kernel.shapes(size_values)
         layout.check_shapes(leaves, in_shapes, size_values)
-        return [tuple(s) for s in out_shapes]
+        return [tuple(s) for s in layout.stored_shapes(leaves, out_shapes)]
 
     def _result_shapes_from(self, shapes):
         """The result's leaf shapes from the inputs' shapes alone (inputs
@@ -202,6 +209,12 @@ class _Layout:
                         self.size_source.setdefault(d, []).append((k, j, axis))
         self.outputs = [o["leaf"] for o in manifest["outputs"]]
         self.returns = manifest.get("returns", {})
+        # stored tensors: each leaf's (input, leaf) position by its flat
+        # index, and the relation leaf storing each stored input or output
+        flat = [(k, j) for k, (_, ls) in enumerate(self.inputs) for j in range(len(ls))]
+        stored_in, stored_out = kernel.stored()
+        self.stored_in = {flat[i]: flat[r] for i, r in enumerate(stored_in) if r is not None}
+        self.stored_out = [None if r is None else flat[r] for r in stored_out]
 
     def expected(self, name):
         """What input ``name`` must be: "an array of shape (n,)", "a real
@@ -218,10 +231,30 @@ class _Layout:
     def leaf_values(self, values):
         """Each input's leaves as arrays the native code takes: a list of
         lists, input by input."""
+        out, raw = [], {}
+        for k, ((name, leaves), value) in enumerate(zip(self.inputs, values)):
+            row = []
+            for j, leaf in enumerate(leaves):
+                v = component("argument %r" % name, value, leaf.steps)
+                if leaf.kind == "stored":
+                    raw[(k, j)] = v  # read once its relation is
+                    row.append(None)
+                elif leaf.kind == "relation" and _is_tuples(v, leaf.rank):
+                    row.append(_relation_tuples(_what(name, leaf), v, leaf.rank))
+                else:
+                    row.append(_leaf_array(name, leaf, v))
+            out.append(row)
+        for (k, j), v in raw.items():
+            rk, rj = self.stored_in[(k, j)]
+            name, leaf = self.inputs[k][0], self.inputs[k][1][j]
+            out[k][j] = _stored_values(_what(name, leaf), v, self.inputs[rk][0], out[rk][rj])
+        return out
+
+    def stored_shapes(self, leaves, shapes):
+        """The result leaves' shapes with each stored one (nnz,)."""
         out = []
-        for (name, leaves), value in zip(self.inputs, values):
-            out.append([_leaf_array(name, leaf, component("argument %r" % name, value, leaf.steps))
-                        for leaf in leaves])
+        for shape, by in zip(shapes, self.stored_out):
+            out.append(shape if by is None else (len(_tuples_of(leaves[by[0]][by[1]])),))
         return out
 
     def sizes_from(self, leaves, given):
@@ -248,6 +281,8 @@ class _Layout:
         that disagree (a transposed or swapped argument)."""
         value, first = None, None
         for k, j, axis in self.size_source[size]:
+            if isinstance(leaves[k][j], (_Tuples, _Values)):
+                continue  # tuples and stored values do not show the dimensions
             n = leaves[k][j].shape[axis]
             if value is None:
                 value, first = n, (k, j)
@@ -259,6 +294,10 @@ class _Layout:
                     "%s of shape %s has %s = %d"
                     % (size, _what(name_a, spec_a), spec_a.shape_text, size, value,
                        _what(name_b, spec_b), spec_b.shape_text, size, n))
+        if value is None:
+            raise ValueError("size %s cannot be inferred from the inputs' shapes (a relation "
+                             "given by its tuples does not show it); give it with sizes={%r: ...}"
+                             % (size, size))
         return value
 
     def check_shapes(self, leaves, shapes, size_values):
@@ -267,6 +306,8 @@ class _Layout:
         for (name, specs), arrays in zip(self.inputs, leaves):
             for spec, arr in zip(specs, arrays):
                 want = tuple(next(at))
+                if isinstance(arr, (_Tuples, _Values)):
+                    continue  # checked by the native code against the tuples
                 got = arr.shape if spec.kind != "real" else ()
                 if got != want:
                     what = _what(name, spec)
@@ -327,6 +368,112 @@ def _leaf_array(name, leaf, value):
         raise ValueError("%s has a NaN or infinite element (at index %s)"
                          % (_what(name, leaf), tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])))
     return arr
+
+
+class _Tuples(np.ndarray):
+    """A relation's tuples, (nnz, arity) int64, sorted and distinct;
+    ``reordered``: they were given in another order (or repeated)."""
+
+    reordered = False
+
+
+class _Values(np.ndarray):
+    """A stored tensor's values, one per tuple of its relation."""
+
+
+def _is_scipy_sparse(value):
+    mod = type(value).__module__ or ""
+    return mod.startswith("scipy.sparse") and hasattr(value, "tocoo")
+
+
+def _is_tuples(value, arity):
+    """Is a relation argument given by its tuples: a SciPy sparse matrix, or
+    an integer array of shape (nnz, arity) (always read as tuples, as the
+    ctypes loader reads it)?"""
+    if _is_scipy_sparse(value):
+        return True
+    return (isinstance(value, np.ndarray) and value.dtype.kind in "iu" and value.ndim == 2
+            and value.shape[1] == arity)
+
+
+def _relation_tuples(what, value, arity):
+    """A relation's tuples from a SciPy sparse matrix (its stored nonzeros)
+    or an integer array (nnz, arity), sorted (a radix-free lexsort) and
+    checked: no negative coordinate, no tuple twice in an integer array."""
+    if _is_scipy_sparse(value):
+        if arity != 2:
+            raise TypeError("%s has %d argument(s); a SciPy sparse matrix gives 2" % (what, arity))
+        m = value.tocoo()
+        keep = np.asarray(m.data) != 0
+        t = np.stack([np.asarray(m.row)[keep], np.asarray(m.col)[keep]], axis=1).astype(np.int64)
+        repeats_ok = True  # a COO matrix may store a coordinate twice
+    else:
+        t = np.asarray(value).astype(np.int64, copy=False)
+        repeats_ok = False
+    if t.size and t.min() < 0:
+        raise ValueError("%s: a tuple has a negative coordinate" % what)
+    reordered = False
+    if len(t) > 1:
+        step = t[1:] - t[:-1]
+        first = np.argmax(step != 0, axis=1)
+        if (step[np.arange(len(step)), first] < 0).any():
+            reordered = True
+            t = t[np.lexsort(t.T[::-1])]
+        same = np.all(t[1:] == t[:-1], axis=1)
+        if same.any():
+            if not repeats_ok:
+                raise ValueError("%s: the tuple %s is given twice"
+                                 % (what, tuple(int(c) for c in t[1:][same][0])))
+            reordered = True
+            t = t[np.concatenate([[True], ~same])]
+    out = np.ascontiguousarray(t, dtype=np.int64).view(_Tuples)
+    out.reordered = reordered
+    return out
+
+
+def _tuples_of(rel):
+    """A relation leaf's tuples (from its dense map if given so)."""
+    if isinstance(rel, _Tuples):
+        return rel
+    return np.argwhere(rel).astype(np.int64).view(_Tuples)
+
+
+def _stored_values(what, value, rel_name, rel):
+    """A stored tensor's values, one per tuple of its relation ``rel`` (a
+    leaf array): a 1-D array in the tuples' row-major order, or a SciPy
+    sparse matrix whose stored coordinates are exactly the tuples."""
+    tuples = _tuples_of(rel)
+    nnz = len(tuples)
+    if _is_scipy_sparse(value):
+        if tuples.shape[1] != 2:
+            raise TypeError("%s is stored by %s of arity %d; a SciPy sparse matrix gives 2"
+                            % (what, rel_name, tuples.shape[1]))
+        m = value.tocsr(copy=True)
+        m.sum_duplicates()
+        coo = m.tocoo()
+        got = np.stack([np.asarray(coo.row), np.asarray(coo.col)], axis=1).astype(np.int64)
+        if got.shape != tuples.shape or not np.array_equal(got, tuples):
+            raise ValueError("%s: its sparsity pattern (%d stored entries) must be the tuples of "
+                             "%s (%d)" % (what, len(got), rel_name, nnz))
+        return np.ascontiguousarray(coo.data, dtype=np.float64).view(_Values)
+    if value is None or isinstance(value, (str, bytes, dict, bool, complex)):
+        raise TypeError("%s is stored by %s: give one real per tuple (a 1-D array of %d), got %s"
+                        % (what, rel_name, nnz, describe(value)))
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError("%s must be a 1-D array of reals, got dtype %s" % (what, arr.dtype))
+    if arr.ndim != 1 or arr.shape[0] != nnz:
+        raise ValueError("%s has shape %s, but it is stored by %s, which holds %d tuple(s): give "
+                         "one value per tuple, in the row-major order of the tuples"
+                         % (what, arr.shape, rel_name, nnz))
+    if getattr(rel, "reordered", False):
+        raise ValueError("%s: the tuples of %s are not sorted row-major and distinct, so its "
+                         "values do not follow them: sort the tuples (or give the values as a "
+                         "SciPy matrix)" % (what, rel_name))
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if not np.isfinite(arr).all():
+        raise ValueError("%s has a NaN or infinite value" % what)
+    return arr.view(_Values)
 
 
 def _real_scalar(what, value):

@@ -1,0 +1,78 @@
+"""Relations given by their tuples or as SciPy matrices, and tensors stored
+by a relation's pattern: taken and returned as one value per tuple, equal
+to the reference evaluator; bad sparse input is an error naming the
+argument. Tests that need SciPy skip without it."""
+
+import numpy as np
+import pytest
+
+import atl_egg as ae
+from conftest import close, corpus, reference
+
+
+def stored_case(rng, n=6, m=5):
+    """A random pattern with an empty row, its sorted tuples, values, x, y."""
+    S = rng.uniform(0, 1, (n, m)) < 0.4
+    S[2] = False
+    tuples = np.argwhere(S)
+    return tuples, rng.uniform(-1, 1, len(tuples)), rng.uniform(-1, 1, m), rng.uniform(-1, 1, n)
+
+
+def as_json_relation(tuples, shape):
+    return {"tuples": np.asarray(tuples).tolist(), "shape": list(shape)}
+
+
+def test_relations_by_their_tuples(rng):
+    f = ae.load(corpus("graph_smoothness"))
+    E = rng.uniform(0, 1, (7, 7)) < 0.3
+    x = rng.uniform(-1, 1, 7)
+    idx = np.argwhere(E)
+    shuffled = idx[rng.permutation(len(idx))]
+    assert close(f(shuffled, x, 0.5), f(E, x, 0.5))
+    with pytest.raises(ValueError, match="given twice"):
+        f(np.concatenate([idx, idx[:1]]), x, 0.5)
+    with pytest.raises(ValueError, match="out of range"):
+        f(idx + 7, x, 0.5)
+
+
+def test_stored_tensors_are_their_values_at_the_tuples(rng):
+    f = ae.load(corpus("sparse_matvec_stored"))
+    tuples, vals, x, y = stored_case(rng)
+    rel = as_json_relation(tuples, (6, 5))
+    assert close(f(vals, tuples, x, y), reference(f, vals, rel, x, y))
+    g = ae.grad(f, wrt=("A", "x"))
+    dA, dx = g(vals, tuples, x, y)
+    assert dA.shape == (len(tuples),)
+    assert close((dA, dx), tuple(reference(g, vals, rel, x, y)))
+    # an empty pattern and a single tuple (the sizes come from x and y)
+    for t in (np.zeros((0, 2), dtype=np.int64), tuples[:1]):
+        v = vals[:len(t)]
+        r = as_json_relation(t, (6, 5))
+        assert close(f(v, t, x, y), reference(f, v, r, x, y))
+        assert close(g(v, t, x, y), tuple(reference(g, v, r, x, y)))
+
+
+def test_bad_stored_values_are_named_errors(rng):
+    f = ae.load(corpus("sparse_matvec_stored"))
+    tuples, vals, x, y = stored_case(rng)
+    with pytest.raises(ValueError, match="argument 'A' has shape .*stored by S"):
+        f(vals[1:], tuples, x, y)
+    with pytest.raises(ValueError, match="argument 'A': the tuples of S are not sorted"):
+        f(vals, tuples[::-1].copy(), x, y)
+    with pytest.raises(TypeError, match="argument 'A'"):
+        f("values", tuples, x, y)
+
+
+def test_stored_tensors_and_relations_from_scipy(rng):
+    sp = pytest.importorskip("scipy.sparse")
+    f = ae.load(corpus("sparse_matvec_stored"))
+    tuples, vals, x, y = stored_case(rng)
+    want = f(vals, tuples, x, y)
+    A = sp.coo_array((vals, (tuples[:, 0], tuples[:, 1])), shape=(6, 5))
+    for m in (A, A.tocsr(), sp.csr_matrix(A)):
+        assert close(f(m, m, x, y), want)
+    back = sp.coo_array((vals[::-1], (tuples[::-1, 0], tuples[::-1, 1])), shape=(6, 5))
+    assert close(f(back, tuples, x, y), want)
+    other = sp.coo_array((vals[1:], (tuples[1:, 0], tuples[1:, 1])), shape=(6, 5))
+    with pytest.raises(ValueError, match="argument 'A': its sparsity pattern"):
+        f(other, tuples, x, y)
