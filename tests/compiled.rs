@@ -367,11 +367,12 @@ fn loops_are_interchanged_and_fused() {
     // nested_lets' gradient: u1 and u_bar (n x m) contracted to rows.
     let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
     assert_gradient_keeps_no_matrix(&progs, "nested_lets");
-    // A quadratic form's jvp along A: the sum over k runs outside the loop
-    // over j (a row over j accumulated), so A[k][j] and dA[k][j] walk rows.
+    // A sum over k under sums over i and j that is no matrix product (a
+    // third factor): the sum over k runs outside the loop over j (a row
+    // over j accumulated), so A[k][j] and dA[k][j] walk rows.
     let quad = atl_egg::front::parse_program(
         b"(fn q ((A (tensor n n R)) (x (tensor n R)) (dA (tensor n n R)))
-            (sum i n (* (get x i) (sum j n (* (sum k n (+ (* (get dA k i) (get A k j))
+            (sum i n (* (get x i) (sum j n (* (sum k n (+ (* (get dA k i) (* (get A k j) (get x k)))
                                                         (* (get A k i) (get dA k j))))
                                               (get x j))))))",
     )
@@ -1322,5 +1323,106 @@ fn graph_loss_loops_over_its_edges() {
             loops <= per_edge * (edges + n as u64),
             "{what}: {loops} iterations and tests for {edges} edges on {n} nodes"
         );
+    }
+}
+
+/// Matrix products a program hides (`src/lower/expose.rs`): a sum of two
+/// or three products (a jvp's `dAᵀA + AᵀdA`), a product under a sum (a
+/// gradient's `(AᵀA)·x`, a quadratic form, a residual bound by a scalar
+/// `let`), each run by one kernel call per product; and relations tested
+/// at every point of a `gen` read from a dense mask (`src/lower/mask.rs`),
+/// by later sums too. Values equal `eval` within 1e-12 relative at one and
+/// two threads (forced parallel), on empty, sparse and full relations, and
+/// the counting build counts the cost exactly.
+#[test]
+fn hidden_products_and_relation_masks_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let cases = [
+        (
+            "(fn quad_tangent ((A (tensor k n R)) (x (tensor n R)) (dA (tensor k n R)))
+               (sum i n (* (get x i) (sum j n (* (sum l k (+ (* (get dA l i) (get A l j))
+                                                           (* (get A l i) (get dA l j))))
+                                                 (get x j))))))",
+            2,
+            0,
+        ),
+        (
+            "(fn three ((A (tensor n k R)) (X (tensor k m R)) (C (tensor n k R)) (Y (tensor k m R)))
+               (gen i n (gen j m (* 2.0 (sum l k (+ (* (get A i l) (get X l j))
+                                                  (+ (* (get C i l) (get Y l j)) (* (get A i l) (get Y l j)))))))))",
+            3,
+            0,
+        ),
+        (
+            "(fn gram ((A (tensor k n R)) (x (tensor n R)))
+               (gen i n (* 2.0 (sum j n (* (get x j) (sum l k (* (get A l i) (get A l j))))))))",
+            1,
+            0,
+        ),
+        (
+            "(fn lsq ((A (tensor n k R)) (X (tensor k m R)) (B (tensor n m R)))
+               (sum i n (sum j m (let d (- (sum l k (* (get A i l) (get X l j))) (get B i j)) (* d d)))))",
+            1,
+            0,
+        ),
+        (
+            "(fn labels ((Y (relation n m)) (Z (tensor n m R)))
+               (let t (gen i n (gen j m (+ (get Z i j) (iverson (Y i j) -1.0))))
+                 (+ (sum i n (sum j m (iverson (Y i j) (get t i j))))
+                    (sum i n (get t i 0)))))",
+            0,
+            1,
+        ),
+        (
+            "(fn edges ((E (relation n n)) (x (tensor n R)))
+               (gen j n (gen i n (+ (get x i) (iverson (or (E i j) (E j i)) (* (get x i) (get x j)))))))",
+            0,
+            1,
+        ),
+    ];
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    for (src, gemms, masks) in cases {
+        let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        let what = prog.name.to_string();
+        let c = backend::generate(&prog).expect("generate").source;
+        assert_eq!(c.matches("  atlh_gemm(").count(), gemms, "{what}:\n{c}");
+        assert_eq!(c.matches("  atlh_rel_mask(").count(), masks, "{what}:\n{c}");
+        let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+        for (density, n) in [(0.0, 4), (0.3, 29), (1.0, 5)] {
+            let sizes = prog
+                .sizes
+                .iter()
+                .map(|s| {
+                    (
+                        *s,
+                        if s.as_str() == "k" {
+                            300
+                        } else {
+                            n + (s.as_str() == "m") as i64
+                        },
+                    )
+                })
+                .collect();
+            let inputs = common::values::inputs_at(&prog, &mut Rng::new(9), sizes, density);
+            let (ops, cost) = check(&prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                ops, cost,
+                "{what}: executed operations differ from the cost"
+            );
+            let want = eval::evaluate(&prog, &inputs).expect("eval");
+            for threads in [1, 2] {
+                compiled.set_threads(threads).expect("threads");
+                let got = compiled.call(&inputs).expect("run");
+                let tol = Tolerance {
+                    rel: 1e-12,
+                    abs: 0.0,
+                };
+                compare_values(&want, &got, tol)
+                    .unwrap_or_else(|e| panic!("{what} at {threads} threads, n = {n}: {e}"));
+            }
+        }
     }
 }

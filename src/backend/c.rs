@@ -149,6 +149,19 @@ static inline int64_t atlh_rel_at(const int64_t *r, int n, const int64_t *idx) {
   }
   return p;
 }
+/* Every tuple of r below position p of level l, its row-major position
+   in a dense array of dimensions dims so far at, set to 1.0 in mask. */
+static ATL_MAYBE_UNUSED void atlh_rel_mask_walk(const int64_t *r, int64_t l, int64_t p, int64_t at, const int64_t *dims, double *mask) {
+  if (l == r[0]) { mask[at] = 1.0; return; }
+  const int64_t *pos = ATL_RPOS(r, l), *crd = ATL_RCRD(r, l);
+  for (int64_t q = pos[p]; q < pos[p + 1]; q++) atlh_rel_mask_walk(r, l + 1, q, at * dims[l] + crd[q], dims, mask);
+}
+/* The membership of r (dimensions dims) as a dense array of 0.0 and 1.0,
+   for loops that test every point: mask must be zero filled. */
+static ATL_MAYBE_UNUSED void atlh_rel_mask(const int64_t *r, const int64_t *dims, double *mask) {
+  if (r[0] >= 2) { for (int64_t p = 0; p < dims[0]; p++) atlh_rel_mask_walk(r, 1, p, p, dims, mask); }
+  else atlh_rel_mask_walk(r, 0, 0, 0, dims, mask);
+}
 /* A membership test (counted as a predicate test). */
 #define ATL_REL_HAS(r, n, ...) (ATL_TEST(atlh_rel_at((r), (n), (const int64_t[]){__VA_ARGS__}) >= 0))
 /* The value at the tuple idx (within the dimensions) of a tensor stored

@@ -139,6 +139,7 @@ impl Lowerer {
         let dn = self.dim(d)?;
         let iv = self.bind_index(i, d)?;
         self.full_range.insert(i, d.clone());
+        self.gen_vars.insert(i);
         let first_slot = self.slots.len();
         let (stmts, ()) = self.block(|lw| {
             let inner = dest.index_unchecked(&iv, lw)?;

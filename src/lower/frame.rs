@@ -75,7 +75,10 @@ impl Lowerer {
         }
         let (result, stored_outputs) =
             Lowerer::stored_results(result, &prog.ret, &prog.stored, &outputs);
-        self.store(&super::layout::transpose_lets(&prog.body), &result)?;
+        let body = self.expose_contractions(&prog.body);
+        self.store(&super::layout::transpose_lets(&body), &result)?;
+        let mut body = std::mem::take(&mut self.entry);
+        body.append(&mut self.out);
         Ok(Function {
             name: format!("atl_{}", sanitize(prog.name.as_str())),
             params,
@@ -85,7 +88,7 @@ impl Lowerer {
             slots: std::mem::take(&mut self.slots),
             permuted: std::mem::take(&mut self.permuted),
             checks: self.checks.take(),
-            body: std::mem::take(&mut self.out),
+            body,
         })
     }
 

@@ -131,6 +131,17 @@ enum Member<'a> {
         e0: &'a Expr,
         sum: &'a Expr,
     },
+    /// A real result leaf `e` whose one sum `(sum v n inner)` (reached
+    /// through `+`, `*`, calls and brackets that hold whenever the loop
+    /// runs, see [`leaf_sum`]): accumulated in the loop, the leaf stored
+    /// after it (pair_moments' `[0 < n]·-1·Σ d_bar[i]`).
+    LeafSum {
+        v: Symbol,
+        inner: &'a Expr,
+        e: &'a Expr,
+        sum: &'a Expr,
+        dest: V,
+    },
     /// A result leaf `(gen g dim body)` whose one sum `sum` (reached through
     /// `+`, `*`, calls) runs over the rows, `(sum v n inner)`, interchanged:
     /// each row adds its terms to the accumulator row of `g`.
@@ -339,10 +350,28 @@ impl Lowerer {
                         }
                     }
                 }
-                _ => {
-                    run.after.push(le);
-                    run.others.push((le, ld));
-                }
+                _ => match leaf_sum(le, n) {
+                    Some((sum, v, inner))
+                        if ld.is_scalar_place() && run.qualifies(inner, v) && {
+                            let zero = Expr::Const(crate::front::ast::Real(0.0));
+                            let outside = replace_in_leaf(le, &[(sum as *const Expr, zero)]);
+                            let free = free_names(&outside);
+                            run.names.iter().all(|y| !free.contains(y))
+                        } =>
+                    {
+                        run.members.push(Member::LeafSum {
+                            v,
+                            inner,
+                            e: le,
+                            sum,
+                            dest: ld,
+                        })
+                    }
+                    _ => {
+                        run.after.push(le);
+                        run.others.push((le, ld));
+                    }
+                },
             }
         }
     }
@@ -386,7 +415,7 @@ impl Lowerer {
     fn member_accumulators(&mut self, members: &[Member]) -> Vec<(String, String)> {
         let mut accs = vec![];
         for m in members {
-            if let Member::Sum(..) | Member::LetSum { .. } = m {
+            if let Member::Sum(..) | Member::LetSum { .. } | Member::LeafSum { .. } = m {
                 let acc = self.fresh("acc", "row");
                 let first = self.fresh("h", "");
                 self.decl("double", &acc, "0.0".into());
@@ -456,7 +485,7 @@ impl Lowerer {
             let (v, body) = match m {
                 Member::Let(_, v, b) | Member::Out(v, b, _) | Member::Sum(v, b, _) => (*v, *b),
                 Member::Reduce { inner, .. } => *inner,
-                Member::LetSum { v, inner, .. } => (*v, *inner),
+                Member::LetSum { v, inner, .. } | Member::LeafSum { v, inner, .. } => (*v, *inner),
             };
             let mut body = body.clone();
             for (x, to) in &done {
@@ -481,7 +510,7 @@ impl Lowerer {
                     let row = ld.index_unchecked(c, self)?;
                     self.store(&body, &row)?;
                 }
-                Member::Sum(..) | Member::LetSum { .. } => {
+                Member::Sum(..) | Member::LetSum { .. } | Member::LeafSum { .. } => {
                     let (acc, first) = acc_it.next().expect("an accumulator per sum");
                     let x = self.scalar(&body, "v")?;
                     self.line(format!("{acc} += {x};"));
@@ -557,6 +586,14 @@ impl Lowerer {
                     self.tenv.insert(sym, Type::Real);
                     let e1 = super::order::replace(e0, &[(*sum as *const Expr, Expr::Var(sym))]);
                     trailing_old = Some((*x, self.bind_let(*x, &e1)?));
+                }
+                Member::LeafSum { e, sum, dest, .. } => {
+                    let (acc, _) = acc_it.next().expect("an accumulator per sum");
+                    let sym = self.internal_symbol("acc");
+                    self.vals.insert(sym, V::Scalar(acc.clone()));
+                    self.tenv.insert(sym, Type::Real);
+                    let e1 = replace_in_leaf(e, &[(*sum as *const Expr, Expr::Var(sym))]);
+                    self.store(&e1, dest)?;
                 }
                 _ => {}
             }
@@ -694,6 +731,43 @@ fn scalar_sum<'a>(e: &'a Expr, n: &Affine) -> Option<(&'a Expr, Symbol, &'a Expr
             Some((*s, *v, &**inner))
         }
         _ => None,
+    }
+}
+
+/// The one sum of a real result leaf, [`scalar_sum`]'s, also under
+/// brackets whose affine conjuncts all hold when `n >= 1` (the sum runs
+/// only when the loop does, so its operations are those the bracket
+/// allows).
+fn leaf_sum<'a>(e: &'a Expr, n: &Affine) -> Option<(&'a Expr, Symbol, &'a Expr)> {
+    use crate::constraints::{Constraint, LinForm};
+    let mut inside = e;
+    let nonempty = Constraint::compare(
+        crate::front::ast::CmpOp::Le,
+        &LinForm::from_affine(&Affine::constant(1)),
+        &LinForm::from_affine(n),
+    )?;
+    let Constraint::Ge(g) = nonempty else {
+        return None;
+    };
+    while let Expr::Iverson(p, body) = inside {
+        let implied = super::pred::affine(p)?.iter().all(|c| match c {
+            Constraint::Ge(f) => f.terms() == g.terms() && f.constant >= g.constant,
+            _ => false,
+        });
+        if !implied {
+            return None;
+        }
+        inside = body;
+    }
+    scalar_sum(inside, n)
+}
+
+/// `e` with the given subexpressions (by address) replaced, through the
+/// brackets [`leaf_sum`] passes and [`super::order::replace`]'s forms.
+fn replace_in_leaf(e: &Expr, repl: &[(*const Expr, Expr)]) -> Expr {
+    match e {
+        Expr::Iverson(p, body) => Expr::Iverson(p.clone(), Box::new(replace_in_leaf(body, repl))),
+        _ => super::order::replace(e, repl),
     }
 }
 

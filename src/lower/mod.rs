@@ -29,7 +29,10 @@
 //!   run on all cores (`parallel.rs`);
 //! * a gen of a gen over a sum of products of two tensor reads (a matrix
 //!   product at any strides) runs as one call of a tiled kernel
-//!   (`contract.rs`).
+//!   (`contract.rs`); a sum of such products, and such a product under a
+//!   sum, are first rewritten into that shape (`expose.rs`);
+//! * a relation tested at every point of a gen over its dimensions is read
+//!   from a dense mask built on entry (`mask.rs`);
 //! * a loop whose body reads out of range at its edges (a stencil) runs as
 //!   three loops, the interior one without the range guards (`edges.rs`).
 //!
@@ -41,11 +44,13 @@
 mod contract;
 mod edges;
 mod emit;
+mod expose;
 mod expr;
 mod frame;
 mod fuse;
 pub mod ir;
 mod layout;
+mod mask;
 mod order;
 pub(crate) mod parallel;
 mod pred;
@@ -110,4 +115,11 @@ pub(crate) struct Lowerer {
     scratch: parallel::Disjoint,
     /// The range guards of reads, for splitting loops at their edges.
     range_guards: Vec<edges::RangeGuard>,
+    /// Index variables of the `gen` loops (over their full range).
+    gen_vars: std::collections::HashSet<Symbol>,
+    /// Dense membership masks of relations, by the relation's C name
+    /// (`relation.rs`, [`Lowerer::rel_mask`]).
+    masks: HashMap<String, String>,
+    /// Statements run once on entry, before the body (masks built).
+    entry: Vec<Stmt>,
 }

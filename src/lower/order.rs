@@ -128,7 +128,7 @@ fn has_equality(p: &Pred) -> bool {
 
 /// `e` with the index variable `j` replaced by `by` (`None`: a binder
 /// would capture, or overflow).
-fn subst_expr(e: &Expr, j: Symbol, by: &Affine, avoid: &[Symbol]) -> Option<Expr> {
+pub(super) fn subst_expr(e: &Expr, j: Symbol, by: &Affine, avoid: &[Symbol]) -> Option<Expr> {
     let r = |a: &Expr| subst_expr(a, j, by, avoid).map(Box::new);
     Some(match e {
         Expr::Var(_) | Expr::Const(_) => e.clone(),

@@ -498,6 +498,15 @@ impl V {
             }
             idxs.push(idx);
         }
+        if conds.is_empty() {
+            if let Some(m) = lw.rel_mask(buf, dims, args)? {
+                let mut at = idxs[0].clone();
+                for (x, d) in idxs.iter().zip(dims).skip(1) {
+                    at = format!("({at})*{} + ({x})", lw.dim(d)?);
+                }
+                return Ok(format!("ATL_TEST({m}[{at}] != 0.0)"));
+            }
+        }
         let has = format!("ATL_REL_HAS({buf}, {}, {})", idxs.len(), idxs.join(", "));
         Ok(if conds.is_empty() {
             has
