@@ -39,6 +39,7 @@
 mod contract;
 mod emit;
 mod expr;
+mod facts;
 mod frame;
 mod fuse;
 pub mod ir;
@@ -95,6 +96,9 @@ pub(crate) struct Lowerer {
     permuted: Vec<ir::PermutedRelation>,
     /// Loop variables whose loop iterates a relation's stored tuples.
     driven: HashMap<Symbol, relation::DrivenLevel>,
+    /// Conjuncts known true where the code being lowered runs
+    /// ([`facts`]).
+    facts: Vec<facts::Fact>,
     out: Vec<Stmt>,
     next: usize,
     /// Loops whose iterations write disjoint parts of buffers (a `gen`'s
