@@ -33,7 +33,8 @@
 //!
 //! Where each part lives: the function's frame (parameters, results,
 //! dimensions, arena slots) in `frame.rs`; expressions, lets and stores in
-//! `expr.rs`; sum chains in `sum.rs`; predicates in `pred.rs`; values in
+//! `expr.rs`; sum chains in `sum.rs`; predicates in `pred.rs` (and what
+//! an enclosing bracket already established in `facts.rs`); values in
 //! `value.rs`; the C text they all emit through in `emit.rs`.
 
 mod contract;
