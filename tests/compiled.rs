@@ -385,6 +385,23 @@ fn loops_are_interchanged_and_fused() {
     // rank3_batched_bilinear's gradient: its n x B intermediate, read by
     // columns, is stored B x n and fused into the loop over B (a row).
     assert_gradient_keeps_no_matrix(&progs, "rank3_batched_bilinear");
+    // A graph layer reads XW's rows through the edges (j jumps from row to
+    // row): XW stays row-major, one row's features read in turn.
+    let layer = atl_egg::front::parse_program(
+        b"(fn g ((E (relation n n)) (X (tensor n f R)) (W (tensor f h R)))
+            (let XW (gen j n (gen c h (sum k f (* (get X j k) (get W k c)))))
+              (sum i n (sum c h (sum j n (iverson (E i j) (get XW j c)))))))",
+    )
+    .expect("parse");
+    let src = backend::generate(&layer).expect("generate").source;
+    let read = src
+        .lines()
+        .find(|l| l.contains("+= b") && l.contains("_XW["))
+        .unwrap_or_else(|| panic!("no read of XW:\n{src}"));
+    assert!(
+        read.contains("_j") && read.find("_j") < read.find("_c"),
+        "XW should be read as XW[j][c]: {read}"
+    );
 }
 
 /// The compiled gradient of the corpus program `name` keeps no matrix
