@@ -109,12 +109,14 @@ class _Relation:
     """A relation argument: its tuples (sorted, distinct, an (nnz, arity)
     int64 array) and the dimensions its form fixes (None where unknown)."""
 
-    def __init__(self, tuples, shape, reordered=False):
+    def __init__(self, tuples, shape, reordered=False, maxima=None):
         self.tuples = tuples
         self.shape = shape
         # the tuples were given in another order (or repeated): values given
         # in their order would not follow the sorted tuples
         self.reordered = reordered
+        # each argument's largest coordinate, when known already
+        self.maxima = maxima
 
 
 def _is_scipy_sparse(value):
@@ -164,7 +166,30 @@ def _lex_key(tuples):
     return key
 
 
+def _sorted_pairs(tuples, shape):
+    """Pairs that are sorted and distinct already (the usual case), in a
+    few vectorized passes: the first column does not decrease and one key
+    per pair strictly increases; None otherwise (and for a negative
+    coordinate), which the general checks below then report or sort."""
+    a, b = tuples[:, 0], tuples[:, 1]
+    bmin, bmax = int(b.min()), int(b.max())
+    if bmin < 0 or a[0] < 0 or (a[1:] < a[:-1]).any():
+        return None
+    amax = int(a[-1])
+    if (amax + 1) * (bmax + 1) >= 1 << 63:
+        return None
+    key = a * (bmax + 1)
+    key += b
+    if (key[1:] <= key[:-1]).any():
+        return None
+    return _Relation(np.ascontiguousarray(tuples), shape, maxima=(amax, bmax))
+
+
 def _sorted_tuples(what, tuples, shape, duplicates_ok):
+    if len(tuples) > 1 and tuples.shape[1] == 2:
+        fast = _sorted_pairs(tuples, shape)
+        if fast is not None:
+            return fast
     if tuples.size and tuples.min() < 0:
         raise ValueError("%s: a tuple has a negative coordinate" % what)
     reordered = False
@@ -251,6 +276,13 @@ def _compressed_layout(tuples, dims):
     positions and coordinates), then the arrays; level 0 dense from arity
     2 on."""
     k, nnz = len(dims), len(tuples)
+    if k == 2:
+        # rows by a count of each first coordinate; the second column as is
+        out = np.empty(7 + dims[0] + nnz, dtype=np.int64)
+        out[:7] = (2, nnz, 0, 0, 6, 7 + dims[0], 0)
+        np.cumsum(np.bincount(tuples[:, 0], minlength=dims[0]), out=out[7:7 + dims[0]])
+        out[7 + dims[0]:] = tuples[:, 1]
+        return out
     start = 1 if k >= 2 else 0
     header = np.zeros(2 + 2 * k, dtype=np.int64)
     header[0], header[1] = k, nnz
@@ -420,7 +452,10 @@ class AtlFunction:
                 if rel.shape is not None and tuple(rel.shape) != want:
                     raise ValueError("input %s has shape %s, expected %s = %s" % (
                         p["source"], tuple(rel.shape), _checks.shape_text(p["shape"]), want))
-                if len(rel.tuples) and any(int(rel.tuples[:, c].max()) >= w for c, w in enumerate(want)):
+                maxima = rel.maxima
+                if maxima is None and len(rel.tuples):
+                    maxima = [int(rel.tuples[:, c].max()) for c in range(len(want))]
+                if len(rel.tuples) and any(m >= w for m, w in zip(maxima, want)):
                     over = rel.tuples >= np.asarray(want, dtype=np.int64)
                     if over.any():
                         bad = tuple(int(c) for c in rel.tuples[over.any(axis=1)][0])

@@ -97,7 +97,13 @@ impl Lowerer {
             Expr::Iverson(p, body) if !dest.is_scalar_place() => {
                 let (pre, c) = self.block(|lw| lw.pred(p))?;
                 self.out.extend(pre);
-                let (then, ()) = self.block(|lw| lw.store(body, dest))?;
+                if c == "1" {
+                    return self.store(body, dest); // known true: no test
+                }
+                let mark = self.assume([p]);
+                let r = self.block(|lw| lw.store(body, dest));
+                self.forget(mark);
+                let (then, ()) = r?;
                 let (els, ()) = self.block(|lw| dest.zero_fill(lw))?;
                 self.out.push(Stmt::If { cond: c, then, els });
                 Ok(())
@@ -330,15 +336,24 @@ impl Lowerer {
             return Ok((self.scalar(e, "v")?, None));
         };
         let c = self.pred(p)?;
+        let mark = self.assume([p]);
+        if c == "1" {
+            // Known true here (see `facts.rs`): no test.
+            let x = self.scalar(body, "v");
+            self.forget(mark);
+            return Ok((x?, None));
+        }
         let cv = self.fresh("c", "");
         self.decl("const int", &cv, c);
         let t = self.fresh("g", "");
         self.decl("double", &t, "0.0".into());
-        let (then, ()) = self.block(|lw| {
+        let r = self.block(|lw| {
             let x = lw.scalar(body, "v")?;
             lw.line(format!("{t} = {x};"));
             Ok(())
-        })?;
+        });
+        self.forget(mark);
+        let (then, ()) = r?;
         self.out.push(Stmt::If {
             cond: cv.clone(),
             then,

@@ -21,10 +21,16 @@
 //! the read, and each tensor read in `e` indexed by both `i` and `j` votes
 //! for the order that makes the loop over the later-indexed variable the
 //! inner one. The let is transposed when the transposed order wins; a
-//! read of `x` other than `(get (get x I) J)` keeps it as it is.
+//! read of `x` other than `(get (get x I) J)` keeps it as it is. A sum
+//! whose bracket conjoins a relation atom over its variable visits that
+//! relation's stored coordinates, in no order a layout can follow (a graph
+//! layer's `(sum j n (iverson (E i j) (get (get x j) c)))` jumps from row
+//! to row): its variable does not count as varying, so that the elements
+//! of one row read in turn stay together.
 
 use crate::front::affine::Affine;
-use crate::front::ast::Expr;
+use crate::front::ast::{Expr, Pred};
+use crate::terms::brackets::conjuncts;
 use egg::Symbol;
 
 /// `e` with every let-bound matrix its readers walk by columns stored
@@ -124,6 +130,7 @@ fn use_votes(e: &Expr, x: Symbol, loops: &mut Vec<Symbol>, votes: &mut Votes) ->
         Expr::Let(y, e0, b) => {
             use_votes(e0, x, loops, votes) && (*y == x || use_votes(b, x, loops, votes))
         }
+        Expr::Sum(v, _, b) if driven_by_relation(*v, b) => use_votes(b, x, loops, votes),
         Expr::Gen(v, _, b) | Expr::Sum(v, _, b) | Expr::Reduce(_, v, _, b) => {
             loops.push(*v);
             let ok = use_votes(b, x, loops, votes);
@@ -132,6 +139,19 @@ fn use_votes(e: &Expr, x: Symbol, loops: &mut Vec<Symbol>, votes: &mut Votes) ->
         }
         _ => e.children().all(|c| use_votes(c, x, loops, votes)),
     }
+}
+
+/// Is `body` of `(sum v d body)` bracketed by a relation atom that has `v`
+/// as an argument (so that the loop visits stored coordinates)?
+fn driven_by_relation(v: Symbol, body: &Expr) -> bool {
+    let Expr::Iverson(p, _) = body else {
+        return false;
+    };
+    conjuncts(p).into_iter().any(|q| {
+        matches!(q, Pred::Rel(_, args) if args.iter().any(|a| {
+            a.constant == 0 && a.terms.len() == 1 && a.terms[0] == (v, 1)
+        }))
+    })
 }
 
 /// `e` with every free `(get (get x I) J)` read as `(get (get x J) I)`.

@@ -38,7 +38,8 @@
 //!
 //! Where each part lives: the function's frame (parameters, results,
 //! dimensions, arena slots) in `frame.rs`; expressions, lets and stores in
-//! `expr.rs`; sum chains in `sum.rs`; predicates in `pred.rs`; values in
+//! `expr.rs`; sum chains in `sum.rs`; predicates in `pred.rs` (and what
+//! an enclosing bracket already established in `facts.rs`); values in
 //! `value.rs`; the C text they all emit through in `emit.rs`.
 
 mod contract;
@@ -46,6 +47,7 @@ mod edges;
 mod emit;
 mod expose;
 mod expr;
+mod facts;
 mod frame;
 mod fuse;
 pub mod ir;
@@ -105,6 +107,9 @@ pub(crate) struct Lowerer {
     permuted: Vec<ir::PermutedRelation>,
     /// Loop variables whose loop iterates a relation's stored tuples.
     driven: HashMap<Symbol, relation::DrivenLevel>,
+    /// Conjuncts known true where the code being lowered runs
+    /// ([`facts`]).
+    facts: Vec<facts::Fact>,
     out: Vec<Stmt>,
     next: usize,
     /// Loops whose iterations write disjoint parts of buffers (a `gen`'s

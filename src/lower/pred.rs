@@ -38,6 +38,11 @@ impl Lowerer {
     /// A predicate as a C condition (statements for `exists` loops are
     /// emitted before it).
     pub(crate) fn pred(&mut self, p: &Pred) -> Result<String> {
+        if self.known(p) {
+            // Not tested; its forms are checked on entry all the same.
+            self.record_pred_forms(p)?;
+            return Ok("1".into());
+        }
         Ok(match p {
             Pred::True => "1".into(),
             Pred::False => "0".into(),
@@ -63,6 +68,9 @@ impl Lowerer {
                 let mut parts = vec![];
                 for q in ps {
                     let c = self.pred(q)?;
+                    if c == "1" && sep == " && " {
+                        continue; // known true (see `facts.rs`)
+                    }
                     // A long condition goes to a local, so that nested
                     // `and`/`or` of any depth stay shallow C expressions
                     // (evaluating it before its turn is safe: conditions
@@ -74,6 +82,9 @@ impl Lowerer {
                     } else {
                         c
                     });
+                }
+                if parts.is_empty() {
+                    return Ok("1".into());
                 }
                 format!("({})", parts.join(sep))
             }

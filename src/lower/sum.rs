@@ -88,7 +88,15 @@ impl Lowerer {
             let Some(plan) = constraints::plan(&system, &vars) else {
                 return Err(overflow());
             };
-            self.part_loops(&plan, &vars, &others, part, body, acc, &chain)?;
+            // Where the body runs, the bracket holds, and the part's atom.
+            let holds: Vec<Pred> = p.into_iter().chain(&part.atom).cloned().collect();
+            let nest = Nest {
+                body,
+                acc,
+                chain: &chain,
+                holds: &holds,
+            };
+            self.part_loops(&plan, &vars, &others, part, &nest)?;
         }
         Ok(())
     }
@@ -97,16 +105,13 @@ impl Lowerer {
     /// relation atoms over the loop variables drive loops (see
     /// `relation.rs`), each variable by one atom; the other non-affine
     /// conjuncts, and the negated earlier parts, are guards.
-    #[allow(clippy::too_many_arguments)]
     fn part_loops(
         &mut self,
         plan: &constraints::LoopPlan,
         vars: &[Symbol],
         others: &[Pred],
         part: Part,
-        body: &Expr,
-        acc: &Acc,
-        chain: &[(Symbol, &Affine)],
+        nest: &Nest,
     ) -> Result<()> {
         let level_vars: Vec<Symbol> = plan.levels.iter().filter_map(|l| l.var).collect();
         let mut guards = vec![];
@@ -132,23 +137,21 @@ impl Lowerer {
             top.extend(cond);
             engaged.extend(saved);
         }
-        let r = self.block(|lw| lw.levels(plan, 0, &placed, body, acc, chain));
+        let r = self.block(|lw| lw.levels(plan, 0, &placed, nest));
         self.disengage(engaged);
         let (stmts, ()) = r?;
         self.guarded(&top, stmts);
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn levels(
         &mut self,
         plan: &constraints::LoopPlan,
         k: usize,
         placed: &[Vec<(bool, Pred)>],
-        body: &Expr,
-        acc: &Acc,
-        chain: &[(Symbol, &Affine)],
+        nest: &Nest,
     ) -> Result<()> {
+        let (acc, chain) = (nest.acc, nest.chain);
         // Non-affine conjuncts whose variables are all bound by now.
         let mut conds = vec![];
         for (neg, q) in &placed[k] {
@@ -160,7 +163,7 @@ impl Lowerer {
         }
         let inner = |lw: &mut Lowerer| -> Result<()> {
             if k == plan.levels.len() {
-                return lw.innermost(plan, &placed[k], body, acc, chain);
+                return lw.innermost(plan, &placed[k], nest);
             }
             let level = &plan.levels[k];
             let v = level.var.expect("a loop level has a variable");
@@ -173,8 +176,7 @@ impl Lowerer {
             lw.open_level(v, &c);
             let (stmts, ()) = lw.block(|lw| {
                 let g = lw.constraint_conds(&level.guards)?;
-                let (inner, ()) =
-                    lw.block(|lw| lw.levels(plan, k + 1, placed, body, acc, chain))?;
+                let (inner, ()) = lw.block(|lw| lw.levels(plan, k + 1, placed, nest))?;
                 lw.guarded(&g, inner);
                 Ok(())
             })?;
@@ -202,10 +204,9 @@ impl Lowerer {
         &mut self,
         plan: &constraints::LoopPlan,
         placed: &[(bool, Pred)],
-        body: &Expr,
-        acc: &Acc,
-        chain: &[(Symbol, &Affine)],
+        nest: &Nest,
     ) -> Result<()> {
+        let chain = nest.chain;
         for d in &plan.defs {
             let c = self.bind_index(d.var, chain_dim(chain, d.var)?)?;
             let num = self.ix(&d.num)?;
@@ -226,7 +227,10 @@ impl Lowerer {
                 late.push(if *neg { format!("!{c}") } else { c });
             }
         }
-        let (stmts, ()) = self.block(|lw| lw.accumulate(body, acc))?;
+        let mark = self.assume(nest.holds);
+        let r = self.block(|lw| lw.accumulate(nest.body, nest.acc));
+        self.forget(mark);
+        let (stmts, ()) = r?;
         self.guarded(&late, stmts);
         Ok(())
     }
@@ -304,6 +308,15 @@ fn bracket_atoms(p: Option<&Pred>, system: &mut Vec<Constraint>) -> (Vec<Pred>, 
         }
     }
     (others, split)
+}
+
+/// What a loop nest runs at each point: the body, where it accumulates,
+/// the chain's variables and dimensions, and what holds there.
+struct Nest<'a> {
+    body: &'a Expr,
+    acc: &'a Acc,
+    chain: &'a [(Symbol, &'a Affine)],
+    holds: &'a [Pred],
 }
 
 /// One part of the loops under a bracket's disjunction: its constraints,
