@@ -23,6 +23,28 @@ use common::{compare_values, generate, GenConfig, Rng, Tolerance};
 use std::path::Path;
 use std::process::Command;
 
+/// The compiled program's value at one and at two threads, each compared
+/// with `want` (within 1e-12 relative): the failures, described.
+fn at_one_and_two_threads(
+    compiled: &backend::Compiled,
+    inputs: &Inputs,
+    want: &atl_egg::semantics::value::Value,
+) -> Vec<String> {
+    let tol = Tolerance {
+        rel: 1e-12,
+        abs: 0.0,
+    };
+    let mut failures = vec![];
+    for threads in [1, 2] {
+        compiled.set_threads(threads).expect("threads");
+        let got = compiled.call(inputs).expect("run");
+        if let Err(e) = compare_values(want, &got, tol) {
+            failures.push(format!("at {threads} threads: {e}"));
+        }
+    }
+    failures
+}
+
 fn options() -> egraph::Options {
     egraph::Options {
         time_limit: std::time::Duration::from_secs(600),
@@ -1085,16 +1107,8 @@ fn parallel_loops_run_as_evaluated_at_one_and_two_threads() {
                 parallel += 1;
             }
             let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
-            for threads in [1, 2] {
-                compiled.set_threads(threads).expect("threads");
-                let got = compiled.call(&inputs).expect("run");
-                let tol = Tolerance {
-                    rel: 1e-12,
-                    abs: 0.0,
-                };
-                if let Err(e) = compare_values(&want, &got, tol) {
-                    failures.push(format!("{} {what} at {threads} threads: {e}", p.name));
-                }
+            for e in at_one_and_two_threads(&compiled, &inputs, &want) {
+                failures.push(format!("{} {what} {e}", p.name));
             }
         }
     }
@@ -1154,16 +1168,8 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
         assert_eq!(ops, c, "{what}: executed operations differ from the cost");
         let want = eval::evaluate(prog, &inputs).expect("eval");
         let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-        for threads in [1, 2] {
-            compiled.set_threads(threads).expect("threads");
-            let got = compiled.call(&inputs).expect("run");
-            let tol = Tolerance {
-                rel: 1e-12,
-                abs: 0.0,
-            };
-            compare_values(&want, &got, tol)
-                .unwrap_or_else(|e| panic!("{what} at {threads} threads: {e}"));
-        }
+        let failures = at_one_and_two_threads(&compiled, &inputs, &want);
+        assert!(failures.is_empty(), "{what} {}", failures.join("; "));
     }
 }
 
@@ -1213,16 +1219,8 @@ fn stencils_split_at_their_edges_run_as_evaluated() {
             let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(ops, c, "{what}: executed operations differ from the cost");
             let want = eval::evaluate(prog, &inputs).expect("eval");
-            for threads in [1, 2] {
-                compiled.set_threads(threads).expect("threads");
-                let got = compiled.call(&inputs).expect("run");
-                let tol = Tolerance {
-                    rel: 1e-12,
-                    abs: 0.0,
-                };
-                compare_values(&want, &got, tol)
-                    .unwrap_or_else(|e| panic!("{what} at {threads} threads: {e}"));
-            }
+            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
+            assert!(failures.is_empty(), "{what} {}", failures.join("; "));
         }
     }
 }
@@ -1437,16 +1435,12 @@ fn hidden_products_and_relation_masks_run_as_evaluated() {
                 "{what}: executed operations differ from the cost"
             );
             let want = eval::evaluate(&prog, &inputs).expect("eval");
-            for threads in [1, 2] {
-                compiled.set_threads(threads).expect("threads");
-                let got = compiled.call(&inputs).expect("run");
-                let tol = Tolerance {
-                    rel: 1e-12,
-                    abs: 0.0,
-                };
-                compare_values(&want, &got, tol)
-                    .unwrap_or_else(|e| panic!("{what} at {threads} threads, n = {n}: {e}"));
-            }
+            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
+            assert!(
+                failures.is_empty(),
+                "{what}, n = {n}: {}",
+                failures.join("; ")
+            );
         }
     }
 }
