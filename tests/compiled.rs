@@ -1173,6 +1173,40 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
     }
 }
 
+/// A gen whose bracket has an equality fixing one of its variables (a
+/// one-hot vector, a diagonal, an anti-diagonal, every second row) is
+/// stored as a zero fill and a loop over the points the equality leaves
+/// (`store_gen_pattern`): no loop over the whole range tests it. Values
+/// equal `eval`, the counting build counts the cost, at sizes 1 to 9.
+#[test]
+fn gens_fixed_by_an_equality_fill_and_store_their_points() {
+    if !have_cc() {
+        return;
+    }
+    let sources = [
+        "(fn onehot ((x (tensor n R))) (gen i n (iverson (== i 1) (* 2 (get x 1)))))",
+        "(fn diag ((x (tensor n R))) (gen i n (gen j n (iverson (== i j) (get x i)))))",
+        "(fn anti ((x (tensor n R))) (gen i n (gen j n (iverson (== (+ i j) (- n 1)) (* (get x i) (get x j))))))",
+        "(fn rows ((x (tensor n R))) (gen i n (gen j n (iverson (and (== i (* 2 j)) (< j 3)) (get x j)))))",
+    ];
+    for src in sources {
+        let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        let what = prog.name.to_string();
+        let c = backend::generate(&prog).expect("generate").source;
+        let f = &c[c.find(&format!("int atl_{what}(")).expect("the function")..];
+        assert!(
+            !f.contains("ATL_TEST(c"),
+            "{what}: an element-by-element test of the bracket:\n{f}"
+        );
+        for n in [1, 2, 5, 9] {
+            let sizes = [(egg::Symbol::from("n"), n)].into_iter().collect();
+            let inputs = random_inputs(&prog, &sizes, &mut Rng::new(3)).expect("inputs");
+            let (ops, cost) = check(&prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(ops, cost, "{what} at n = {n}: executed operations differ");
+        }
+    }
+}
+
 /// Stencils and convolutions (`src/lower/edges.rs`): their loops are split
 /// at the edges so the interior runs without range guards. At sizes where
 /// the interior is empty (a kernel wider than the signal), a single point,

@@ -27,7 +27,7 @@ use super::value::V;
 use super::Lowerer;
 use crate::error::Result;
 use crate::front::affine::Affine;
-use crate::front::ast::{Expr, Pred, Type};
+use crate::front::ast::{CmpOp, Expr, Pred, Type};
 use crate::terms::brackets::conjuncts;
 use egg::Symbol;
 
@@ -273,6 +273,7 @@ impl Lowerer {
                         .iter()
                         .all(|q| drives(q) || super::pred::affine(q).is_some())
             }
+            Pred::Cmp(CmpOp::Eq, a, b) => fixes_a_variable(a, b, &vars),
             _ => false,
         });
         (distinct && drivable).then_some((chain, p, body))
@@ -280,9 +281,11 @@ impl Lowerer {
 
     /// `(gen i d ... (iverson p body))` where `p` has a relation atom (or
     /// a disjunction of atoms and affine predicates) over the gen
-    /// variables: `dest` is zero filled, then only the stored tuples are
-    /// visited, each storing `body` into its element. False (nothing
-    /// emitted) for any other expression.
+    /// variables, or an equality that fixes one of them (a one-hot
+    /// vector, a diagonal): `dest` is zero filled, then only the stored
+    /// tuples, or the points the equality leaves, are visited, each
+    /// storing `body` into its element. False (nothing emitted) for any
+    /// other expression.
     pub(crate) fn store_gen_pattern(&mut self, e: &Expr, dest: &V) -> Result<bool> {
         let Some((chain, p, body)) = self.pattern_gen(e) else {
             return Ok(false);
@@ -599,4 +602,14 @@ impl Lowerer {
             }
         }
     }
+}
+
+/// `a = b` fixes one of `vars` (the difference has it with coefficient ±1,
+/// so the loops solve it for that variable rather than test it): the
+/// gen's nonzero elements are a point, or a diagonal, of its range.
+fn fixes_a_variable(a: &Affine, b: &Affine, vars: &[Symbol]) -> bool {
+    let Ok(d) = a.sub(b) else {
+        return false;
+    };
+    vars.iter().any(|v| d.coeff(*v).abs() == 1)
 }
