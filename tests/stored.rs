@@ -305,6 +305,17 @@ fn io_cost_counts_one_real_per_tuple_and_gradients_compute_only_tuples() {
     }
 }
 
+/// The stored loss and its grad (w.r.t. `A` and `x`), jvp and vjp (w.r.t.
+/// `A`), named.
+fn loss_and_derivatives(s: &Program, opts: &Options) -> Vec<(&'static str, Program)> {
+    vec![
+        ("f", s.clone()),
+        ("grad", atl_egg::grad(s, &["A", "x"], opts).unwrap().program),
+        ("jvp", atl_egg::jvp(s, &["A"], opts).unwrap().program),
+        ("vjp", atl_egg::vjp(s, &["A"], opts).unwrap().program),
+    ]
+}
+
 #[test]
 fn compiled_code_of_stored_programs_equals_the_evaluator() {
     if !common::run_check::have_cc() {
@@ -312,15 +323,7 @@ fn compiled_code_of_stored_programs_equals_the_evaluator() {
     }
     let s = stored_loss();
     let opts = Options::default();
-    let progs = [
-        ("f", s.clone()),
-        (
-            "grad",
-            atl_egg::grad(&s, &["A", "x"], &opts).unwrap().program,
-        ),
-        ("jvp", atl_egg::jvp(&s, &["A"], &opts).unwrap().program),
-        ("vjp", atl_egg::vjp(&s, &["A"], &opts).unwrap().program),
-    ];
+    let progs = loss_and_derivatives(&s, &opts);
     for seed in [3, 7] {
         let c = case(seed);
         for (what, p) in &progs {
@@ -363,17 +366,9 @@ fn compiled_stored_programs_equal_the_evaluator_on_empty_rows_empty_and_single_p
          (sum i n (sum j m (* (get A i j) (* (get x j) (get y i))))))))",
     )
     .unwrap();
-    let progs = [
-        ("f", s.clone()),
-        (
-            "grad",
-            atl_egg::grad(&s, &["A", "x"], &opts).unwrap().program,
-        ),
-        ("jvp", atl_egg::jvp(&s, &["A"], &opts).unwrap().program),
-        ("vjp", atl_egg::vjp(&s, &["A"], &opts).unwrap().program),
-        ("hvp", atl_egg::hvp(&s, &["A"], &opts).unwrap().program),
-        ("h", other),
-    ];
+    let mut progs = loss_and_derivatives(&s, &opts);
+    progs.push(("hvp", atl_egg::hvp(&s, &["A"], &opts).unwrap().program));
+    progs.push(("h", other));
     // a stored result's vjp: it takes one cotangent per tuple
     let r = atl_egg::parse(
         "(fn r ((A (tensor n m R (stored-by S))) (S (relation n m)) (x (tensor m R)) (y (tensor n R))) \
