@@ -43,12 +43,14 @@ pub fn leaves_of(v: &Value, t: &Type, sizes: &Sizes) -> Result<Vec<Vec<f64>>> {
     Ok(outs)
 }
 
-/// Zeroed leaf arrays for a result of type `t`.
+/// Leaf arrays for a result of type `t`, filled with NaN: the compiled
+/// function writes every element of its outputs (callers need not zero
+/// them), and a NaN left anywhere would show that it did not.
 pub fn output_buffers(t: &Type, sizes: &Sizes) -> Result<Vec<Vec<f64>>> {
     fn go(t: &Type, n: usize, sizes: &Sizes, out: &mut Vec<Vec<f64>>) -> Result<()> {
         match t {
             Type::Real => {
-                out.push(vec![0.0; n.max(1)]);
+                out.push(vec![f64::NAN; n.max(1)]);
                 Ok(())
             }
             Type::Pair(a, b) => {

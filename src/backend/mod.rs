@@ -234,7 +234,7 @@ impl Compiled {
         let mut outs = marshal::output_buffers(&prog.ret, &inputs.sizes)?;
         for (k, r) in &self.function.stored_outputs {
             let rel = stored_relation(inputs, egg::Symbol::from(r.as_str()))?;
-            outs[*k] = vec![0.0; crate::semantics::stored::nnz(rel).max(1)];
+            outs[*k] = vec![f64::NAN; crate::semantics::stored::nnz(rel).max(1)];
         }
         let real_ptrs: Vec<*const f64> = reals.iter().map(|v| v.as_ptr()).collect();
         let rel_ptrs: Vec<*const i64> = rels.iter().map(|v| v.as_ptr()).collect();
