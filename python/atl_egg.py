@@ -476,12 +476,12 @@ class AtlFunction:
                     raise ValueError("input %s has shape %s, expected %s = %s" % (
                         p["source"], arr.shape, _checks.shape_text(p["shape"]), want))
                 call.append(arr.ctypes.data_as(ctypes.c_void_p))
-        outs = []
+        outs = []  # the compiled function writes every element: no zeroing
         for o in self.manifest["outputs"]:
             if "stored_by" in o:  # one value per tuple of the relation
-                arr = np.zeros(len(leaves[o["stored_by"]].tuples), dtype=np.float64)
+                arr = np.empty(len(leaves[o["stored_by"]].tuples), dtype=np.float64)
             else:
-                arr = np.zeros(self._shape(o["shape"], known, "the result %s" % o["leaf"]), dtype=np.float64)
+                arr = np.empty(self._shape(o["shape"], known, "the result %s" % o["leaf"]), dtype=np.float64)
             outs.append(arr)
             call.append(arr.ctypes.data_as(ctypes.c_void_p))
         rc = self._fn(*call)
@@ -490,13 +490,19 @@ class AtlFunction:
             raise AtlError(self.manifest["function"], rc, meaning)
 
         # reassemble pairs from the leaves ("out", "out.0", "out.1.0", ...)
-        def build(prefix):
-            for o, arr in zip(self.manifest["outputs"], outs):
-                if o["leaf"] == prefix:
-                    return float(arr) if arr.ndim == 0 else arr
-            return (build(prefix + ".0"), build(prefix + ".1"))
+        return _assembled({o["leaf"]: arr for o, arr in zip(self.manifest["outputs"], outs)}, "out")
 
-        return build("out")
+
+def _assembled(by_leaf, prefix):
+    """The value at ``prefix`` from the leaf arrays ``by_leaf``. A module
+    function, not a recursive closure: a closure that calls itself is a
+    reference cycle, which would keep the result's arrays alive until the
+    garbage collector runs (fresh memory, and its page faults, on every
+    call)."""
+    if prefix in by_leaf:
+        arr = by_leaf[prefix]
+        return float(arr) if arr.ndim == 0 else arr
+    return (_assembled(by_leaf, prefix + ".0"), _assembled(by_leaf, prefix + ".1"))
 
 
 def load_library(library_path, manifest_path=None):

@@ -87,6 +87,19 @@ class Loader(unittest.TestCase):
         self.assertIsInstance(got, tuple)
         self.assertTrue(close(got, eval_json(path, {"p": p, "c": 0.25})))
 
+    def test_results_are_freed_when_dropped_without_the_garbage_collector(self):
+        import gc
+        import weakref
+        f = load_text("(fn f ((x (tensor n R))) (pair (gen i n (get x i)) (gen i n (* 2 (get x i)))))")
+        gc.disable()
+        try:
+            got = f(self.rng.uniform(-1, 1, 5))
+            alive = [weakref.ref(got[0]), weakref.ref(got[1])]
+            del got
+            self.assertTrue(all(r() is None for r in alive), "a result outlived its last reference")
+        finally:
+            gc.enable()
+
     def test_relations_are_boolean_arrays(self):
         path = os.path.join(CORPUS, "graph_smoothness.atl")
         f = atl_egg.load(path)

@@ -744,6 +744,41 @@ fn default_threads() -> usize {
 
 /// The library's cache directory as configured (`$ATL_EGG_CACHE`, else
 /// `$XDG_CACHE_HOME/atl-egg`, else `$HOME/.cache/atl-egg`), or None.
+/// The flat index of the first element of `values` (a C-contiguous
+/// float64 buffer) that is NaN or infinite, else None. One pass over the
+/// elements that allocates nothing (NumPy's `isfinite(a).all()` writes a
+/// boolean array and reads it again, as long as the call it guards).
+#[pyfunction]
+fn first_nonfinite(values: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    let b = PyBuffer::<f64>::get(values)?;
+    if !b.is_c_contiguous() {
+        return Err(PyValueError::new_err("the array is not C-contiguous"));
+    }
+    // SAFETY: the buffer holds `item_count` contiguous float64 elements and
+    // is held (`b`) until this function returns.
+    let xs = unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const f64, b.item_count()) };
+    Ok(first_nonfinite_in(xs))
+}
+
+/// See [`first_nonfinite`]: blocks tested without a branch per element
+/// (the test vectorizes), the position searched only in a failing block.
+fn first_nonfinite_in(xs: &[f64]) -> Option<usize> {
+    const BLOCK: usize = 2048;
+    const EXPONENT: u64 = 0x7ff0_0000_0000_0000;
+    xs.chunks(BLOCK).enumerate().find_map(|(k, block)| {
+        let bad = block.iter().fold(0u64, |acc, x| {
+            acc | u64::from(x.to_bits() & EXPONENT == EXPONENT)
+        });
+        if bad == 0 {
+            return None;
+        }
+        block
+            .iter()
+            .position(|x| !x.is_finite())
+            .map(|i| k * BLOCK + i)
+    })
+}
+
 #[pyfunction]
 fn cache_dir() -> Option<String> {
     atl_egg::backend::build::configured_cache_dir().map(|p| p.display().to_string())
@@ -766,6 +801,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernel>()?;
     m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(black_boxes, m)?)?;
+    m.add_function(wrap_pyfunction!(first_nonfinite, m)?)?;
     m.add("AtlError", m.py().get_type::<AtlError>())?;
     Ok(())
 }
@@ -773,6 +809,28 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[cfg(test)]
 mod tests {
     use super::Dim;
+
+    #[test]
+    fn the_first_non_finite_element_is_found_in_any_block() {
+        use super::first_nonfinite_in as first;
+        let mut xs = vec![1.5; 5000];
+        assert_eq!(first(&xs), None);
+        assert_eq!(first(&[]), None);
+        for (at, bad) in [
+            (0, f64::NAN),
+            (2047, f64::INFINITY),
+            (2048, f64::NEG_INFINITY),
+            (4999, -f64::NAN),
+        ] {
+            xs[at] = bad;
+            assert_eq!(first(&xs), Some(at));
+            xs[at] = f64::MAX;
+        }
+        assert_eq!(first(&xs), None);
+        xs[4000] = f64::NAN;
+        xs[3000] = f64::INFINITY;
+        assert_eq!(first(&xs), Some(3000));
+    }
 
     #[test]
     fn dimensions_of_the_manifest() {

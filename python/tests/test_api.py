@@ -142,6 +142,24 @@ def test_out_buffers_are_filled_and_returned(rng):
         g(*args, out=(np.zeros(3, dtype=np.float32), np.zeros(7)))
 
 
+def test_results_are_freed_when_dropped_without_the_garbage_collector(rng):
+    # a result kept alive by a reference cycle would cost fresh memory (and
+    # its page faults) on every call until the collector ran
+    import gc
+    import weakref
+    f = ae.load(DECONV)
+    args = deconv_inputs(rng)
+    g = ae.grad(f, wrt=["c", "z"])
+    gc.disable()
+    try:
+        got = g(*args)
+        alive = [weakref.ref(got[0]), weakref.ref(got[1])]
+        del got
+        assert all(r() is None for r in alive), "a result outlived its last reference"
+    finally:
+        gc.enable()
+
+
 def test_sizes_no_input_shows_are_given_by_name():
     f = ae.load("(fn f ((x (tensor n R)) (m size)) (sum i n (sum j m (get x i))))")
     assert f(np.ones(3), sizes={"m": 4}) == 12.0

@@ -49,6 +49,29 @@ def test_bad_arguments_are_named(f, args, kwargs, error, pattern):
         f(*args, **kwargs)
 
 
+def test_a_non_finite_element_is_found_in_every_dimension_and_block():
+    g = ae.load("(fn s ((A (tensor n m R))) (sum i n (sum j m (get A i j))))")
+    A = np.ones((3, 2000))
+    for at in [(0, 0), (1, 47), (2, 1999)]:
+        A[at] = -np.inf
+        with pytest.raises(ValueError, match=r"argument 'A' has a NaN or infinite element "
+                                             r"\(at index \(%d, %d\)\)" % at):
+            g(A)
+        A[at] = 1.0
+    assert g(A) == 6000.0
+
+
+def test_check_finite_false_skips_the_check_and_is_inherited(f):
+    g = ae.load(DECONV, check_finite=False)
+    assert f.check_finite and not g.check_finite
+    assert np.isnan(g(X, np.array([0.0, np.nan, 1.0]), Z))
+    assert not ae.grad(g).check_finite and ae.grad(f).check_finite
+    assert not g.optimize().check_finite
+    assert not ae.load(g).check_finite and ae.load(g, check_finite=True).check_finite
+    with pytest.raises(TypeError, match="check_finite takes True or False"):
+        g.check_finite = "no"
+
+
 class _CountingKernel:
     """A compiled function's kernel that counts the calls of its native code."""
 

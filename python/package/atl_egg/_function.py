@@ -37,7 +37,9 @@ class Function:
       row-major order of the tuples (S's tuples then given sorted), or a
       SciPy sparse matrix whose stored coordinates are exactly S's tuples.
       A stored result is returned as such a 1-D array.
-    * every value must be finite: NaN and infinities raise ``ValueError``.
+    * every value must be finite: NaN and infinities raise ``ValueError``
+      (one read of each input; ``check_finite = False`` skips it, for hot
+      loops whose inputs are known finite, as SciPy's ``check_finite``).
 
     The result is a float for a real, an array for a tensor, a tuple for a
     pair. ``out=`` takes the arrays to write the result's leaves into
@@ -50,9 +52,10 @@ class Function:
     not depend on it: parallel sums add their parts in a fixed order.
     """
 
-    def __init__(self, program, flatten=0, source=None, threads=None):
+    def __init__(self, program, flatten=0, source=None, threads=None, check_finite=True):
         self._program = program
         self.threads = threads
+        self.check_finite = check_finite
         # how many levels of right-nested pairs of the result to flatten
         # into one tuple (a derivative with respect to several inputs)
         self._flatten = flatten
@@ -73,6 +76,21 @@ class Function:
     @threads.setter
     def threads(self, threads):
         self._threads = _thread_count(threads)
+
+    @property
+    def check_finite(self):
+        """Whether a call checks that its inputs are finite (default True):
+        a NaN or an infinity then raises ``ValueError`` naming the element.
+        The check reads each input once more; without it, a non-finite
+        input gives whatever IEEE arithmetic gives (the optimizer assumes
+        finite reals, so that is not always the unoptimized program's)."""
+        return self._check_finite
+
+    @check_finite.setter
+    def check_finite(self, check):
+        if not isinstance(check, (bool, np.bool_)):
+            raise TypeError("check_finite takes True or False, got %s" % describe(check))
+        self._check_finite = bool(check)
 
     def __repr__(self):
         return "<atl_egg.Function %s(%s)>" % (self.name, ", ".join(self.inputs))
@@ -118,7 +136,7 @@ class Function:
         self.compile()
         layout = self._layout
         given = bind(self.inputs, args, kwargs, expected=layout.expected)
-        leaves = layout.leaf_values(given)
+        leaves = layout.leaf_values(given, self._check_finite)
         size_values = layout.sizes_from(leaves, sizes)
         in_shapes, out_shapes = self._kernel.shapes(size_values)
         layout.check_shapes(leaves, in_shapes, size_values)
@@ -133,7 +151,8 @@ class Function:
         result's order), without running the function."""
         self.compile()
         layout = self._layout
-        leaves = layout.leaf_values(bind(self.inputs, args, kwargs, expected=layout.expected))
+        leaves = layout.leaf_values(bind(self.inputs, args, kwargs, expected=layout.expected),
+                                    self._check_finite)
         size_values = layout.sizes_from(leaves, sizes)
         in_shapes, out_shapes = self._kernel.shapes(size_values)
         layout.check_shapes(leaves, in_shapes, size_values)
@@ -228,9 +247,9 @@ class _Layout:
             return parts[0]
         return "a tuple (%s)" % ", ".join(parts)
 
-    def leaf_values(self, values):
+    def leaf_values(self, values, check_finite):
         """Each input's leaves as arrays the native code takes: a list of
-        lists, input by input."""
+        lists, input by input; non-finite values raise if ``check_finite``."""
         out, raw = [], {}
         for k, ((name, leaves), value) in enumerate(zip(self.inputs, values)):
             row = []
@@ -242,12 +261,13 @@ class _Layout:
                 elif leaf.kind == "relation" and _is_tuples(v, leaf.rank):
                     row.append(_relation_tuples(_what(name, leaf), v, leaf.rank))
                 else:
-                    row.append(_leaf_array(name, leaf, v))
+                    row.append(_leaf_array(name, leaf, v, check_finite))
             out.append(row)
         for (k, j), v in raw.items():
             rk, rj = self.stored_in[(k, j)]
             name, leaf = self.inputs[k][0], self.inputs[k][1][j]
-            out[k][j] = _stored_values(_what(name, leaf), v, self.inputs[rk][0], out[rk][rj])
+            out[k][j] = _stored_values(_what(name, leaf), v, self.inputs[rk][0], out[rk][rj],
+                                       check_finite)
         return out
 
     def stored_shapes(self, leaves, shapes):
@@ -317,8 +337,10 @@ class _Layout:
                                         " at " + sizes if sizes else ""))
 
     def output_buffers(self, out, shapes):
+        # the compiled function writes every element of its outputs (zero
+        # fills included), so they need no zeroing here
         if out is None:
-            return [np.zeros(s, dtype=np.float64) for s in shapes]
+            return [np.empty(s, dtype=np.float64) for s in shapes]
         arrays = list(out) if isinstance(out, (tuple, list)) else [out]
         if len(arrays) != len(shapes):
             raise TypeError("out= has %d arrays, the result has %d leaves"
@@ -331,20 +353,23 @@ class _Layout:
                 raise ValueError("%s has shape %s, expected %s" % (what, arr.shape, tuple(shape)))
             if not arr.flags.c_contiguous or not arr.flags.writeable:
                 raise ValueError("%s must be C-contiguous and writeable" % what)
-            arr.fill(0.0)
         return arrays
 
     def assemble(self, outs):
         """The result from its leaves ("out", "out.0", "out.1.0", ...)."""
-        by_leaf = dict(zip(self.outputs, outs))
+        return _assembled(dict(zip(self.outputs, outs)), "out")
 
-        def build(prefix):
-            if prefix in by_leaf:
-                arr = by_leaf[prefix]
-                return float(arr.reshape(())) if arr.ndim == 0 else arr
-            return (build(prefix + ".0"), build(prefix + ".1"))
 
-        return build("out")
+def _assembled(by_leaf, prefix):
+    """The value at ``prefix`` from the leaf arrays ``by_leaf``. A module
+    function, not a recursive closure: a closure that calls itself is a
+    reference cycle, which would keep the result's arrays alive until the
+    garbage collector runs (fresh memory, and its page faults, on every
+    call)."""
+    if prefix in by_leaf:
+        arr = by_leaf[prefix]
+        return float(arr.reshape(())) if arr.ndim == 0 else arr
+    return (_assembled(by_leaf, prefix + ".0"), _assembled(by_leaf, prefix + ".1"))
 
 
 def _what(name, leaf):
@@ -353,7 +378,7 @@ def _what(name, leaf):
     return "argument %r component %s" % (name, ".".join(str(s) for s in leaf.steps))
 
 
-def _leaf_array(name, leaf, value):
+def _leaf_array(name, leaf, value, check_finite):
     if (type(value) is np.ndarray and value.dtype == np.float64 and leaf.kind == "tensor"
             and value.ndim == leaf.rank and value.flags.c_contiguous):
         arr = value  # the common case, without a copy
@@ -364,9 +389,10 @@ def _leaf_array(name, leaf, value):
                             relation=leaf.kind == "relation")
         if leaf.kind == "relation":
             return arr
-    if not np.isfinite(arr).all():
+    bad = _native.first_nonfinite(arr.reshape(-1)) if check_finite else None
+    if bad is not None:
         raise ValueError("%s has a NaN or infinite element (at index %s)"
-                         % (_what(name, leaf), tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])))
+                         % (_what(name, leaf), tuple(int(i) for i in np.unravel_index(bad, arr.shape))))
     return arr
 
 
@@ -438,7 +464,7 @@ def _tuples_of(rel):
     return np.argwhere(rel).astype(np.int64).view(_Tuples)
 
 
-def _stored_values(what, value, rel_name, rel):
+def _stored_values(what, value, rel_name, rel, check_finite):
     """A stored tensor's values, one per tuple of its relation ``rel`` (a
     leaf array): a 1-D array in the tuples' row-major order, or a SciPy
     sparse matrix whose stored coordinates are exactly the tuples."""
@@ -471,7 +497,7 @@ def _stored_values(what, value, rel_name, rel):
                          "values do not follow them: sort the tuples (or give the values as a "
                          "SciPy matrix)" % (what, rel_name))
     arr = np.ascontiguousarray(arr, dtype=np.float64)
-    if not np.isfinite(arr).all():
+    if check_finite and _native.first_nonfinite(arr) is not None:
         raise ValueError("%s has a NaN or infinite value" % what)
     return arr.view(_Values)
 
@@ -504,26 +530,33 @@ def _looks_like_text(source):
     return False
 
 
-def load(source, name=None, threads=None):
+def load(source, name=None, threads=None, check_finite=None):
     """An ATL function from a file (a path) or from ATL text (a string
     whose first form starts with ``(``); ``name`` picks a function of a
     text of several (default: the last); ``threads`` as
-    :attr:`Function.threads`. Errors of the program raise
+    :attr:`Function.threads`, ``check_finite`` as
+    :attr:`Function.check_finite` (``None``: True, or a given Function's
+    own). Errors of the program raise
     :class:`AtlError`, located in the file."""
     if isinstance(source, Function):
-        if threads is not None:
+        if threads is not None or check_finite is not None:
             import copy
 
             source = copy.copy(source)
-            source.threads = threads
+            source.threads = threads if threads is not None else source.threads
+            if check_finite is not None:
+                source.check_finite = check_finite
         return source
+    check_finite = True if check_finite is None else check_finite
     if isinstance(source, os.PathLike) or (isinstance(source, str) and not _looks_like_text(source)):
         path = os.fspath(source)
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        return Function(_native.Program.parse(text, path, name), source=path, threads=threads)
+        return Function(_native.Program.parse(text, path, name), source=path, threads=threads,
+                        check_finite=check_finite)
     if isinstance(source, str):
-        return Function(_native.Program.parse(source, "<string>", name), threads=threads)
+        return Function(_native.Program.parse(source, "<string>", name), threads=threads,
+                        check_finite=check_finite)
     raise TypeError("load takes a path or ATL text, got %s" % describe(source))
 
 

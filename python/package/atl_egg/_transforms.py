@@ -55,8 +55,10 @@ def _derivative(kind, f, wrt):
 
 
 def _compiled(program, flatten, f, threads):
-    """A Function of ``program`` whose threads are ``threads``, else ``f``'s."""
-    return Function(program, flatten, threads=f.threads if threads is None else threads)
+    """A Function of ``program`` whose threads are ``threads``, else ``f``'s,
+    checking its inputs are finite as ``f`` does."""
+    return Function(program, flatten, threads=f.threads if threads is None else threads,
+                    check_finite=f.check_finite)
 
 
 def _single_as_tuple(g, several, flatten):
