@@ -93,8 +93,10 @@ class Systems:
         self.argnums = tuple(prog.params.index(w) for w in prog.wrt)
         t0 = time.perf_counter()
         # f as atl-egg's user runs it, optimized (as jax.jit(f) is by XLA);
-        # the gradient is optimized by `grad` itself
-        source = atl_egg.load(prog.atl)
+        # the gradient is optimized by `grad` itself. Neither checks that its
+        # inputs are finite (JAX and PyTorch do not): the check reads every
+        # input once more, see README.md
+        source = atl_egg.load(prog.atl, check_finite=False)
         self.atl_f = source.optimize().compile()
         t1 = time.perf_counter()
         self.atl_g = atl_egg.grad(source, wrt=list(prog.wrt)).compile()
