@@ -149,28 +149,66 @@ ATL_GEMM_KERNEL void atlh_gemm_kernel(int64_t kc, const double *restrict ap, con
 #endif
 
 /* The rows [ic, ic + mc) of A, columns [pc, pc + kc), as panels of MR rows
-   (k-major, zero padded). */
+   (k-major, zero padded). Full panels are copied without tests, a k at a
+   time across all the panels when the rows are unit-stride (one
+   contiguous run of A per k), else a panel at a time. */
 static void atlh_gemm_pack_a(double *ap, const double *A, int64_t asi, int64_t ask, int64_t ic, int64_t mc,
                              int64_t pc, int64_t kc) {
-  for (int64_t ir = 0; ir < mc; ir += ATL_GEMM_MR) {
-    double *p = ap + ir * kc;
-    const int64_t mr = mc - ir < ATL_GEMM_MR ? mc - ir : ATL_GEMM_MR;
+  const int64_t full = mc / ATL_GEMM_MR * ATL_GEMM_MR;
+  if (asi == 1)
     for (int64_t k = 0; k < kc; k++) {
-      const double *src = A + (ic + ir) * asi + (pc + k) * ask;
+      const double *src = A + ic + (pc + k) * ask;
+      for (int64_t ir = 0; ir < full; ir += ATL_GEMM_MR) {
+        double *p = ap + ir * kc + k * ATL_GEMM_MR;
+        ATL_GEMM_UNROLL
+        for (int64_t r = 0; r < ATL_GEMM_MR; r++) p[r] = src[ir + r];
+      }
+    }
+  else
+    for (int64_t ir = 0; ir < full; ir += ATL_GEMM_MR)
+      for (int64_t k = 0; k < kc; k++) {
+        const double *src = A + (ic + ir) * asi + (pc + k) * ask;
+        double *p = ap + ir * kc + k * ATL_GEMM_MR;
+        ATL_GEMM_UNROLL
+        for (int64_t r = 0; r < ATL_GEMM_MR; r++) p[r] = src[r * asi];
+      }
+  if (full < mc) {
+    double *p = ap + full * kc;
+    const int64_t mr = mc - full;
+    for (int64_t k = 0; k < kc; k++) {
+      const double *src = A + (ic + full) * asi + (pc + k) * ask;
       for (int64_t r = 0; r < ATL_GEMM_MR; r++) p[k * ATL_GEMM_MR + r] = r < mr ? src[r * asi] : 0.0;
     }
   }
 }
 
 /* The rows [pc, pc + kc) of B, columns [jc, jc + nc), as panels of NR
-   columns (k-major, zero padded). */
+   columns (k-major, zero padded), in the order of pack_a. */
 static void atlh_gemm_pack_b(double *bp, const double *B, int64_t bsk, int64_t bsj, int64_t pc, int64_t kc,
                              int64_t jc, int64_t nc) {
-  for (int64_t jr = 0; jr < nc; jr += ATL_GEMM_NR) {
-    double *p = bp + jr * kc;
-    const int64_t nr = nc - jr < ATL_GEMM_NR ? nc - jr : ATL_GEMM_NR;
+  const int64_t full = nc / ATL_GEMM_NR * ATL_GEMM_NR;
+  if (bsj == 1)
     for (int64_t k = 0; k < kc; k++) {
-      const double *src = B + (pc + k) * bsk + (jc + jr) * bsj;
+      const double *src = B + (pc + k) * bsk + jc;
+      for (int64_t jr = 0; jr < full; jr += ATL_GEMM_NR) {
+        double *p = bp + jr * kc + k * ATL_GEMM_NR;
+        ATL_GEMM_UNROLL
+        for (int64_t s = 0; s < ATL_GEMM_NR; s++) p[s] = src[jr + s];
+      }
+    }
+  else
+    for (int64_t jr = 0; jr < full; jr += ATL_GEMM_NR)
+      for (int64_t k = 0; k < kc; k++) {
+        const double *src = B + (pc + k) * bsk + (jc + jr) * bsj;
+        double *p = bp + jr * kc + k * ATL_GEMM_NR;
+        ATL_GEMM_UNROLL
+        for (int64_t s = 0; s < ATL_GEMM_NR; s++) p[s] = src[s * bsj];
+      }
+  if (full < nc) {
+    double *p = bp + full * kc;
+    const int64_t nr = nc - full;
+    for (int64_t k = 0; k < kc; k++) {
+      const double *src = B + (pc + k) * bsk + (jc + full) * bsj;
       for (int64_t s = 0; s < ATL_GEMM_NR; s++) p[k * ATL_GEMM_NR + s] = s < nr ? src[s * bsj] : 0.0;
     }
   }
@@ -181,7 +219,8 @@ static void atlh_gemm_pack_b(double *bp, const double *B, int64_t bsk, int64_t b
 static void atlh_gemm_block(double *C, int64_t csi, int64_t csj, int64_t M, const double *A, int64_t asi,
                             int64_t ask, const double *bp, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
                             double *ap, int nt) {
-  const int64_t nb = (nc + ATL_GEMM_NG - 1) / ATL_GEMM_NG;
+  /* One thread takes all the columns at once: its rows of A are packed once. */
+  const int64_t gw = nt > 1 ? ATL_GEMM_NG : nc, nb = (nc + gw - 1) / gw;
   const int64_t items = (M + ATL_GEMM_MC - 1) / ATL_GEMM_MC * nb;
   (void)nt;
 #if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
@@ -193,9 +232,9 @@ static void atlh_gemm_block(double *C, int64_t csi, int64_t csj, int64_t M, cons
     t = omp_get_thread_num();
 #endif
     double *mine = ap + (int64_t)t * ATL_GEMM_KC * ATL_GEMM_MC;
-    const int64_t ic = it / nb * ATL_GEMM_MC, jg = it % nb * ATL_GEMM_NG;
+    const int64_t ic = it / nb * ATL_GEMM_MC, jg = it % nb * gw;
     const int64_t mc = M - ic < ATL_GEMM_MC ? M - ic : ATL_GEMM_MC;
-    const int64_t ng = nc - jg < ATL_GEMM_NG ? nc - jg : ATL_GEMM_NG;
+    const int64_t ng = nc - jg < gw ? nc - jg : gw;
     atlh_gemm_pack_a(mine, A, asi, ask, ic, mc, pc, kc);
     for (int64_t jr = jg; jr < jg + ng; jr += ATL_GEMM_NR) {
       const int64_t nr = jg + ng - jr < ATL_GEMM_NR ? jg + ng - jr : ATL_GEMM_NR;
