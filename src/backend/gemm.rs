@@ -6,9 +6,12 @@
 //! `NC` columns) the block is packed into panels of `NR` columns; the rows
 //! of `A` are cut into blocks of `MC` rows, each packed into panels of
 //! `MR` rows by the thread that works on it, and an `MR×NR` micro-kernel
-//! keeps its accumulators in vector registers (GCC and Clang vector
-//! extensions; 12×16 with AVX-512, 6×8 with AVX, 4×4 otherwise) while it
-//! runs down `k`. Work items (a block of rows times 16 panels of
+//! keeps its accumulators in vector registers while it runs down `k`:
+//! 8×24 in AVX-512 intrinsics (24 zmm accumulators, per `k` three loads
+//! of `B`, eight broadcasts of `A` from memory and 24 fused multiply-adds;
+//! the shape measured fastest, docs/performance.md), otherwise GCC and
+//! Clang vector extensions (6×8 with AVX, 4×4 otherwise). A full tile of
+//! `C` whose columns are unit-stride is updated from the registers. Work items (a block of rows times 16 panels of
 //! columns) are shared by the OpenMP threads, unless the call already runs
 //! in a parallel region or the product is small. Each element of `C` is the
 //! sum of its `K` products, added in order within a block of `k` (with
@@ -26,8 +29,8 @@ pub(crate) const GEMM: &str = r#"
    for i < M, j < N, k < K, every operand at its own strides. */
 #if defined(__AVX512F__)
 #define ATL_VL 8
-#define ATL_GEMM_MR 12
-#define ATL_GEMM_NR 16
+#define ATL_GEMM_MR 8
+#define ATL_GEMM_NR 24
 #elif defined(__AVX__)
 #define ATL_VL 4
 #define ATL_GEMM_MR 6
@@ -38,6 +41,7 @@ pub(crate) const GEMM: &str = r#"
 #define ATL_GEMM_NR 4
 #endif
 #define ATL_GEMM_KC 256
+#define ATL_GEMM_PF 8
 #define ATL_GEMM_MC (8 * ATL_GEMM_MR)
 #define ATL_GEMM_NG (16 * ATL_GEMM_NR)
 #define ATL_GEMM_NC 4096
@@ -53,55 +57,158 @@ pub(crate) const GEMM: &str = r#"
 #define ATL_GEMM_KERNEL static
 #define ATL_GEMM_FUSE
 #endif
+#define ATL_GEMM_UNROLL _Pragma("GCC unroll 32")
 typedef double atlh_vd __attribute__((vector_size(ATL_VL * 8), aligned(8)));
 
+/* The MR x NR tile at c (rows at stride csi, columns at stride csj; mr x nr
+   of it inside C) plus, unless first, what it holds. A full tile whose
+   columns are unit-stride is written from the registers. */
+#define ATL_GEMM_STORE(ACC)                                                                            \
+  do {                                                                                                 \
+    if (mr == ATL_GEMM_MR && nr == ATL_GEMM_NR && csj == 1) {                                          \
+      ATL_GEMM_UNROLL                                                                                  \
+      for (int r = 0; r < ATL_GEMM_MR; r++)                                                            \
+        ATL_GEMM_UNROLL                                                                                \
+        for (int s = 0; s < ATL_GEMM_NR / ATL_VL; s++) {                                               \
+          double *p = c + r * csi + s * ATL_VL;                                                        \
+          atlh_vd v = ACC[r][s];                                                                       \
+          if (!first) {                                                                                \
+            atlh_vd old;                                                                               \
+            __builtin_memcpy(&old, p, sizeof old);                                                     \
+            v = old + v;                                                                               \
+          }                                                                                            \
+          __builtin_memcpy(p, &v, sizeof v);                                                           \
+        }                                                                                              \
+    } else {                                                                                           \
+      double out[ATL_GEMM_MR][ATL_GEMM_NR];                                                            \
+      ATL_GEMM_UNROLL                                                                                  \
+      for (int r = 0; r < ATL_GEMM_MR; r++)                                                            \
+        ATL_GEMM_UNROLL                                                                                \
+        for (int s = 0; s < ATL_GEMM_NR / ATL_VL; s++) {                                               \
+          atlh_vd v = ACC[r][s];                                                                       \
+          __builtin_memcpy(&out[r][s * ATL_VL], &v, sizeof v);                                         \
+        }                                                                                              \
+      for (int64_t r = 0; r < mr; r++)                                                                 \
+        for (int64_t s = 0; s < nr; s++) {                                                             \
+          double *p = c + r * csi + s * csj;                                                           \
+          *p = first ? out[r][s] : *p + out[r][s];                                                     \
+        }                                                                                              \
+    }                                                                                                  \
+  } while (0)
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+/* AVX-512: the accumulators are MR x NR/8 zmm registers; per k, NR/8
+   loads of the B panel, MR broadcasts of A from memory, one fused
+   multiply-add each. */
+static void atlh_gemm_kernel(int64_t kc, const double *restrict ap, const double *restrict bp, double *c,
+                             int64_t csi, int64_t csj, int64_t mr, int64_t nr, int first) {
+  __m512d acc[ATL_GEMM_MR][ATL_GEMM_NR / 8];
+ATL_GEMM_UNROLL
+  for (int r = 0; r < ATL_GEMM_MR; r++)
+ATL_GEMM_UNROLL
+    for (int s = 0; s < ATL_GEMM_NR / 8; s++) acc[r][s] = _mm512_setzero_pd();
+  for (int64_t k = 0; k < kc; k++) {
+    const double *a = ap + k * ATL_GEMM_MR, *b = bp + k * ATL_GEMM_NR;
+    __m512d bv[ATL_GEMM_NR / 8];
+ATL_GEMM_UNROLL
+    for (int s = 0; s < ATL_GEMM_NR / 8; s++) bv[s] = _mm512_loadu_pd(b + 8 * s);
+    _mm_prefetch((const char *)(a + ATL_GEMM_PF * ATL_GEMM_MR), _MM_HINT_T0);
+ATL_GEMM_UNROLL
+    for (int r = 0; r < ATL_GEMM_MR; r++) {
+      const __m512d av = _mm512_set1_pd(a[r]);
+ATL_GEMM_UNROLL
+      for (int s = 0; s < ATL_GEMM_NR / 8; s++) acc[r][s] = _mm512_fmadd_pd(av, bv[s], acc[r][s]);
+    }
+  }
+  ATL_GEMM_STORE(acc);
+}
+#else
 ATL_GEMM_KERNEL void atlh_gemm_kernel(int64_t kc, const double *restrict ap, const double *restrict bp,
                                       double *c, int64_t csi, int64_t csj, int64_t mr, int64_t nr, int first) {
   ATL_GEMM_FUSE
   atlh_vd acc[ATL_GEMM_MR][ATL_GEMM_NR / ATL_VL];
+  ATL_GEMM_UNROLL
   for (int r = 0; r < ATL_GEMM_MR; r++)
+    ATL_GEMM_UNROLL
     for (int s = 0; s < ATL_GEMM_NR / ATL_VL; s++) acc[r][s] = (atlh_vd){0};
   for (int64_t k = 0; k < kc; k++) {
     const double *a = ap + k * ATL_GEMM_MR, *b = bp + k * ATL_GEMM_NR;
     atlh_vd bv[ATL_GEMM_NR / ATL_VL];
-    for (int s = 0; s < ATL_GEMM_NR / ATL_VL; s++) __builtin_memcpy(&bv[s], b + s * ATL_VL, sizeof(atlh_vd));
+    ATL_GEMM_UNROLL
+    for (int s = 0; s < ATL_GEMM_NR / ATL_VL; s++) bv[s] = *(const atlh_vd *)(b + s * ATL_VL);
+    ATL_GEMM_UNROLL
     for (int r = 0; r < ATL_GEMM_MR; r++) {
-      const atlh_vd av = (atlh_vd){0} + a[r];
+      const atlh_vd av = a[r] - (atlh_vd){0};
+      ATL_GEMM_UNROLL
       for (int s = 0; s < ATL_GEMM_NR / ATL_VL; s++) acc[r][s] += av * bv[s];
     }
   }
-  double out[ATL_GEMM_MR][ATL_GEMM_NR];
-  __builtin_memcpy(out, acc, sizeof out);
-  for (int64_t r = 0; r < mr; r++)
-    for (int64_t s = 0; s < nr; s++) {
-      double *p = c + r * csi + s * csj;
-      *p = first ? out[r][s] : *p + out[r][s];
-    }
+  ATL_GEMM_STORE(acc);
 }
+#endif
 
 /* The rows [ic, ic + mc) of A, columns [pc, pc + kc), as panels of MR rows
-   (k-major, zero padded). */
+   (k-major, zero padded). Full panels are copied without tests, a k at a
+   time across all the panels when the rows are unit-stride (one
+   contiguous run of A per k), else a panel at a time. */
 static void atlh_gemm_pack_a(double *ap, const double *A, int64_t asi, int64_t ask, int64_t ic, int64_t mc,
                              int64_t pc, int64_t kc) {
-  for (int64_t ir = 0; ir < mc; ir += ATL_GEMM_MR) {
-    double *p = ap + ir * kc;
-    const int64_t mr = mc - ir < ATL_GEMM_MR ? mc - ir : ATL_GEMM_MR;
+  const int64_t full = mc / ATL_GEMM_MR * ATL_GEMM_MR;
+  if (asi == 1)
     for (int64_t k = 0; k < kc; k++) {
-      const double *src = A + (ic + ir) * asi + (pc + k) * ask;
+      const double *src = A + ic + (pc + k) * ask;
+      for (int64_t ir = 0; ir < full; ir += ATL_GEMM_MR) {
+        double *p = ap + ir * kc + k * ATL_GEMM_MR;
+        ATL_GEMM_UNROLL
+        for (int64_t r = 0; r < ATL_GEMM_MR; r++) p[r] = src[ir + r];
+      }
+    }
+  else
+    for (int64_t ir = 0; ir < full; ir += ATL_GEMM_MR)
+      for (int64_t k = 0; k < kc; k++) {
+        const double *src = A + (ic + ir) * asi + (pc + k) * ask;
+        double *p = ap + ir * kc + k * ATL_GEMM_MR;
+        ATL_GEMM_UNROLL
+        for (int64_t r = 0; r < ATL_GEMM_MR; r++) p[r] = src[r * asi];
+      }
+  if (full < mc) {
+    double *p = ap + full * kc;
+    const int64_t mr = mc - full;
+    for (int64_t k = 0; k < kc; k++) {
+      const double *src = A + (ic + full) * asi + (pc + k) * ask;
       for (int64_t r = 0; r < ATL_GEMM_MR; r++) p[k * ATL_GEMM_MR + r] = r < mr ? src[r * asi] : 0.0;
     }
   }
 }
 
 /* The rows [pc, pc + kc) of B, columns [jc, jc + nc), as panels of NR
-   columns (k-major, zero padded). */
+   columns (k-major, zero padded), in the order of pack_a. */
 static void atlh_gemm_pack_b(double *bp, const double *B, int64_t bsk, int64_t bsj, int64_t pc, int64_t kc,
                              int64_t jc, int64_t nc) {
-  for (int64_t jr = 0; jr < nc; jr += ATL_GEMM_NR) {
-    double *p = bp + jr * kc;
-    const int64_t nr = nc - jr < ATL_GEMM_NR ? nc - jr : ATL_GEMM_NR;
+  const int64_t full = nc / ATL_GEMM_NR * ATL_GEMM_NR;
+  if (bsj == 1)
     for (int64_t k = 0; k < kc; k++) {
-      const double *src = B + (pc + k) * bsk + (jc + jr) * bsj;
+      const double *src = B + (pc + k) * bsk + jc;
+      for (int64_t jr = 0; jr < full; jr += ATL_GEMM_NR) {
+        double *p = bp + jr * kc + k * ATL_GEMM_NR;
+        ATL_GEMM_UNROLL
+        for (int64_t s = 0; s < ATL_GEMM_NR; s++) p[s] = src[jr + s];
+      }
+    }
+  else
+    for (int64_t jr = 0; jr < full; jr += ATL_GEMM_NR)
+      for (int64_t k = 0; k < kc; k++) {
+        const double *src = B + (pc + k) * bsk + (jc + jr) * bsj;
+        double *p = bp + jr * kc + k * ATL_GEMM_NR;
+        ATL_GEMM_UNROLL
+        for (int64_t s = 0; s < ATL_GEMM_NR; s++) p[s] = src[s * bsj];
+      }
+  if (full < nc) {
+    double *p = bp + full * kc;
+    const int64_t nr = nc - full;
+    for (int64_t k = 0; k < kc; k++) {
+      const double *src = B + (pc + k) * bsk + (jc + full) * bsj;
       for (int64_t s = 0; s < ATL_GEMM_NR; s++) p[k * ATL_GEMM_NR + s] = s < nr ? src[s * bsj] : 0.0;
     }
   }
@@ -112,7 +219,8 @@ static void atlh_gemm_pack_b(double *bp, const double *B, int64_t bsk, int64_t b
 static void atlh_gemm_block(double *C, int64_t csi, int64_t csj, int64_t M, const double *A, int64_t asi,
                             int64_t ask, const double *bp, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
                             double *ap, int nt) {
-  const int64_t nb = (nc + ATL_GEMM_NG - 1) / ATL_GEMM_NG;
+  /* One thread takes all the columns at once: its rows of A are packed once. */
+  const int64_t gw = nt > 1 ? ATL_GEMM_NG : nc, nb = (nc + gw - 1) / gw;
   const int64_t items = (M + ATL_GEMM_MC - 1) / ATL_GEMM_MC * nb;
   (void)nt;
 #if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
@@ -124,9 +232,9 @@ static void atlh_gemm_block(double *C, int64_t csi, int64_t csj, int64_t M, cons
     t = omp_get_thread_num();
 #endif
     double *mine = ap + (int64_t)t * ATL_GEMM_KC * ATL_GEMM_MC;
-    const int64_t ic = it / nb * ATL_GEMM_MC, jg = it % nb * ATL_GEMM_NG;
+    const int64_t ic = it / nb * ATL_GEMM_MC, jg = it % nb * gw;
     const int64_t mc = M - ic < ATL_GEMM_MC ? M - ic : ATL_GEMM_MC;
-    const int64_t ng = nc - jg < ATL_GEMM_NG ? nc - jg : ATL_GEMM_NG;
+    const int64_t ng = nc - jg < gw ? nc - jg : gw;
     atlh_gemm_pack_a(mine, A, asi, ask, ic, mc, pc, kc);
     for (int64_t jr = jg; jr < jg + ng; jr += ATL_GEMM_NR) {
       const int64_t nr = jg + ng - jr < ATL_GEMM_NR ? jg + ng - jr : ATL_GEMM_NR;
