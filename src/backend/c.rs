@@ -647,6 +647,13 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         permuting_entry(&mut out, f, &public_args);
     }
     packed_entry(&mut out, f);
+    if f
+        .params
+        .iter()
+        .any(|p| matches!(&p.kind, ParamC::Relation(d) if d.len() == 2))
+    {
+        out += PAIRS_LAYOUT;
+    }
     out += THREADS;
     out
 }
@@ -760,6 +767,34 @@ fn packed_entry(out: &mut String, f: &Function) {
         call.join(", ")
     );
 }
+
+/// `atlpacked_pairs_layout(pairs, nnz, rows, cols, out)`, in a library
+/// with a relation of two arguments: the compressed layout (CSR) of `nnz`
+/// pairs (row-major `int64_t[nnz][2]`) in one pass, for callers holding
+/// tuples (the ctypes loader). Writes `7 + rows + nnz` integers to `out`
+/// and returns 0 when every pair is in range and the pairs are sorted and
+/// distinct; otherwise returns 1 (a coordinate out of range), 2 (a pair
+/// below the one before it) or 3 (a pair given twice), with the pair's
+/// place in `out[0]`, and the caller checks (or sorts) them its own way.
+const PAIRS_LAYOUT: &str = "
+int64_t atlpacked_pairs_layout(const int64_t *pairs, int64_t nnz, int64_t rows, int64_t cols, int64_t *out) {
+  int64_t *pos = out + 7;
+  int64_t *crd = out + 7 + rows;
+  int64_t r = 0, prev = -1;
+  for (int64_t q = 0; q < nnz; q++) {
+    const int64_t a = pairs[2 * q], b = pairs[2 * q + 1];
+    if (a < 0 || a >= rows || b < 0 || b >= cols) { out[0] = q; return 1; }
+    if (a < r || (a == r && b < prev)) { out[0] = q; return 2; }
+    if (a == r && b == prev) { out[0] = q; return 3; }
+    while (r < a) pos[r++] = q;
+    crd[q] = b;
+    prev = b;
+  }
+  while (r < rows) pos[r++] = nnz;
+  out[0] = 2; out[1] = nnz; out[2] = 0; out[3] = 0; out[4] = 6; out[5] = 7 + rows; out[6] = 0;
+  return 0;
+}
+";
 
 /// `atlpacked_threads(n)`: later calls from the calling thread run their
 /// parallel loops on `n` threads (`n <= 0`, or a build without OpenMP:
