@@ -85,6 +85,7 @@ const PRELUDE: &str = r#"#include <stdint.h>
 uint64_t atlpacked_ops[5];
 #define ATL_ITER() (atlpacked_ops[3]++)
 #define ATL_TEST(c) (atlpacked_ops[4]++, (c))
+#define ATL_SEEKS() (atlpacked_ops[4] += 2)
 #define ATL_ADD(c) (atlpacked_ops[0] += (uint64_t)((c) != 0))
 #define ATL_MUL() (atlpacked_ops[1]++)
 #define ATL_CALL() (atlpacked_ops[2]++)
@@ -95,6 +96,7 @@ uint64_t atlpacked_ops[5];
 #else
 #define ATL_ITER() ((void)0)
 #define ATL_TEST(c) (c)
+#define ATL_SEEKS() ((void)0)
 #define ATL_ADD(c) ((void)0)
 #define ATL_MUL() ((void)0)
 #define ATL_CALL() ((void)0)
@@ -136,6 +138,18 @@ static inline int64_t atlh_find(const int64_t *c, int64_t lo, int64_t hi, int64_
     if (c[m] < x) lo = m + 1; else hi = m;
   }
   return lo < end && c[lo] == x ? lo : -1;
+}
+/* The first position in [lo, hi) whose coordinate (ascending c) is at
+   least x, hi if none: a driven loop's range clipped to its bounds (the
+   two seeks of a loop count as two tests, ATL_SEEKS). */
+static inline int64_t atlh_seek(const int64_t *c, int64_t lo, int64_t hi, int64_t x) {
+  if (lo == hi || c[lo] >= x) return lo;
+  if (c[hi - 1] < x) return hi;
+  while (lo < hi) {
+    const int64_t m = lo + (hi - lo) / 2;
+    if (c[m] < x) lo = m + 1; else hi = m;
+  }
+  return lo;
 }
 /* The position of the tuple prefix idx[0 .. n) (n >= 1, idx[0] within
    the first dimension when level 0 is dense), or -1 if no tuple has it. */
@@ -647,8 +661,7 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         permuting_entry(&mut out, f, &public_args);
     }
     packed_entry(&mut out, f);
-    if f
-        .params
+    if f.params
         .iter()
         .any(|p| matches!(&p.kind, ParamC::Relation(d) if d.len() == 2))
     {
