@@ -109,14 +109,39 @@ class _Relation:
     """A relation argument: its tuples (sorted, distinct, an (nnz, arity)
     int64 array) and the dimensions its form fixes (None where unknown)."""
 
-    def __init__(self, tuples, shape, reordered=False, maxima=None):
+    def __init__(self, tuples, shape, reordered=False, maxima=None, what=None):
         self.tuples = tuples
         self.shape = shape
+        # pairs not checked yet (``what`` names the argument): the compiled
+        # library checks them and builds their layout in one pass, in the
+        # call (_Relation.resolve)
+        self.what = what
+        self.layout = None
         # the tuples were given in another order (or repeated): values given
         # in their order would not follow the sorted tuples
         self.reordered = reordered
         # each argument's largest coordinate, when known already
         self.maxima = maxima
+
+    def resolve(self, lib, dims):
+        """The relation with its pairs checked against ``dims``: their
+        layout built by the library's one-pass helper when they are sorted,
+        distinct and in range, else checked (and sorted) here as any tuples
+        are."""
+        if self.what is None:
+            return self
+        helper = getattr(lib, "atlpacked_pairs_layout", None)
+        if helper is not None and len(self.tuples):
+            out = np.empty(7 + dims[0] + len(self.tuples), dtype=np.int64)
+            helper.restype = ctypes.c_int
+            rc = helper(self.tuples.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(len(self.tuples)),
+                        ctypes.c_int64(dims[0]), ctypes.c_int64(dims[1]),
+                        out.ctypes.data_as(ctypes.c_void_p))
+            if rc == 0:
+                rel = _Relation(self.tuples, None)
+                rel.layout = out
+                return rel
+        return _sorted_tuples(self.what, self.tuples, None, duplicates_ok=False)
 
 
 def _is_scipy_sparse(value):
@@ -144,6 +169,8 @@ def _relation_arg(what, value, arity, shape):
         raise TypeError("%s must be an array of tuples (k, %d) or of shape %s: %s"
                         % (what, arity, shape, e)) from None
     if arr.dtype.kind in "iu" and arr.ndim == 2 and arr.shape[1] == arity:
+        if arity == 2 and arr.dtype == np.int64 and arr.flags.c_contiguous and len(arr) > 1:
+            return _Relation(arr, None, what=what)
         return _sorted_tuples(what, arr.astype(np.int64, copy=False), None, duplicates_ok=False)
     dense = _checks.array_of_rank(what, arr, arity, shape, relation=True)
     return _Relation(np.argwhere(dense).astype(np.int64).reshape(-1, arity), dense.shape)
@@ -440,6 +467,10 @@ class AtlFunction:
         given = self._bind(args, inputs, kwargs)
         leaves = self._leaf_values(given)
         known = self._sizes(sizes, leaves)
+        for p in self.manifest["params"]:
+            if p["kind"] == "relation":
+                want = self._shape(p["shape"], known, "input %s" % p["source"])
+                leaves[p["source"]] = leaves[p["source"]].resolve(self._lib, want)
         call, keep = [], []
         for p in self.manifest["params"]:
             if p["kind"] == "size":
@@ -452,6 +483,10 @@ class AtlFunction:
                 if rel.shape is not None and tuple(rel.shape) != want:
                     raise ValueError("input %s has shape %s, expected %s = %s" % (
                         p["source"], tuple(rel.shape), _checks.shape_text(p["shape"]), want))
+                if rel.layout is not None:  # checked and laid out in one pass
+                    keep.append(rel.layout)
+                    call.append(rel.layout.ctypes.data_as(ctypes.c_void_p))
+                    continue
                 maxima = rel.maxima
                 if maxima is None and len(rel.tuples):
                     maxima = [int(rel.tuples[:, c].max()) for c in range(len(want))]

@@ -117,6 +117,14 @@ class Loader(unittest.TestCase):
         idx = np.argwhere(E)
         shuffled = idx[self.rng.permutation(len(idx))]
         self.assertTrue(close(f(E=shuffled, x=x, lam=0.5), want))
+        # sorted int64 pairs: checked and laid out by the library in one pass
+        self.assertTrue(close(f(E=np.ascontiguousarray(idx, dtype=np.int64), x=x, lam=0.5), want))
+        # ... with empty rows first, between and last
+        E2 = np.zeros((9, 9), dtype=bool)
+        E2[2, [1, 5]] = E2[3, 8] = E2[6, [0, 2, 7]] = True
+        x2 = self.rng.uniform(-1, 1, 9)
+        want2 = eval_json(path, {"E": E2, "x": x2, "lam": 0.5})
+        self.assertTrue(close(f(E=np.argwhere(E2).astype(np.int64), x=x2, lam=0.5), want2))
         # a relation of arity 3, tuples in any order, against its dense map
         T = self.rng.uniform(0, 1, (4, 4, 3)) < 0.4
         y = self.rng.uniform(-1, 1, 4)
@@ -218,6 +226,10 @@ class Loader(unittest.TestCase):
             f(E=np.array([[0, -1]]), x=x, lam=0.5)
         with self.assertRaisesRegex(ValueError, "input 'E'.*given twice"):
             f(E=np.array([[0, 1], [0, 1]]), x=x, lam=0.5)
+        with self.assertRaisesRegex(ValueError, "input 'E'.*given twice"):
+            f(E=np.array([[0, 1], [1, 0], [1, 2], [1, 2]], dtype=np.int64), x=x, lam=0.5)
+        with self.assertRaisesRegex(ValueError, "input E.*out of range"):
+            f(E=np.array([[0, 1], [1, 3]], dtype=np.int64), x=x, lam=0.5, sizes={"n": 3})
         with self.assertRaisesRegex((TypeError, ValueError), "input 'E'"):
             f(E=np.array([[0, 1, 2]]), x=x, lam=0.5)
 

@@ -1348,6 +1348,12 @@ fn graph_loss_loops_over_its_edges() {
         // the gradient's adjoint of the edge terms is a gen over the edge
         // pattern: computed where it is read, never stored as n x n
         let f = backend::generate(prog).expect("generate").function;
+        // f's sums over (E j i) run j outermost, reading E's own layout:
+        // no transposed layout is built on each call
+        assert!(
+            what != "f" || f.permuted.is_empty(),
+            "f builds a permuted layout"
+        );
         let env: std::collections::HashMap<egg::Symbol, i64> =
             inputs.sizes.iter().map(|(k, v)| (*k, *v)).collect();
         for slot in &f.slots {

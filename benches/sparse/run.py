@@ -7,7 +7,10 @@ Programs (each a loss and its gradient):
   aggregation over the out-edges and a squared loss, w.r.t. W and X
   (f = 16 input and h = 16 output features);
 * mesh_laplacian (benches/sparse/mesh_laplacian.atl): the Dirichlet energy
-  of 3-d vertex positions over the edges, w.r.t. x.
+  of 3-d vertex positions over the edges, w.r.t. x;
+* sparse_matvec (corpus/sparse_matvec_stored.atl): the least squares
+  residual |A x - y|^2 of a square matrix A stored by its pattern S (the
+  graph's edges, one value per edge), w.r.t. A (one value per edge) and x.
 
 Graphs: n nodes, about 10 distinct out-edges per node, given as sorted
 tuples (the layout is built inside each call and timed with it). Not run in
@@ -46,7 +49,10 @@ PROGRAMS = {
     "graph_smoothness": (os.path.join(ROOT, "corpus", "graph_smoothness.atl"), ["x"]),
     "gcn_mean": (os.path.join(HERE, "gcn_mean.atl"), ["W", "X"]),
     "mesh_laplacian": (os.path.join(HERE, "mesh_laplacian.atl"), ["x"]),
+    "sparse_matvec": (os.path.join(ROOT, "corpus", "sparse_matvec_stored.atl"), ["A", "x"]),
 }
+# the relation's name in each program (E unless listed)
+RELATION = {"sparse_matvec": "S"}
 EDGES_PER_NODE = 10
 FEATURES = 16
 
@@ -69,6 +75,9 @@ def inputs(program, n, seed=0):
     if program == "gcn_mean":
         return tuples, {"X": rng.uniform(-1, 1, (n, FEATURES)),
                         "W": rng.uniform(-1, 1, (FEATURES, FEATURES)) / FEATURES}
+    if program == "sparse_matvec":
+        return tuples, {"A": rng.uniform(-1, 1, len(tuples)), "x": rng.uniform(-1, 1, n),
+                        "y": rng.uniform(-1, 1, n)}
     return tuples, {"x": rng.uniform(-1, 1, (n, 3))}
 
 
@@ -89,12 +98,15 @@ def atl_egg_fns(program, n, tuples, args):
     path, wrt = PROGRAMS[program]
     f = atl_egg.load(path)
     g = atl_egg.grad(path, wrt=wrt)
-    sizes = {"n": n} if program != "gcn_mean" else {"n": n, "f": FEATURES, "h": FEATURES}
+    sizes = {"gcn_mean": {"n": n, "f": FEATURES, "h": FEATURES},
+             "sparse_matvec": {"n": n, "m": n}}.get(program, {"n": n})
+
+    rel = {RELATION.get(program, "E"): tuples}
 
     def grad():
-        out = g(E=tuples, sizes=sizes, **args)
+        out = g(sizes=sizes, **rel, **args)
         return list(out) if isinstance(out, tuple) else [out]
-    return (lambda: f(E=tuples, sizes=sizes, **args)), grad
+    return (lambda: f(sizes=sizes, **rel, **args)), grad
 
 
 # --- PyTorch ---------------------------------------------------------------
@@ -120,6 +132,10 @@ def torch_fns(program, n, tuples, args):
             agg = torch.zeros(n, xw.shape[1], dtype=torch.float64).index_add_(0, src, xw[dst])
             z = torch.relu(agg / (1.0 + deg)[:, None])
             return (z * z).sum()
+        if program == "sparse_matvec":
+            ax = torch.zeros(n, dtype=torch.float64).index_add_(0, src, v["A"] * v["x"][dst])
+            r = ax - v["y"]
+            return (r * r).sum()
         d = v["x"][src] - v["x"][dst]
         return 0.5 * (d * d).sum()
 
@@ -156,6 +172,10 @@ def jax_fns(program, n, tuples, args):
             agg = jax.ops.segment_sum(xw[dst], src, num_segments=n, indices_are_sorted=True)
             z = jax.nn.relu(agg / (1.0 + deg)[:, None])
             return (z * z).sum()
+        if program == "sparse_matvec":
+            ax = jax.ops.segment_sum(v["A"] * v["x"][dst], src, num_segments=n, indices_are_sorted=True)
+            r = ax - v["y"]
+            return (r * r).sum()
         d = v["x"][src] - v["x"][dst]
         return 0.5 * (d * d).sum()
 

@@ -85,6 +85,7 @@ const PRELUDE: &str = r#"#include <stdint.h>
 uint64_t atlpacked_ops[5];
 #define ATL_ITER() (atlpacked_ops[3]++)
 #define ATL_TEST(c) (atlpacked_ops[4]++, (c))
+#define ATL_SEEKS() (atlpacked_ops[4] += 2)
 #define ATL_ADD(c) (atlpacked_ops[0] += (uint64_t)((c) != 0))
 #define ATL_MUL() (atlpacked_ops[1]++)
 #define ATL_CALL() (atlpacked_ops[2]++)
@@ -95,6 +96,7 @@ uint64_t atlpacked_ops[5];
 #else
 #define ATL_ITER() ((void)0)
 #define ATL_TEST(c) (c)
+#define ATL_SEEKS() ((void)0)
 #define ATL_ADD(c) ((void)0)
 #define ATL_MUL() ((void)0)
 #define ATL_CALL() ((void)0)
@@ -136,6 +138,18 @@ static inline int64_t atlh_find(const int64_t *c, int64_t lo, int64_t hi, int64_
     if (c[m] < x) lo = m + 1; else hi = m;
   }
   return lo < end && c[lo] == x ? lo : -1;
+}
+/* The first position in [lo, hi) whose coordinate (ascending c) is at
+   least x, hi if none: a driven loop's range clipped to its bounds (the
+   two seeks of a loop count as two tests, ATL_SEEKS). */
+static inline int64_t atlh_seek(const int64_t *c, int64_t lo, int64_t hi, int64_t x) {
+  if (lo == hi || c[lo] >= x) return lo;
+  if (c[hi - 1] < x) return hi;
+  while (lo < hi) {
+    const int64_t m = lo + (hi - lo) / 2;
+    if (c[m] < x) lo = m + 1; else hi = m;
+  }
+  return lo;
 }
 /* The position of the tuple prefix idx[0 .. n) (n >= 1, idx[0] within
    the first dimension when level 0 is dense), or -1 if no tuple has it. */
@@ -647,6 +661,12 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         permuting_entry(&mut out, f, &public_args);
     }
     packed_entry(&mut out, f);
+    if f.params
+        .iter()
+        .any(|p| matches!(&p.kind, ParamC::Relation(d) if d.len() == 2))
+    {
+        out += PAIRS_LAYOUT;
+    }
     out += THREADS;
     out
 }
@@ -760,6 +780,34 @@ fn packed_entry(out: &mut String, f: &Function) {
         call.join(", ")
     );
 }
+
+/// `atlpacked_pairs_layout(pairs, nnz, rows, cols, out)`, in a library
+/// with a relation of two arguments: the compressed layout (CSR) of `nnz`
+/// pairs (row-major `int64_t[nnz][2]`) in one pass, for callers holding
+/// tuples (the ctypes loader). Writes `7 + rows + nnz` integers to `out`
+/// and returns 0 when every pair is in range and the pairs are sorted and
+/// distinct; otherwise returns 1 (a coordinate out of range), 2 (a pair
+/// below the one before it) or 3 (a pair given twice), with the pair's
+/// place in `out[0]`, and the caller checks (or sorts) them its own way.
+const PAIRS_LAYOUT: &str = "
+int64_t atlpacked_pairs_layout(const int64_t *pairs, int64_t nnz, int64_t rows, int64_t cols, int64_t *out) {
+  int64_t *pos = out + 7;
+  int64_t *crd = out + 7 + rows;
+  int64_t r = 0, prev = -1;
+  for (int64_t q = 0; q < nnz; q++) {
+    const int64_t a = pairs[2 * q], b = pairs[2 * q + 1];
+    if (a < 0 || a >= rows || b < 0 || b >= cols) { out[0] = q; return 1; }
+    if (a < r || (a == r && b < prev)) { out[0] = q; return 2; }
+    if (a == r && b == prev) { out[0] = q; return 3; }
+    while (r < a) pos[r++] = q;
+    crd[q] = b;
+    prev = b;
+  }
+  while (r < rows) pos[r++] = nnz;
+  out[0] = 2; out[1] = nnz; out[2] = 0; out[3] = 0; out[4] = 6; out[5] = 7 + rows; out[6] = 0;
+  return 0;
+}
+";
 
 /// `atlpacked_threads(n)`: later calls from the calling thread run their
 /// parallel loops on `n` threads (`n <= 0`, or a build without OpenMP:

@@ -12,9 +12,10 @@
 //! * an atom whose driven variables are not in the layout's order reads a
 //!   permuted layout (bound arguments first, then the driven ones in loop
 //!   order), built once per call on entry, in time linear in the tuples;
-//! * a driven loop keeps its bounds and guards as conditions on each
-//!   stored coordinate; at a dense level it is the range loop, clipped to
-//!   the relation's dimension;
+//! * a driven loop's bounds clip its range of stored coordinates (they
+//!   ascend: a binary search where a bound cuts into the fibre, no test
+//!   per tuple) and its guards are conditions on each; at a dense level
+//!   it is the range loop, clipped to the relation's dimension;
 //! * `(exists j d (and (R ... j) q))` walks the fibre of `j` (a test of its
 //!   extent alone when `q` is empty), stopping at the first witness.
 //!
@@ -468,22 +469,37 @@ impl Lowerer {
         let parent = self.parent_position(&dl);
         let pos = format!("ATL_RPOS({}, {})", dl.index, dl.level);
         let crd = format!("ATL_RCRD({}, {})", dl.index, dl.level);
-        let inner = vec![
-            Stmt::Decl {
-                ty: "const int64_t",
-                name: c.clone(),
-                init: format!("{crd}[{q}]"),
-            },
-            Stmt::If {
-                cond: format!("{lo} <= {c} && {c} <= {hi}"),
-                then: body,
-                els: vec![],
-            },
-        ];
+        // The coordinates ascend: the loop's bounds clip its range (a
+        // binary search where they cut into the fibre), no test per tuple.
+        let mut inner = vec![Stmt::Decl {
+            ty: "const int64_t",
+            name: c.clone(),
+            init: format!("{crd}[{q}]"),
+        }];
+        inner.extend(body);
+        // a pragma for the loop (ATL_SIMD_REDUCE) goes right before it
+        let pragma = match self.out.last() {
+            Some(Stmt::Line(l)) if l.starts_with("ATL_SIMD") => self.out.pop(),
+            _ => None,
+        };
+        self.line("ATL_SEEKS();".into());
+        let (qa, qb) = (self.fresh("qa", ""), self.fresh("qb", ""));
+        let (pa, pb) = (format!("{pos}[{parent}]"), format!("{pos}[{parent} + 1]"));
+        self.decl(
+            "const int64_t",
+            &qa,
+            format!("atlh_seek({crd}, {pa}, {pb}, {lo})"),
+        );
+        self.decl(
+            "const int64_t",
+            &qb,
+            format!("atlh_seek({crd}, {qa}, {pb}, ({hi}) + 1)"),
+        );
+        self.out.extend(pragma);
         self.out.push(Stmt::For {
             var: q,
-            lo: format!("{pos}[{parent}]"),
-            hi: format!("{pos}[{parent} + 1]"),
+            lo: qa,
+            hi: qb,
             body: inner,
         });
         Ok(())

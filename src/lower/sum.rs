@@ -85,6 +85,10 @@ impl Lowerer {
         for part in loop_parts(&split) {
             let mut system = system.clone();
             system.extend(part.constraints.iter().cloned());
+            let vars = match acc {
+                Acc::Store { .. } => vars.clone(),
+                _ => layout_order(&vars, part.atom.iter().chain(&others)),
+            };
             let Some(plan) = constraints::plan(&system, &vars) else {
                 return Err(overflow());
             };
@@ -308,6 +312,48 @@ fn bracket_atoms(p: Option<&Pred>, system: &mut Vec<Constraint>) -> (Vec<Pred>, 
         }
     }
     (others, split)
+}
+
+/// The loop order of a sum's part: `vars` (the chain's order), except that
+/// the variables of the first relation atom (the part's own first) whose
+/// arguments are distinct loop variables not in that order take their
+/// places in the order of its arguments. The atom then drives its loops in
+/// its layout's order, with no permuted layout built per call. A sum's
+/// terms (and a row's, each element flagged at its first term) may be
+/// added in any order: reassociation only.
+fn layout_order<'a>(vars: &[Symbol], atoms: impl Iterator<Item = &'a Pred>) -> Vec<Symbol> {
+    for atom in atoms {
+        let Pred::Rel(_, args) = atom else {
+            continue;
+        };
+        let mut order: Vec<Symbol> = vec![];
+        for a in args {
+            if let [(v, 1)] = a.terms.as_slice() {
+                if a.constant == 0 && vars.contains(v) && !order.contains(v) {
+                    order.push(*v);
+                    continue;
+                }
+            }
+            if a.terms.iter().any(|(v, _)| vars.contains(v)) {
+                order.clear();
+                break;
+            }
+        }
+        let mut slots: Vec<usize> = order
+            .iter()
+            .filter_map(|v| vars.iter().position(|x| x == v))
+            .collect();
+        if order.len() < 2 || slots.windows(2).all(|w| w[0] < w[1]) {
+            continue;
+        }
+        slots.sort_unstable();
+        let mut out = vars.to_vec();
+        for (s, v) in slots.into_iter().zip(order) {
+            out[s] = v;
+        }
+        return out;
+    }
+    vars.to_vec()
 }
 
 /// What a loop nest runs at each point: the body, where it accumulates,
