@@ -33,7 +33,9 @@ or in `inputs`):
   tuple of S: a 1-D array in the row-major order of the tuples (S's tuples
   must then be given sorted and distinct), or a SciPy sparse matrix whose
   stored coordinates are exactly S's tuples; a stored result is returned
-  as such a 1-D array. Neither is ever made dense;
+  as such a 1-D array, or as a SciPy sparse matrix of the class and format
+  of the first input that gave S, or a tensor stored by it, as one. Neither
+  is ever made dense;
 * sizes are inferred from the inputs' shapes or given as
   `sizes={"n": 4}`: exact integers in [0, 2^63) (not bool, not float).
 
@@ -434,6 +436,20 @@ class AtlFunction:
                     leaves[p["source"]] = _checks.array_of_rank(what, v, rank, shape)
         return leaves
 
+    def _scipy_forms(self, given):
+        """For each relation given as a SciPy sparse matrix, or storing a
+        tensor given as one, the first such input: its stored results are
+        returned in its class and format."""
+        forms = {}
+        for name, params in self._leaves:
+            for p, steps in params:
+                by = p["source"] if p["kind"] == "relation" else p.get("stored_by")
+                if by and by not in forms:
+                    v = _checks.component("input %r" % name, given[name], steps)
+                    if _is_scipy_sparse(v):
+                        forms[by] = v
+        return forms
+
     def _sizes(self, sizes, leaves):
         """Every size: given (exact integers), else from an input whose
         dimension is exactly that size."""
@@ -471,7 +487,7 @@ class AtlFunction:
             if p["kind"] == "relation":
                 want = self._shape(p["shape"], known, "input %s" % p["source"])
                 leaves[p["source"]] = leaves[p["source"]].resolve(self._lib, want)
-        call, keep = [], []
+        call, keep, rel_shapes = [], [], {}
         for p in self.manifest["params"]:
             if p["kind"] == "size":
                 call.append(known[p["source"]])
@@ -483,6 +499,7 @@ class AtlFunction:
                 if rel.shape is not None and tuple(rel.shape) != want:
                     raise ValueError("input %s has shape %s, expected %s = %s" % (
                         p["source"], tuple(rel.shape), _checks.shape_text(p["shape"]), want))
+                rel_shapes[p["source"]] = want
                 if rel.layout is not None:  # checked and laid out in one pass
                     keep.append(rel.layout)
                     call.append(rel.layout.ctypes.data_as(ctypes.c_void_p))
@@ -524,8 +541,23 @@ class AtlFunction:
             meaning = self.manifest.get("returns", {}).get(str(rc), "an undocumented error code")
             raise AtlError(self.manifest["function"], rc, meaning)
 
+        forms = self._scipy_forms(given)
+        outs = [_as_scipy(arr, leaves[o["stored_by"]].tuples, rel_shapes[o["stored_by"]],
+                          forms[o["stored_by"]]) if o.get("stored_by") in forms else arr
+                for o, arr in zip(self.manifest["outputs"], outs)]
         # reassemble pairs from the leaves ("out", "out.0", "out.1.0", ...)
         return _assembled({o["leaf"]: arr for o, arr in zip(self.manifest["outputs"], outs)}, "out")
+
+
+def _as_scipy(values, tuples, shape, like):
+    """Values on a relation's tuples as a SciPy sparse matrix of the class
+    (array or matrix) and format of ``like``; every tuple stays stored,
+    also where its value is zero."""
+    import scipy.sparse as sp
+
+    coo = sp.coo_matrix if isinstance(like, sp.spmatrix) else sp.coo_array
+    m = coo((values, (tuples[:, 0], tuples[:, 1])), shape=tuple(shape))
+    return m if like.format == "coo" else m.asformat(like.format)
 
 
 def _assembled(by_leaf, prefix):

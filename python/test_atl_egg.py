@@ -202,6 +202,21 @@ class Loader(unittest.TestCase):
         other = sp.coo_array((vals[1:], (tuples[1:, 0], tuples[1:, 1])), shape=(6, 5))
         with self.assertRaisesRegex(ValueError, "input A: its sparsity pattern must be the tuples of S"):
             f(A=other, S=tuples, x=x, y=y)
+        # a stored result comes back in the class and format of the SciPy input
+        with tempfile.TemporaryDirectory() as d:
+            gpath = os.path.join(d, "g.atl")
+            with open(gpath, "w") as out:
+                out.write(atl_egg._atl(["grad", path, "--wrt", "A,x"]))
+            g = atl_egg.load(gpath)
+        dA, dx = g(A=vals, S=tuples, x=x, y=y)
+        for m, cls in ((A.tocsr(), sp.csr_array), (sp.csr_matrix(A), sp.csr_matrix), (A, sp.coo_array)):
+            for kw in ({"A": m, "S": tuples}, {"A": vals, "S": m}):
+                got, got_dx = g(x=x, y=y, **kw)
+                self.assertIs(type(got), cls)
+                self.assertEqual((got.shape, got.nnz), ((6, 5), len(tuples)))
+                coo = got.tocoo()
+                order = np.lexsort((coo.col, coo.row))
+                self.assertTrue(np.array_equal(coo.data[order], dA) and np.array_equal(got_dx, dx))
 
     def test_bad_stored_values_are_named_errors(self):
         path = os.path.join(CORPUS, "sparse_matvec_stored.atl")

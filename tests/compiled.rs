@@ -327,7 +327,7 @@ fn sanitizer_driver(src: &backend::CSource, prog: &Program, inputs: &Inputs) -> 
                 let k = rels.len();
                 let r = &inputs.relations[&p.name];
                 let layout = backend::marshal::compressed_layout(
-                    &r.dims,
+                    r.dims(),
                     &backend::marshal::relation_tuples(r),
                 );
                 let words: Vec<String> = layout.iter().map(|w| w.to_string()).collect();
@@ -1335,10 +1335,7 @@ fn graph_loss_loops_over_its_edges() {
     let mut inputs = common::values::inputs_at(&p.program, &mut rng, sizes, 0.0);
     inputs.relations.insert(
         egg::Symbol::from("E"),
-        atl_egg::semantics::value::Relation {
-            dims: vec![n, n],
-            bits,
-        },
+        atl_egg::semantics::value::Relation::from_dense(vec![n, n], &bits),
     );
     let wrt = [egg::Symbol::from("x")];
     let gradient = derive::grad(&p.program, &wrt, &options())

@@ -493,10 +493,8 @@ fn relation_buffer_layout(
 /// (non-zero bytes hold), in time linear in the map.
 fn relation_layout(bits: &[u8], shape: &[usize]) -> Vec<i64> {
     use atl_egg::backend::marshal::{compressed_layout, relation_tuples};
-    let relation = atl_egg::semantics::value::Relation {
-        dims: shape.to_vec(),
-        bits: bits.iter().map(|&b| b != 0).collect(),
-    };
+    let bits: Vec<bool> = bits.iter().map(|&b| b != 0).collect();
+    let relation = atl_egg::semantics::value::Relation::from_dense(shape.to_vec(), &bits);
     compressed_layout(shape, &relation_tuples(&relation))
 }
 

@@ -76,3 +76,28 @@ def test_stored_tensors_and_relations_from_scipy(rng):
     other = sp.coo_array((vals[1:], (tuples[1:, 0], tuples[1:, 1])), shape=(6, 5))
     with pytest.raises(ValueError, match="argument 'A': its sparsity pattern"):
         f(other, tuples, x, y)
+
+
+def test_stored_results_come_back_in_the_scipy_form_given(rng):
+    sp = pytest.importorskip("scipy.sparse")
+    f = ae.load(corpus("sparse_matvec_stored"))
+    g = ae.grad(f, wrt=("A", "x"))
+    tuples, vals, x, y = stored_case(rng)
+    dA, dx = g(vals, tuples, x, y)
+    A = sp.coo_array((vals, (tuples[:, 0], tuples[:, 1])), shape=(6, 5))
+    for m, cls in ((A, sp.coo_array), (A.tocsr(), sp.csr_array), (A.tocsc(), sp.csc_array),
+                   (sp.csr_matrix(A), sp.csr_matrix)):
+        # (a CSC relation's tuples come column by column: 1-D values cannot follow them)
+        for args in ((m, tuples, x, y), (m, m, x, y)) + ((vals, m, x, y),) * (m.format != "csc"):
+            got, got_dx = g(*args)
+            assert type(got) is cls and got.shape == (6, 5) and got.nnz == len(tuples)
+            coo = got.tocoo()
+            order = np.lexsort((coo.col, coo.row))
+            assert np.array_equal(np.stack([coo.row[order], coo.col[order]], axis=1), tuples)
+            assert np.array_equal(coo.data[order], dA) and np.array_equal(got_dx, dx)
+    # a zero value stays a stored entry of the pattern
+    got, _ = g(A.tocsr(), tuples, x, A.tocsr() @ x)
+    assert got.nnz == len(tuples) and not got.data.any()
+    # with out=, the given arrays are returned as they are
+    out = (np.empty(len(tuples)), np.empty(5))
+    assert g(A.tocsr(), tuples, x, y, out=out)[0] is out[0]

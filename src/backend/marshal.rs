@@ -109,7 +109,7 @@ pub fn value_from_leaves(t: &Type, sizes: &Sizes, leaves: &[Vec<f64>]) -> Result
 /// general); a relation of arity 1 is one compressed level under a single
 /// root, its sorted list. `tuples` must be sorted and distinct, each
 /// coordinate within `dims`.
-pub fn compressed_layout(dims: &[usize], tuples: &[Vec<usize>]) -> Vec<i64> {
+pub fn compressed_layout<T: AsRef<[usize]>>(dims: &[usize], tuples: &[T]) -> Vec<i64> {
     let k = dims.len();
     let start = usize::from(k >= 2);
     // Level l's coordinates and the number of children of each parent.
@@ -121,8 +121,8 @@ pub fn compressed_layout(dims: &[usize], tuples: &[Vec<usize>]) -> Vec<i64> {
             _ => vec![],
         })
         .collect();
-    let mut prev: Option<&Vec<usize>> = None;
-    for t in tuples {
+    let mut prev: Option<&[usize]> = None;
+    for t in tuples.iter().map(AsRef::as_ref) {
         let first_new = prev.map_or(0, |p| p.iter().zip(t).take_while(|(a, b)| a == b).count());
         for l in first_new.max(start)..k {
             let parent = if l == start {
@@ -163,30 +163,9 @@ pub fn compressed_layout(dims: &[usize], tuples: &[Vec<usize>]) -> Vec<i64> {
     out
 }
 
-/// The stored tuples of a relation given as its dense map, in order
-/// (linear in the map's size).
-pub fn relation_tuples(r: &crate::semantics::value::Relation) -> Vec<Vec<usize>> {
-    let mut out = vec![];
-    for (flat, _) in r.bits.iter().enumerate().filter(|(_, &b)| b) {
-        let mut t = vec![0; r.dims.len()];
-        let mut rest = flat;
-        for (slot, &d) in t.iter_mut().zip(&r.dims).rev() {
-            *slot = rest % d.max(1);
-            rest /= d.max(1);
-        }
-        out.push(t);
-    }
-    out
-}
-
-/// The row-major dense array holding `values` (one per tuple of `rel`, in
-/// order) at the relation's tuples and zero elsewhere.
-pub fn scatter_flat(values: &[f64], rel: &crate::semantics::value::Relation) -> Vec<f64> {
-    let mut it = values.iter();
-    rel.bits
-        .iter()
-        .map(|&b| if b { *it.next().unwrap_or(&0.0) } else { 0.0 })
-        .collect()
+/// The stored tuples of a relation, in order.
+pub fn relation_tuples(r: &crate::semantics::value::Relation) -> Vec<&[usize]> {
+    r.tuples().collect()
 }
 
 #[cfg(test)]

@@ -304,7 +304,7 @@ impl Compiled {
         };
         for (k, r) in &self.function.stored_outputs {
             let rel = stored_relation(inputs, egg::Symbol::from(r.as_str()))?;
-            outs[*k] = marshal::scatter_flat(&outs[*k], rel);
+            outs[*k] = crate::semantics::stored::dense_flat(&outs[*k], rel)?;
         }
         let v = marshal::value_from_leaves(&prog.ret, &inputs.sizes, &outs)?;
         Ok((v, ops, times))
@@ -328,7 +328,7 @@ fn marshal_inputs(prog: &Program, inputs: &Inputs) -> Result<Marshalled> {
                     .get(&p.name)
                     .ok_or_else(|| Error::input(format!("missing input '{}'", p.name)))?;
                 rels.push(marshal::compressed_layout(
-                    &r.dims,
+                    r.dims(),
                     &marshal::relation_tuples(r),
                 ));
             }

@@ -144,8 +144,8 @@ fn all_true_relations(
                 .map(|d| d.eval_with(|n| sizes.get(&n).copied()).unwrap_or(0).max(0) as usize)
                 .collect();
             let total: usize = dims.iter().product();
-            let bits = (0..total).map(&fill).collect();
-            out.insert(p.name, Relation { dims, bits });
+            let bits: Vec<bool> = (0..total).map(&fill).collect();
+            out.insert(p.name, Relation::from_dense(dims, &bits));
         }
     }
     out

@@ -117,14 +117,12 @@ impl<V: Clone> Env<V> {
                     .iter()
                     .map(|d| dim_at(d, &inputs.sizes, ErrorKind::Input))
                     .collect::<Result<Vec<_>>>()?;
-                let size_ok = want
-                    .iter()
-                    .try_fold(1usize, |a, &n| a.checked_mul(n))
-                    .is_some_and(|t| t == r.bits.len());
-                if r.dims != want || !size_ok {
+                if r.dims() != want {
                     return Err(Error::input(format!(
                         "relation '{}' has dimensions {:?}, expected {:?}",
-                        p.name, r.dims, want
+                        p.name,
+                        r.dims(),
+                        want
                     )));
                 }
                 env.relations.insert(p.name, r.clone());
@@ -732,11 +730,8 @@ mod tests {
         let mut env: Env = Env::new(&sz);
         env.add_relation(
             s("S"),
-            Relation {
-                dims: vec![3, 3],
-                // S(0,2), S(1,0), S(2,1)
-                bits: vec![false, false, true, true, false, false, false, true, false],
-            },
+            // S(0,2), S(1,0), S(2,1)
+            Relation::from_tuples(vec![3, 3], &[vec![0, 2], vec![1, 0], vec![2, 1]]).unwrap(),
         );
         let v = eval_expr(&e, &mut env, &mut Budget::default()).unwrap();
         assert_eq!(

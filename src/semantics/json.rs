@@ -121,10 +121,7 @@ pub fn relation_from_json(
     }
     let mut bits = vec![];
     rel_bits(j, &concrete, path, &mut bits)?;
-    Ok(Relation {
-        dims: concrete,
-        bits,
-    })
+    Ok(Relation::from_dense(concrete, &bits))
 }
 
 fn rel_bits(j: &serde_json::Value, dims: &[usize], path: Path, out: &mut Vec<bool>) -> Result<()> {

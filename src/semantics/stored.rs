@@ -8,7 +8,7 @@
 //! up as written.
 
 use super::json::value_from_json;
-use super::value::{flatten, Inputs, Relation, Sizes, Value};
+use super::value::{flatten, Inputs, Relation, Sizes, Value, MAX_OUTPUT_REALS};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{leaf_count, Program, Type};
@@ -16,7 +16,7 @@ use egg::Symbol;
 
 /// How many tuples the relation holds.
 pub fn nnz(rel: &Relation) -> usize {
-    rel.bits.iter().filter(|b| **b).count()
+    rel.nnz()
 }
 
 /// The flat type of a stored tensor's values: `(tensor nnz R)`.
@@ -24,16 +24,40 @@ pub fn values_type(rel: &Relation) -> Type {
     Type::tensor(&[Affine::constant(nnz(rel) as i64)], Type::Real)
 }
 
-/// The dense tensor of dimensions `rel.dims` holding `values` at the
-/// relation's tuples (row-major) and zero elsewhere.
-pub fn scatter(values: &[f64], rel: &Relation) -> Value {
-    let mut it = values.iter();
-    let flat: Vec<f64> = rel
-        .bits
+/// The dense tensor of the relation's dimensions holding `values` at its
+/// tuples (row-major) and zero elsewhere; an error past the evaluator's
+/// size limit (the relation itself may be far larger than memory).
+pub fn scatter(values: &[f64], rel: &Relation) -> Result<Value> {
+    Ok(nest(&dense_flat(values, rel)?, rel.dims()))
+}
+
+/// The row-major dense array holding `values` (one per tuple of `rel`, in
+/// order) at the relation's tuples and zero elsewhere; an error past the
+/// evaluator's size limit.
+pub fn dense_flat(values: &[f64], rel: &Relation) -> Result<Vec<f64>> {
+    let too_large = || {
+        Error::eval(format!(
+            "a tensor stored by a relation of dimensions {:?} is too large to expand densely \
+             (more than {MAX_OUTPUT_REALS} reals)",
+            rel.dims()
+        ))
+    };
+    let total = rel
+        .dims()
         .iter()
-        .map(|&b| if b { *it.next().unwrap_or(&0.0) } else { 0.0 })
-        .collect();
-    nest(&flat, &rel.dims)
+        .try_fold(1u128, |acc, &n| acc.checked_mul(n as u128))
+        .filter(|&t| t <= MAX_OUTPUT_REALS)
+        .ok_or_else(too_large)?;
+    let mut flat = vec![0.0; total as usize];
+    for (pos, v) in rel
+        .flat_positions()
+        .ok_or_else(too_large)?
+        .into_iter()
+        .zip(values)
+    {
+        flat[pos] = *v;
+    }
+    Ok(flat)
 }
 
 fn nest(flat: &[f64], dims: &[usize]) -> Value {
@@ -53,12 +77,10 @@ fn nest(flat: &[f64], dims: &[usize]) -> Value {
 /// The values of the dense `v` (of type `ty`) at the relation's tuples.
 pub fn gather(v: &Value, ty: &Type, rel: &Relation, sizes: &Sizes) -> Result<Vec<f64>> {
     let dense = flatten(v, ty, sizes)?;
-    Ok(dense
-        .iter()
-        .zip(&rel.bits)
-        .filter(|(_, b)| **b)
-        .map(|(x, _)| *x)
-        .collect())
+    let positions = rel
+        .flat_positions()
+        .ok_or_else(|| Error::eval("a stored tensor's dimensions overflow"))?;
+    Ok(positions.into_iter().map(|p| dense[p]).collect())
 }
 
 /// The stored input `name` (stored by `rel_name`) from JSON: one real per
@@ -83,7 +105,7 @@ pub fn stored_from_json(
     }
     let flat = value_from_json(j, &values_type(rel), sizes, name)?;
     let xs = flatten(&flat, &values_type(rel), sizes)?;
-    Ok(scatter(&xs, rel))
+    scatter(&xs, rel)
 }
 
 /// A relation given by tuples that stores a tensor must list them in

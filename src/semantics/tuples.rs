@@ -3,48 +3,28 @@
 //! tuple twice) with errors naming the input, then held as the evaluator's
 //! relation.
 
-use super::value::{Relation, MAX_OUTPUT_REALS};
+use super::value::{BadTuple, Relation};
 use crate::error::{Error, Result};
 
 /// The relation of dimensions `dims` holding exactly `tuples`; `what`
-/// names the input in errors.
+/// names the input in errors. Held as its tuples: the dimensions' product
+/// may be far beyond memory.
 pub fn relation_from_tuples(what: &str, dims: &[usize], tuples: &[Vec<i64>]) -> Result<Relation> {
-    let total = dims
-        .iter()
-        .try_fold(1u128, |acc, &n| acc.checked_mul(n as u128))
-        .filter(|&t| t <= MAX_OUTPUT_REALS)
-        .ok_or_else(|| {
-            Error::input(format!(
-                "{what}: a relation of dimensions {dims:?} is too large for the evaluator"
-            ))
-        })?;
-    let mut bits = vec![false; total as usize];
-    for (k, t) in tuples.iter().enumerate() {
-        if t.len() != dims.len() {
-            return Err(Error::input(format!(
+    Relation::from_tuples(dims.to_vec(), tuples).map_err(|bad| {
+        Error::input(match bad {
+            BadTuple::Arity(k) => format!(
                 "{what}: tuple {k} has {} coordinate(s), the relation has {} argument(s)",
-                t.len(),
+                tuples[k].len(),
                 dims.len()
-            )));
-        }
-        let mut flat = 0usize;
-        for (&c, &d) in t.iter().zip(dims) {
-            let c = usize::try_from(c).ok().filter(|&c| c < d).ok_or_else(|| {
-                Error::input(format!(
-                    "{what}: tuple {k} {t:?} is out of range (dimensions {dims:?})"
-                ))
-            })?;
-            flat = flat * d + c;
-        }
-        if std::mem::replace(&mut bits[flat], true) {
-            return Err(Error::input(format!(
-                "{what}: the tuple {t:?} is given twice"
-            )));
-        }
-    }
-    Ok(Relation {
-        dims: dims.to_vec(),
-        bits,
+            ),
+            BadTuple::OutOfRange(k) => format!(
+                "{what}: tuple {k} {:?} is out of range (dimensions {dims:?})",
+                tuples[k]
+            ),
+            BadTuple::Repeated(k) => {
+                format!("{what}: the tuple {:?} is given twice", tuples[k])
+            }
+        })
     })
 }
 
@@ -99,9 +79,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tuples_set_their_bits() {
-        let r = relation_from_tuples("E", &[2, 3], &[vec![0, 2], vec![1, 0]]).unwrap();
-        assert_eq!(r.bits, vec![false, false, true, true, false, false]);
+    fn tuples_make_the_relation_whatever_their_order() {
+        let r = relation_from_tuples("E", &[2, 3], &[vec![1, 0], vec![0, 2]]).unwrap();
+        let dense = Relation::from_dense(vec![2, 3], &[false, false, true, true, false, false]);
+        assert_eq!(r, dense);
+        // the dimensions' product is not allocated
+        let huge = relation_from_tuples("E", &[1 << 40, 1 << 40], &[vec![5, 1 << 39]]).unwrap();
+        assert!(huge.test(&[5, 1 << 39]) && huge.nnz() == 1);
     }
 
     #[test]

@@ -112,32 +112,142 @@ impl Value {
     }
 }
 
-/// A data relation: a boolean tensor with concrete dimensions, row-major.
+/// A data relation with concrete dimensions, held as the tuples where it
+/// holds: memory grows with the tuples, not with the product of the
+/// dimensions (a graph of 10^6 nodes and 10^7 edges is 10^7 tuples, not
+/// 10^12 booleans).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Relation {
-    pub dims: Vec<usize>,
-    pub bits: Vec<bool>,
+    dims: Vec<usize>,
+    /// The tuples' coordinates, `dims.len()` per tuple, sorted row-major
+    /// and distinct.
+    coords: Vec<usize>,
+    /// How many tuples (an arity-0 relation holds zero or one).
+    nnz: usize,
+}
+
+/// Why [`Relation::from_tuples`] refused a tuple: its index in the input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BadTuple {
+    /// The tuple's arity is not the relation's.
+    Arity(usize),
+    /// A coordinate is negative or past its dimension.
+    OutOfRange(usize),
+    /// The tuple is given twice (the index of the second).
+    Repeated(usize),
 }
 
 impl Relation {
+    /// The relation of dimensions `dims` whose row-major map is `bits`
+    /// (as many as the dimensions' product).
+    pub fn from_dense(dims: Vec<usize>, bits: &[bool]) -> Relation {
+        let arity = dims.len();
+        let mut coords = vec![];
+        let mut nnz = 0;
+        for (flat, _) in bits.iter().enumerate().filter(|(_, &b)| b) {
+            let start = coords.len();
+            coords.resize(start + arity, 0);
+            let mut rest = flat;
+            for (slot, &d) in coords[start..].iter_mut().zip(&dims).rev() {
+                *slot = rest % d.max(1);
+                rest /= d.max(1);
+            }
+            nnz += 1;
+        }
+        Relation { dims, coords, nnz }
+    }
+
+    /// The relation of dimensions `dims` holding exactly `tuples`, in any
+    /// order; a tuple of another arity, out of range or repeated is refused.
+    pub fn from_tuples(dims: Vec<usize>, tuples: &[Vec<i64>]) -> Result<Relation, BadTuple> {
+        let arity = dims.len();
+        let nnz = tuples.len();
+        let mut coords = Vec::with_capacity(nnz * arity);
+        for (k, t) in tuples.iter().enumerate() {
+            if t.len() != arity {
+                return Err(BadTuple::Arity(k));
+            }
+            for (&c, &d) in t.iter().zip(&dims) {
+                let c = usize::try_from(c).ok().filter(|&c| c < d);
+                coords.push(c.ok_or(BadTuple::OutOfRange(k))?);
+            }
+        }
+        let at = |k: usize| &coords[k * arity..(k + 1) * arity];
+        // sorted input (the usual case) is checked in one pass, not sorted
+        let mut order: Vec<usize> = (0..nnz).collect();
+        if (1..nnz).any(|k| at(k - 1) >= at(k)) {
+            order.sort_unstable_by(|&a, &b| at(a).cmp(at(b)).then(a.cmp(&b)));
+        }
+        if let Some(w) = order.windows(2).find(|w| at(w[0]) == at(w[1])) {
+            return Err(BadTuple::Repeated(w[0].max(w[1])));
+        }
+        let coords = order.iter().flat_map(|&k| at(k).iter().copied()).collect();
+        Ok(Relation { dims, coords, nnz })
+    }
+
+    /// The relation's dimensions.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    /// How many tuples it holds.
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+
+    /// Its tuples, sorted row-major.
+    pub fn tuples(&self) -> impl Iterator<Item = &[usize]> + '_ {
+        let a = self.dims.len();
+        (0..self.nnz).map(move |k| &self.coords[k * a..(k + 1) * a])
+    }
+
+    /// The row-major positions of its tuples in the dense map (`None` when
+    /// the dimensions' product overflows).
+    pub fn flat_positions(&self) -> Option<Vec<usize>> {
+        self.tuples()
+            .map(|t| {
+                t.iter()
+                    .zip(&self.dims)
+                    .try_fold(0usize, |f, (&c, &d)| f.checked_mul(d)?.checked_add(c))
+            })
+            .collect()
+    }
+
+    /// Its row-major dense map, as many booleans as the dimensions'
+    /// product: for small relations only (tests, printing).
+    pub fn to_dense(&self) -> Vec<bool> {
+        let total: usize = self.dims.iter().product();
+        let mut bits = vec![false; total];
+        for p in self.flat_positions().unwrap_or_default() {
+            bits[p] = true;
+        }
+        bits
+    }
+
     /// Does the relation hold at `idx`? False when the arity differs or any
-    /// index lies outside its dimension.
+    /// index lies outside its dimension. A binary search in the tuples.
     pub fn test(&self, idx: &[i64]) -> bool {
         if idx.len() != self.dims.len() {
             return false;
         }
-        let mut flat: usize = 0;
+        let mut key = Vec::with_capacity(idx.len());
         for (&k, &d) in idx.iter().zip(&self.dims) {
-            let k = match usize::try_from(k) {
-                Ok(k) if k < d => k,
+            match usize::try_from(k) {
+                Ok(k) if k < d => key.push(k),
                 _ => return false,
-            };
-            flat = match flat.checked_mul(d).and_then(|f| f.checked_add(k)) {
-                Some(f) => f,
-                None => return false,
-            };
+            }
         }
-        self.bits.get(flat).copied().unwrap_or(false)
+        let a = self.dims.len();
+        let (mut lo, mut hi) = (0, self.nnz);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.coords[mid * a..(mid + 1) * a].cmp(&key[..]) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
     }
 }
 
@@ -460,11 +570,8 @@ pub fn random_relation(
         .try_fold(1u128, |acc, &n| acc.checked_mul(n as u128))
         .filter(|&t| t <= MAX_OUTPUT_REALS)
         .ok_or_else(|| Error::eval("a relation at these sizes is too large to generate"))?;
-    let bits = (0..total).map(|_| (rng() + 1.0) / 2.0 < density).collect();
-    Ok(Relation {
-        dims: concrete,
-        bits,
-    })
+    let bits: Vec<bool> = (0..total).map(|_| (rng() + 1.0) / 2.0 < density).collect();
+    Ok(Relation::from_dense(concrete, &bits))
 }
 
 #[cfg(test)]
@@ -525,10 +632,7 @@ mod tests {
 
     #[test]
     fn relation_test_bounds() {
-        let r = Relation {
-            dims: vec![2, 3],
-            bits: vec![false, true, false, false, false, true],
-        };
+        let r = Relation::from_dense(vec![2, 3], &[false, true, false, false, false, true]);
         assert!(r.test(&[0, 1]));
         assert!(r.test(&[1, 2]));
         assert!(!r.test(&[1, 1]));
@@ -536,6 +640,40 @@ mod tests {
         assert!(!r.test(&[0, 3]));
         assert!(!r.test(&[-1, 1]));
         assert!(!r.test(&[0]));
+    }
+
+    #[test]
+    fn relations_from_tuples_are_sorted_and_checked() {
+        let dims = vec![3, 1_000_000_000];
+        let r = Relation::from_tuples(
+            dims.clone(),
+            &[vec![2, 7], vec![0, 999_999_999], vec![2, 0]],
+        )
+        .unwrap();
+        let tuples: Vec<&[usize]> = r.tuples().collect();
+        assert_eq!(tuples, vec![&[0, 999_999_999][..], &[2, 0], &[2, 7]]);
+        assert!(
+            r.test(&[0, 999_999_999]) && r.test(&[2, 7]) && !r.test(&[2, 1]) && !r.test(&[1, 0])
+        );
+        assert_eq!(
+            r.flat_positions(),
+            Some(vec![999_999_999, 2_000_000_000, 2_000_000_007])
+        );
+        let bad = |t: &[Vec<i64>]| Relation::from_tuples(dims.clone(), t).unwrap_err();
+        assert_eq!(bad(&[vec![0, 1], vec![1]]), BadTuple::Arity(1));
+        assert_eq!(bad(&[vec![3, 0]]), BadTuple::OutOfRange(0));
+        assert_eq!(bad(&[vec![0, -1]]), BadTuple::OutOfRange(0));
+        assert_eq!(
+            bad(&[vec![1, 2], vec![0, 0], vec![1, 2]]),
+            BadTuple::Repeated(2)
+        );
+        let unit = Relation::from_tuples(vec![], &[vec![]]).unwrap();
+        assert!(unit.test(&[]) && unit.nnz() == 1);
+        assert!(!Relation::from_tuples(vec![], &[]).unwrap().test(&[]));
+        assert_eq!(
+            Relation::from_dense(vec![2, 3], &[false, true, false, false, false, true]),
+            Relation::from_tuples(vec![2, 3], &[vec![1, 2], vec![0, 1]]).unwrap()
+        );
     }
 
     #[test]
@@ -625,8 +763,8 @@ mod tests {
             9
         );
         let r = random_relation(&[n(), n()], &sz, 0.5, &mut rng).unwrap();
-        assert_eq!(r.bits.len(), 9);
-        assert_eq!(r.dims, vec![3, 3]);
+        assert_eq!(r.dims(), &[3, 3]);
+        assert!(r.nnz() <= 9);
         let big = sizes(&[("n", 1 << 40)]);
         assert!(random_value(&vec_n(), &big, &mut rng).is_err());
         assert!(random_relation(&[n(), n()], &big, 0.5, &mut rng).is_err());
@@ -668,7 +806,9 @@ pub fn random_inputs(
             continue;
         };
         let kept = super::stored::gather(v, t, rel, sizes)?;
-        inputs.values.insert(*x, super::stored::scatter(&kept, rel));
+        inputs
+            .values
+            .insert(*x, super::stored::scatter(&kept, rel)?);
     }
     Ok(inputs)
 }

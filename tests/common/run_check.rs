@@ -91,8 +91,8 @@ pub fn data_size(prog: &Program, inputs: &Inputs) -> Result<u128, String> {
             ParamKind::Real(t) => n += type_size(t, &inputs.sizes).map_err(|e| e.to_string())?,
             ParamKind::Relation(_) => {
                 let r = &inputs.relations[&p.name];
-                n += r.bits.iter().filter(|&&b| b).count() as u128;
-                n += r.dims.first().copied().unwrap_or(0) as u128;
+                n += r.nnz() as u128;
+                n += r.dims().first().copied().unwrap_or(0) as u128;
             }
             ParamKind::Size => {}
         }

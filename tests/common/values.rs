@@ -176,8 +176,12 @@ pub fn show_inputs(inputs: &Inputs) -> String {
     rels.sort_by_key(|s| s.as_str());
     for k in rels {
         let r = &inputs.relations[k];
-        let bits: String = r.bits.iter().map(|b| if *b { '1' } else { '0' }).collect();
-        out.push_str(&format!("  {k} = dims {:?} bits {bits}\n", r.dims));
+        let bits: String = r
+            .to_dense()
+            .iter()
+            .map(|b| if *b { '1' } else { '0' })
+            .collect();
+        out.push_str(&format!("  {k} = dims {:?} bits {bits}\n", r.dims()));
     }
     out
 }

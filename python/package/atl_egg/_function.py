@@ -36,7 +36,9 @@ class Function:
       S))``): its values, one per tuple of S, as a 1-D array in the
       row-major order of the tuples (S's tuples then given sorted), or a
       SciPy sparse matrix whose stored coordinates are exactly S's tuples.
-      A stored result is returned as such a 1-D array.
+      A stored result is returned as such a 1-D array, or, when its
+      relation or a tensor stored by it was given as a SciPy sparse matrix,
+      as a SciPy sparse matrix of that one's class and format.
     * every value must be finite: NaN and infinities raise ``ValueError``
       (one read of each input; ``check_finite = False`` skips it, for hot
       loops whose inputs are known finite, as SciPy's ``check_finite``).
@@ -144,6 +146,8 @@ class Function:
         # flat views: the buffer protocol wants at least one dimension
         self._kernel.call(size_values, [a for arrays in leaves for a in arrays],
                           [o.reshape(-1) for o in outs], self._threads)
+        if out is None:
+            outs = layout.sparse_results(outs, given, leaves, in_shapes)
         return _unflatten(layout.assemble(outs), self._flatten)
 
     def output_shapes(self, *args, sizes=None, **kwargs):
@@ -276,6 +280,26 @@ class _Layout:
         for shape, by in zip(shapes, self.stored_out):
             out.append(shape if by is None else (len(_tuples_of(leaves[by[0]][by[1]])),))
         return out
+
+    def sparse_results(self, outs, given, leaves, in_shapes):
+        """``outs`` with each stored result whose relation, or a tensor
+        stored by it, was given as a SciPy sparse matrix made one of the
+        same class and format (the first such input's), on the relation's
+        tuples and dimensions."""
+        forms = {}
+        for k, (name, specs) in enumerate(self.inputs):
+            for j, spec in enumerate(specs):
+                by = (k, j) if spec.kind == "relation" else self.stored_in.get((k, j))
+                v = component("argument %r" % name, given[k], spec.steps) if by else None
+                if by and by not in forms and _is_scipy_sparse(v):
+                    forms[by] = v
+        if not forms:
+            return outs
+        flat = {kj: i for i, kj in enumerate((k, j) for k, (_, ls) in enumerate(self.inputs)
+                                             for j in range(len(ls)))}
+        return [arr if by not in forms else
+                _as_scipy(arr, _tuples_of(leaves[by[0]][by[1]]), in_shapes[flat[by]], forms[by])
+                for arr, by in zip(outs, self.stored_out)]
 
     def sizes_from(self, leaves, given):
         """The sizes, in the C function's order: given ones (exact
@@ -410,6 +434,17 @@ class _Values(np.ndarray):
 def _is_scipy_sparse(value):
     mod = type(value).__module__ or ""
     return mod.startswith("scipy.sparse") and hasattr(value, "tocoo")
+
+
+def _as_scipy(values, tuples, shape, like):
+    """Values on a relation's tuples as a SciPy sparse matrix of the class
+    (array or matrix) and format of ``like``; every tuple stays stored,
+    also where its value is zero."""
+    import scipy.sparse as sp
+
+    coo = sp.coo_matrix if isinstance(like, sp.spmatrix) else sp.coo_array
+    m = coo((values, (tuples[:, 0], tuples[:, 1])), shape=tuple(shape))
+    return m if like.format == "coo" else m.asformat(like.format)
 
 
 def _is_tuples(value, arity):

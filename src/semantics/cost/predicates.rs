@@ -40,11 +40,11 @@ pub(super) fn split(preds: &[PNode], conj: &[u32], cmps: &mut Vec<Con>, opaque: 
             PKind::And(ids) => split(preds, ids, cmps, opaque),
             PKind::Rel(r, args) => {
                 opaque.push(id);
-                if args.len() != r.dims.len() {
+                if args.len() != r.dims().len() {
                     cmps.push(Con::never());
                     continue;
                 }
-                for (a, &d) in args.iter().zip(&r.dims) {
+                for (a, &d) in args.iter().zip(r.dims()) {
                     match i64::try_from(d)
                         .map_err(|_| overflow())
                         .and_then(|d| in_range(a, d))

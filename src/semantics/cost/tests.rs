@@ -232,10 +232,10 @@ impl TermGen {
 }
 
 fn random_relation(rng: &mut Rng) -> Relation {
-    Relation {
-        dims: vec![4, 3],
-        bits: (0..12).map(|_| rng.chance(0.40)).collect(),
-    }
+    Relation::from_dense(
+        vec![4, 3],
+        &(0..12).map(|_| rng.chance(0.40)).collect::<Vec<bool>>(),
+    )
 }
 
 #[test]
@@ -627,13 +627,7 @@ fn errors() {
     assert!(c(&gen(s("i"), huge, x()), &big).is_err());
     // enumeration is budgeted: a relation test at every point of a huge square
     let mut rels = HashMap::new();
-    rels.insert(
-        s("S"),
-        Relation {
-            dims: vec![1, 1],
-            bits: vec![false],
-        },
-    );
+    rels.insert(s("S"), Relation::from_dense(vec![1, 1], &[false]));
     let hard = sum(
         s("i"),
         v("n"),
@@ -687,10 +681,7 @@ fn relations() {
     // S = [[1,0,1],[0,1,0]] (2 x 3)
     rels.insert(
         s("S"),
-        Relation {
-            dims: vec![2, 3],
-            bits: vec![true, false, true, false, true, false],
-        },
+        Relation::from_dense(vec![2, 3], &[true, false, true, false, true, false]),
     );
     // sparse matrix-vector product over a 3 x 3 range: out-of-range tests are false
     let e = gen(
@@ -982,7 +973,7 @@ fn relation_json(r: &Relation) -> serde_json::Value {
             }
         }
     }
-    go(&r.dims, &r.bits)
+    go(r.dims(), &r.to_dense())
 }
 
 struct RefCase {
@@ -1141,8 +1132,8 @@ fn corpus_matches_reference() {
                             .map(|d| d.eval_with(|n| sz.get(&n).copied()).unwrap() as usize)
                             .collect();
                         let total = dims.iter().product();
-                        let bits = (0..total).map(|_| rng.chance(0.30)).collect();
-                        rels.insert(p.name, Relation { dims, bits });
+                        let bits: Vec<bool> = (0..total).map(|_| rng.chance(0.30)).collect();
+                        rels.insert(p.name, Relation::from_dense(dims, &bits));
                     }
                 }
                 let ours = cost(&prog, &sz, &rels).map_err(|e| e.to_string());
