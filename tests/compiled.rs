@@ -1542,3 +1542,45 @@ fn loops_split_where_brackets_change_run_as_evaluated() {
         }
     }
 }
+
+/// A loop every iteration of which adds into one row (the kernel adjoint of
+/// a convolution, `dw[k] += r[i]·x[i+m-1-k]` over the signal) runs in
+/// chunks, each adding into its own zero-filled copy of the row, the copies
+/// added in chunk order afterwards: the combination is in the code, values
+/// equal `eval` within 1e-12 at one and two threads (forced parallel), and
+/// the counting build counts the cost exactly.
+#[test]
+fn rows_accumulated_by_every_iteration_run_in_chunks() {
+    if !have_cc() {
+        return;
+    }
+    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let p = all
+        .iter()
+        .find(|p| p.name == "deconv_kernel_loss")
+        .expect("deconv_kernel_loss");
+    let prog = derive::grad(&p.program, &p.wrt_or_all(), &options())
+        .expect("grad")
+        .program;
+    let src = backend::generate(&prog).expect("generate").source;
+    assert!(
+        src.contains("+= atlpar_p[atlpar_z];"),
+        "no row combined from chunks:\n{src}"
+    );
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+    for (n, m) in [(1, 1), (3, 2), (70, 5), (300, 16)] {
+        let sizes = [("n", n), ("m", m)]
+            .iter()
+            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .collect();
+        let what = format!("deconv_kernel_loss grad at n={n}, m={m}");
+        let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
+        let (ops, c) = check(&prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, c, "{what}: executed operations differ from the cost");
+        let want = eval::evaluate(&prog, &inputs).expect("eval");
+        let failures = at_one_and_two_threads(&compiled, &inputs, &want);
+        assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+    }
+}

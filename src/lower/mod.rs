@@ -84,7 +84,17 @@ use value::V;
 pub fn lower(prog: &Program) -> Result<Function> {
     let mut lw = Lowerer::default();
     let mut f = lw.function(prog)?;
-    parallel::parallelize(&mut f.body, &lw.disjoint, &lw.scratch, &f.slots, &f.dims);
+    // The buffers a loop may accumulate into: slots and (dense) outputs.
+    let mut sized = f.slots.clone();
+    for (k, (cname, _, dims)) in f.outputs.iter().enumerate() {
+        if !f.stored_outputs.iter().any(|(o, _)| *o == k) {
+            sized.push(Slot {
+                cname: cname.clone(),
+                dims: dims.clone(),
+            });
+        }
+    }
+    parallel::parallelize(&mut f.body, &lw.disjoint, &lw.scratch, &sized, &f.dims);
     pieces::split(&mut f.body, &lw.bracket_cmps);
     edges::split(&mut f.body, &lw.range_guards);
     Ok(f)
