@@ -4,6 +4,7 @@
 //!     cargo run --release --example compiled_report -- ops     # ops/cost only
 //!     cargo run --release --example compiled_report -- time    # timings only
 //!     cargo run --release --example compiled_report -- time conv1d_padded matmul
+//!     cargo run --release --example compiled_report -- threads            # 1 thread against 2
 //!
 //! * ops: per program of `corpus/` (and `examples/programs/`), executed
 //!   operations / model cost of the function and of its derivative (`grad`
@@ -13,7 +14,11 @@
 //!   (best of 5 to 50 calls, as many as fit in about 0.3 s, inputs
 //!   marshalled once), their ratio beside the model's (the io-cost ratio of
 //!   the derivative to f at those sizes), and the time ratio at about a
-//!   quarter of that size (flat as sizes grow?).
+//!   quarter of that size (flat as sizes grow?);
+//! * threads: wall time of the derivative at the large size on one thread
+//!   and on two (best of 9 to 60 calls each, in rounds of 3 that alternate
+//!   between the two, so that other processes on the machine slow both
+//!   alike), and the speed-up.
 
 use atl_egg::backend;
 use atl_egg::corpus::{random_inputs, CorpusProgram};
@@ -164,7 +169,7 @@ fn main() {
     let what = std::env::args().nth(1).unwrap_or_default();
     let mut progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
     progs.extend(CorpusProgram::load_dir(Path::new("examples/programs")).expect("examples"));
-    if what != "time" {
+    if what != "time" && what != "threads" {
         println!("| program | derivative | f: ops/cost per size set | derivative: ops/cost per size set |");
         println!("| --- | --- | --- | --- |");
         for p in &progs {
@@ -184,9 +189,67 @@ fn main() {
         }
         println!();
     }
-    if what != "ops" {
+    if what == "threads" {
+        threads_table(&progs);
+    } else if what != "ops" {
         time_table(&progs);
     }
+}
+
+/// The threads table: each program of [`LARGE`] (or the ones named), its
+/// derivative's wall time at the large size on one thread and on two.
+fn threads_table(progs: &[CorpusProgram]) {
+    println!("| program | sizes | t_derivative, 1 thread (ms) | 2 threads (ms) | speed-up |");
+    println!("| --- | --- | ---: | ---: | ---: |");
+    let only: Vec<String> = std::env::args().skip(2).collect();
+    for p in progs {
+        if !only.is_empty() && !only.contains(&p.name) {
+            continue;
+        }
+        let Some(Ok(sizes)) = LARGE
+            .iter()
+            .find(|(n, _, _)| *n == p.name)
+            .map(|(_, s, _)| s.parse::<Sizes>())
+        else {
+            continue;
+        };
+        let (dname, d) = derivative(p);
+        let label = format!("{} ({dname})", p.name);
+        match wall_one_and_two(&d, &sizes, p.seed) {
+            Ok((t1, t2)) => println!(
+                "| {label} | {sizes} | {:.3} | {:.3} | {:.2} |",
+                t1 * 1e3,
+                t2 * 1e3,
+                t1 / t2.max(1e-9)
+            ),
+            Err(e) => println!("| {label} | {sizes} | not run: {e} | | |"),
+        }
+    }
+}
+
+/// Best wall times of `prog` on one thread and on two, calls interleaved.
+fn wall_one_and_two(
+    prog: &Program,
+    sizes: &atl_egg::semantics::value::Sizes,
+    seed: u64,
+) -> Result<(f64, f64), String> {
+    let inputs = random_inputs(prog, sizes, &mut Rng::new(seed)).map_err(|e| e.to_string())?;
+    let compiled = backend::compile(prog).map_err(|e| e.to_string())?;
+    let e = |e: atl_egg::error::Error| e.to_string();
+    compiled.set_threads(1).map_err(e)?;
+    let (_, _, once) = compiled.call_timed(&inputs, 2).map_err(e)?;
+    // Rounds of 3 calls on one output (the first call of a round faults
+    // its pages in), the best of each thread count.
+    let rounds = (0.1 / once[1].max(1e-9)).clamp(3.0, 20.0) as usize;
+    let (mut t1, mut t2) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..rounds {
+        for (threads, best) in [(1, &mut t1), (2, &mut t2)] {
+            compiled.set_threads(threads).map_err(e)?;
+            let (_, _, t) = compiled.call_timed(&inputs, 3).map_err(e)?;
+            *best = t.into_iter().fold(*best, f64::min);
+        }
+    }
+    Ok((t1, t2))
 }
 
 /// The time table: every program at its large size (from [`LARGE`], else

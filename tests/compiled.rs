@@ -1481,3 +1481,109 @@ fn hidden_products_and_relation_masks_run_as_evaluated() {
         }
     }
 }
+
+/// Loops split where a bracket changes (`src/lower/pieces.rs`) and banded
+/// intermediates stored by diagonals (`src/lower/band.rs`): a band, a
+/// triangle, a diagonal, a bracket at a constant point, bands on either side
+/// of the diagonal and wider than the matrix, and the gradient of
+/// `band_comparisons`, which has a band intermediate and an output whose
+/// brackets change at four points a row. The loops are split (no test of a
+/// band's bracket element by element), the band intermediate takes `n×3`
+/// reals, not `n×n`; values equal `eval` within 1e-12 at one and two threads
+/// (forced parallel) and the counting build counts the cost exactly, at
+/// sizes from 1 to past every piece.
+#[test]
+fn loops_split_where_brackets_change_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let sources = [
+        "(fn band ((x (tensor n R)) (A (tensor n n R))) (gen i n (gen j n (iverson (and (<= (- i 1) j) (<= j (+ i 1))) (* (get x i) (get A i j))))))",
+        "(fn lower ((A (tensor n n R))) (gen i n (gen j n (iverson (< j i) (* 2 (get A i j))))))",
+        "(fn mixed ((x (tensor n R))) (gen i n (gen j n (+ (iverson (== i j) (get x i)) (iverson (or (< (+ j 2) i) (> j (+ i 3))) (* (get x j) (get x i)))))))",
+        "(fn first ((x (tensor n R))) (gen i n (+ (iverson (== i 0) 1) (get x i))))",
+        "(fn shifted ((x (tensor n R)) (A (tensor n n R))) (let t (gen i n (gen j n (iverson (and (<= (+ i 2) j) (<= j (+ i 4))) (* (get x j) (get A i j))))) (gen j n (sum i n (* (get x i) (get t i j))))))",
+        "(fn below ((x (tensor n R)) (A (tensor n n R))) (let t (gen i n (gen j n (iverson (and (<= j (- i 1)) (>= j (- i 2)) (< j (- n 2))) (* (get x j) (get A j i))))) (sum i n (sum j n (* (get t i j) (get t j i))))))",
+    ];
+    let mut progs = vec![];
+    for src in sources {
+        progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
+    }
+    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let band = all
+        .iter()
+        .find(|p| p.name == "band_comparisons")
+        .expect("band_comparisons");
+    let grad = derive::grad(&band.program, &band.wrt_or_all(), &options()).expect("grad");
+    progs.push(grad.program);
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    for prog in &progs {
+        let what = prog.name.to_string();
+        let src = backend::generate(prog).expect("generate").source;
+        assert!(src.contains("atlpiece1_0"), "{what}: no loop split:\n{src}");
+        if what == "band_comparisons" {
+            let f = atl_egg::lower::lower(prog).expect("lower");
+            assert!(
+                f.slots
+                    .iter()
+                    .all(|s| s.dims.len() < 2 || s.dims.iter().any(|d| d.as_constant().is_some())),
+                "{what}: an n×n intermediate: {:?}",
+                f.slots
+            );
+        }
+        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        for n in [1, 2, 3, 4, 6, 11] {
+            let sizes = [(egg::Symbol::from("n"), n)].into_iter().collect();
+            let what = format!("{what} at n={n}");
+            let inputs = random_inputs(prog, &sizes, &mut Rng::new(11)).expect("inputs");
+            let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(ops, c, "{what}: executed operations differ from the cost");
+            let want = eval::evaluate(prog, &inputs).expect("eval");
+            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
+            assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+        }
+    }
+}
+
+/// A loop every iteration of which adds into one row (the kernel adjoint of
+/// a convolution, `dw[k] += r[i]·x[i+m-1-k]` over the signal) runs in
+/// chunks, each adding into its own zero-filled copy of the row, the copies
+/// added in chunk order afterwards: the combination is in the code, values
+/// equal `eval` within 1e-12 at one and two threads (forced parallel), and
+/// the counting build counts the cost exactly.
+#[test]
+fn rows_accumulated_by_every_iteration_run_in_chunks() {
+    if !have_cc() {
+        return;
+    }
+    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let p = all
+        .iter()
+        .find(|p| p.name == "deconv_kernel_loss")
+        .expect("deconv_kernel_loss");
+    let prog = derive::grad(&p.program, &p.wrt_or_all(), &options())
+        .expect("grad")
+        .program;
+    let src = backend::generate(&prog).expect("generate").source;
+    assert!(
+        src.contains("+= atlpar_p[atlpar_z];"),
+        "no row combined from chunks:\n{src}"
+    );
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+    for (n, m) in [(1, 1), (3, 2), (70, 5), (300, 16)] {
+        let sizes = [("n", n), ("m", m)]
+            .iter()
+            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .collect();
+        let what = format!("deconv_kernel_loss grad at n={n}, m={m}");
+        let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
+        let (ops, c) = check(&prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, c, "{what}: executed operations differ from the cost");
+        let want = eval::evaluate(&prog, &inputs).expect("eval");
+        let failures = at_one_and_two_threads(&compiled, &inputs, &want);
+        assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+    }
+}

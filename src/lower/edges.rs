@@ -216,7 +216,7 @@ fn interval(g: &RangeGuard, var: &str, declared: &HashSet<String>) -> Option<(St
 }
 
 /// The statements of a block, counted through nesting.
-fn size(ss: &[Stmt]) -> usize {
+pub(super) fn size(ss: &[Stmt]) -> usize {
     ss.iter()
         .map(|s| {
             1 + match s {
@@ -231,7 +231,7 @@ fn size(ss: &[Stmt]) -> usize {
 }
 
 /// The names a block declares: locals and loop variables.
-fn declarations(ss: &[Stmt], out: &mut HashSet<String>) {
+pub(super) fn declarations(ss: &[Stmt], out: &mut HashSet<String>) {
     for s in ss {
         match s {
             Stmt::Decl { name, .. } => {
@@ -252,7 +252,7 @@ fn declarations(ss: &[Stmt], out: &mut HashSet<String>) {
 }
 
 /// Every C text of a block.
-fn each_text(ss: &[Stmt], f: &mut impl FnMut(&str)) {
+pub(super) fn each_text(ss: &[Stmt], f: &mut impl FnMut(&str)) {
     for s in ss {
         match s {
             Stmt::Line(l) => f(l),
@@ -273,7 +273,7 @@ fn each_text(ss: &[Stmt], f: &mut impl FnMut(&str)) {
 }
 
 /// A block with every C text rewritten by `f`.
-fn map_text(ss: &mut [Stmt], f: &impl Fn(&str) -> String) {
+pub(super) fn map_text(ss: &mut [Stmt], f: &impl Fn(&str) -> String) {
     for s in ss {
         match s {
             Stmt::Line(l) => *l = f(l),
@@ -296,7 +296,7 @@ fn map_text(ss: &mut [Stmt], f: &impl Fn(&str) -> String) {
 /// The first place from `from` on where `g` stands in `t` as an operand
 /// of `&&` (or of a whole condition): between `(`, `&&`, `||` or the
 /// start, and `)`, `&&`, `||`, `?` or the end.
-fn find_from(t: &str, g: &str, from: usize) -> Option<usize> {
+pub(super) fn find_from(t: &str, g: &str, from: usize) -> Option<usize> {
     let mut at = from;
     while let Some(p) = t[at..].find(g) {
         let start = at + p;

@@ -76,6 +76,7 @@ impl Lowerer {
         let (result, stored_outputs) =
             Lowerer::stored_results(result, &prog.ret, &prog.stored, &outputs);
         let body = self.expose_contractions(&prog.body);
+        let body = self.band_lets(&body);
         self.store(&super::layout::transpose_lets(&body), &result)?;
         let mut body = std::mem::take(&mut self.entry);
         body.append(&mut self.out);

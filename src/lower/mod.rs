@@ -34,7 +34,12 @@
 //! * a relation tested at every point of a gen over its dimensions is read
 //!   from a dense mask built on entry (`mask.rs`);
 //! * a loop whose body reads out of range at its edges (a stencil) runs as
-//!   three loops, the interior one without the range guards (`edges.rs`).
+//!   three loops, the interior one without the range guards (`edges.rs`);
+//! * a loop whose body tests a bracket that changes at a few points of its
+//!   range (a band) runs as one loop per piece between them, each without
+//!   those tests (`pieces.rs`);
+//! * a let-bound matrix that is zero outside a narrow band around its
+//!   diagonal is stored by diagonals (`band.rs`).
 //!
 //! Where each part lives: the function's frame (parameters, results,
 //! dimensions, arena slots) in `frame.rs`; expressions, lets and stores in
@@ -42,6 +47,7 @@
 //! an enclosing bracket already established in `facts.rs`); values in
 //! `value.rs`; the C text they all emit through in `emit.rs`.
 
+mod band;
 mod contract;
 mod edges;
 mod emit;
@@ -55,6 +61,7 @@ mod layout;
 mod mask;
 mod order;
 pub(crate) mod parallel;
+mod pieces;
 mod pred;
 mod relation;
 mod stored;
@@ -77,7 +84,18 @@ use value::V;
 pub fn lower(prog: &Program) -> Result<Function> {
     let mut lw = Lowerer::default();
     let mut f = lw.function(prog)?;
-    parallel::parallelize(&mut f.body, &lw.disjoint, &lw.scratch, &f.slots, &f.dims);
+    // The buffers a loop may accumulate into: slots and (dense) outputs.
+    let mut sized = f.slots.clone();
+    for (k, (cname, _, dims)) in f.outputs.iter().enumerate() {
+        if !f.stored_outputs.iter().any(|(o, _)| *o == k) {
+            sized.push(Slot {
+                cname: cname.clone(),
+                dims: dims.clone(),
+            });
+        }
+    }
+    parallel::parallelize(&mut f.body, &lw.disjoint, &lw.scratch, &sized, &f.dims);
+    pieces::split(&mut f.body, &lw.bracket_cmps);
     edges::split(&mut f.body, &lw.range_guards);
     Ok(f)
 }
@@ -120,6 +138,8 @@ pub(crate) struct Lowerer {
     scratch: parallel::Disjoint,
     /// The range guards of reads, for splitting loops at their edges.
     range_guards: Vec<edges::RangeGuard>,
+    /// The comparisons of brackets, for splitting loops where they change.
+    bracket_cmps: Vec<pieces::BracketCmp>,
     /// Index variables of the `gen` loops (over their full range).
     gen_vars: std::collections::HashSet<Symbol>,
     /// Dense membership masks of relations, by the relation's C name

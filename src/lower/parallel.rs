@@ -22,8 +22,14 @@
 //!   contracted rows) gets a copy per chunk, allocated only when the loop
 //!   is large, there are several threads and the copies fit in
 //!   `ATL_SCRATCH_MAX` reals; otherwise the loop runs serially as it is;
-//! * anything else (a row accumulated by every iteration, an `exists`
-//!   search) stays serial.
+//! * a buffer every iteration adds into (`row[k] += x`, an interchanged
+//!   column reduction such as a kernel's adjoint `dw[k] += r[i]·x[i+k]`)
+//!   is accumulated by each chunk in a zero-filled copy of its own (when
+//!   the copies fit, as slots of one iteration do), and the copies are
+//!   added to it element by element in chunk order afterwards: the value
+//!   is the serial one up to that reassociation, the same for every
+//!   number of threads;
+//! * anything else (an `exists` search) stays serial.
 //!
 //! A loop runs in parallel only when its estimated work is at least
 //! `ATL_PAR_WORK` statements (an `if` clause evaluated at run time from the
@@ -132,21 +138,31 @@ fn mark(ss: &mut Vec<Stmt>, cx: &Context, next: &mut usize) {
                 let breaks = body
                     .iter()
                     .any(|s| matches!(s, Stmt::Line(l) if l.contains("break;")));
-                // Shared writes that are not disjoint rows must be sums.
-                let accs: Vec<String> = shared
+                // Shared writes that are not disjoint rows must be sums:
+                // into scalars, or into buffers (rows every iteration adds
+                // into), which each chunk accumulates in a copy of its own.
+                let (accs, buffers): (Vec<String>, Vec<String>) = shared
                     .iter()
                     .filter(|w| !rows.contains(w) && !own.contains(w))
                     .cloned()
+                    .partition(|a| !accumulates_into_row(a, &body));
+                let sums: Option<Vec<(String, String)>> = buffers
+                    .iter()
+                    .map(|w| cx.slot_size(w).map(|n| (w.clone(), n)))
                     .collect();
+                let Some(sums) = sums else {
+                    ss.push(Stmt::For { var, lo, hi, body });
+                    continue;
+                };
                 let parallel = !breaks
-                    && (disjoint.contains_key(&var) || !accs.is_empty())
+                    && (disjoint.contains_key(&var) || !accs.is_empty() || !sums.is_empty())
                     && accs.iter().all(|a| a != "?" && only_accumulates(a, &body));
                 if !parallel {
                     ss.push(Stmt::For { var, lo, hi, body });
-                } else if !privs.is_empty() {
+                } else if !privs.is_empty() || !sums.is_empty() {
                     *next += 1;
                     let lp = Loop { var, lo, hi, body };
-                    ss.push(with_scratch(&accs, &privs, lp, *next));
+                    ss.push(with_scratch(&accs, &privs, &sums, lp, *next));
                 } else if accs.is_empty() {
                     *next += 1;
                     let (work, cond) =
@@ -167,7 +183,7 @@ fn mark(ss: &mut Vec<Stmt>, cx: &Context, next: &mut usize) {
                     }
                     *next += 1;
                     let lp = Loop { var, lo, hi, body };
-                    ss.push(chunked_sums(&accs, &[], lp, simd, *next));
+                    ss.push(chunked_sums(&accs, &[], 0, lp, simd, *next));
                 }
             }
             Stmt::If {
@@ -200,9 +216,23 @@ struct Loop {
 /// themselves: when it is large, there are several threads and the copies
 /// fit in `ATL_SCRATCH_MAX` reals, in chunks each with its own copy of
 /// those slots (and its own partial sums of `accs`); otherwise as it is.
-fn with_scratch(accs: &[String], privs: &[(String, String)], lp: Loop, k: usize) -> Stmt {
+///
+/// The buffers `sums` (name, size) are rows every iteration adds into: each
+/// chunk adds into its own copy, zero filled, and the copies are added to
+/// the buffer element by element in chunk order afterwards (a
+/// reassociation, the same for every number of threads). The counting
+/// build runs the loop as it is.
+fn with_scratch(
+    accs: &[String],
+    privs: &[(String, String)],
+    sums: &[(String, String)],
+    lp: Loop,
+    k: usize,
+) -> Stmt {
     let per_chunk = format!("atlpar_n{k}");
     let scratch = format!("atlpar_scratch{k}");
+    let privs: Vec<(String, String)> = privs.iter().chain(sums).cloned().collect();
+    let privs = privs.as_slice();
     let total: Vec<&str> = privs.iter().map(|(_, n)| n.as_str()).collect();
     let (work, cond) = work_condition(
         &lp.var,
@@ -217,7 +247,21 @@ fn with_scratch(accs: &[String], privs: &[(String, String)], lp: Loop, k: usize)
         hi: lp.hi.clone(),
         body: lp.body.clone(),
     };
-    let parallel = chunked_sums(accs, privs, lp, false, k);
+    let mut parallel = chunked_sums(accs, privs, sums.len(), lp, false, k);
+    if let Stmt::Block(then) = &mut parallel {
+        // Each copy added to its buffer, chunk after chunk.
+        let mut offset = String::from("0");
+        for (slot, size) in &privs[..privs.len() - sums.len()] {
+            let _ = slot;
+            offset = format!("{offset} + {size}");
+        }
+        for (buf, size) in sums {
+            then.push(Stmt::Line(format!(
+                "for (int64_t atlpar_c = 0; atlpar_c < ATL_CHUNKS; atlpar_c++) {{ const double *atlpar_p = {scratch} + atlpar_c * {per_chunk} + {offset}; for (int64_t atlpar_z = 0; atlpar_z < {size}; atlpar_z++) {buf}[atlpar_z] += atlpar_p[atlpar_z]; }}"
+            )));
+            offset = format!("{offset} + {size}");
+        }
+    }
     Stmt::Block(vec![
         work,
         Stmt::Decl {
@@ -243,6 +287,7 @@ fn with_scratch(accs: &[String], privs: &[(String, String)], lp: Loop, k: usize)
 fn chunked_sums(
     accs: &[String],
     privs: &[(String, String)],
+    zeroed: usize,
     lp: Loop,
     simd: bool,
     k: usize,
@@ -277,8 +322,14 @@ fn chunked_sums(
     ];
     // Each chunk's copies of the slots, one after the other.
     let mut offset = format!("atlpar_scratch{k} + {c} * atlpar_n{k}");
-    for ((_, local), (_, size)) in own.iter().zip(privs) {
+    for (j, ((_, local), (_, size))) in own.iter().zip(privs).enumerate() {
         chunk.push(Stmt::Line(format!("double *const {local} = {offset};")));
+        if j + zeroed >= privs.len() {
+            // A copy of a buffer the iterations add into.
+            chunk.push(Stmt::Line(format!(
+                "for (int64_t atlpar_z = 0; atlpar_z < {size}; atlpar_z++) {local}[atlpar_z] = 0.0;"
+            )));
+        }
         offset = format!("{local} + {size}");
     }
     for (_, local) in &locals {
@@ -604,6 +655,42 @@ fn shared_writes(var: &str, body: &[Stmt]) -> Vec<String> {
 
 /// Whether every write of `acc` in `ss` is `acc += ...;`, and nothing else
 /// reads it.
+/// Does `ss` mention the buffer `buf` only in statements `buf[...] += ...;`
+/// (one mention each, at the start), and at least once?
+fn accumulates_into_row(buf: &str, ss: &[Stmt]) -> bool {
+    let mut seen = false;
+    let ok = rows_only(buf, ss, &mut seen);
+    ok && seen
+}
+
+fn rows_only(buf: &str, ss: &[Stmt], seen: &mut bool) -> bool {
+    let free = |t: &str| identifiers(t).all(|w| w != buf);
+    ss.iter().all(|s| match s {
+        Stmt::Line(l) => {
+            if free(l) {
+                return true;
+            }
+            let mut pieces = l.split(';').filter(|p| !p.trim().is_empty());
+            let one = pieces.next().map(str::trim);
+            let ok = pieces.next().is_none()
+                && one.is_some_and(|p| {
+                    p.starts_with(&format!("{buf}["))
+                        && identifiers(p).filter(|w| *w == buf).count() == 1
+                        && p.contains("] += ")
+                        && !p.contains('{')
+                });
+            *seen |= ok;
+            ok
+        }
+        Stmt::Decl { init, .. } => free(init),
+        Stmt::For { lo, hi, body, .. } => free(lo) && free(hi) && rows_only(buf, body, seen),
+        Stmt::If { cond, then, els } => {
+            free(cond) && rows_only(buf, then, seen) && rows_only(buf, els, seen)
+        }
+        Stmt::Block(body) | Stmt::Chunks { body, .. } => rows_only(buf, body, seen),
+    })
+}
+
 fn only_accumulates(acc: &str, ss: &[Stmt]) -> bool {
     let ok_line = |l: &str| {
         let mentions = identifiers(l).any(|w| w == acc);

@@ -54,7 +54,9 @@ impl Lowerer {
                     let holds = matches!(op, CmpOp::Eq | CmpOp::Le | CmpOp::Ge);
                     return Ok(if holds { "1" } else { "0" }.into());
                 }
-                format!("({x} {} {y})", op.name())
+                let text = format!("({x} {} {y})", op.name());
+                self.record_cmp(*op, a, b, &text);
+                text
             }
             Pred::And(ps) | Pred::Or(ps) => {
                 if ps.is_empty() {
