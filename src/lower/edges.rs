@@ -231,7 +231,7 @@ fn size(ss: &[Stmt]) -> usize {
 }
 
 /// The names a block declares: locals and loop variables.
-fn declarations(ss: &[Stmt], out: &mut HashSet<String>) {
+pub(super) fn declarations(ss: &[Stmt], out: &mut HashSet<String>) {
     for s in ss {
         match s {
             Stmt::Decl { name, .. } => {
@@ -252,7 +252,7 @@ fn declarations(ss: &[Stmt], out: &mut HashSet<String>) {
 }
 
 /// Every C text of a block.
-fn each_text(ss: &[Stmt], f: &mut impl FnMut(&str)) {
+pub(super) fn each_text(ss: &[Stmt], f: &mut impl FnMut(&str)) {
     for s in ss {
         match s {
             Stmt::Line(l) => f(l),
@@ -273,7 +273,7 @@ fn each_text(ss: &[Stmt], f: &mut impl FnMut(&str)) {
 }
 
 /// A block with every C text rewritten by `f`.
-fn map_text(ss: &mut [Stmt], f: &impl Fn(&str) -> String) {
+pub(super) fn map_text(ss: &mut [Stmt], f: &impl Fn(&str) -> String) {
     for s in ss {
         match s {
             Stmt::Line(l) => *l = f(l),
