@@ -75,6 +75,7 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_CHUNKS 64
 /* The rows of a block whose short sums run with the rows innermost
    (lower/tile.rs). */
+#define ATL_SCHEDULE(c) (c)
 #ifndef ATL_ROW_BLOCK
 #define ATL_ROW_BLOCK 1024
 #endif
@@ -386,8 +387,9 @@ fn stmts(out: &mut String, ss: &[Stmt], depth: usize) {
             }
             Stmt::If { cond, then, els } => {
                 // a condition true at compile time is not a test
-                if cond == "1" {
-                    let _ = writeln!(out, "{pad}if (1) {{");
+                // nor the choice of a schedule (lower/tile.rs)
+                if cond == "1" || cond.starts_with("ATL_SCHEDULE(") {
+                    let _ = writeln!(out, "{pad}if ({cond}) {{");
                 } else {
                     let _ = writeln!(out, "{pad}if (ATL_TEST({cond})) {{");
                 }

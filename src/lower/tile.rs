@@ -30,13 +30,15 @@ use std::collections::HashSet;
 pub(crate) const BLOCK: &str = "ATL_ROW_BLOCK";
 
 /// Run the short reductions of the row loops of `body` by blocks of rows.
-pub(super) fn block_rows(body: &mut [Stmt]) {
+pub(super) fn block_rows(body: &mut Vec<Stmt>) {
     let mut next = 0;
     walk(body, &mut next);
 }
 
-fn walk(ss: &mut [Stmt], next: &mut usize) {
-    for s in ss.iter_mut() {
+fn walk(ss: &mut Vec<Stmt>, next: &mut usize) {
+    let mut i = 0;
+    while i < ss.len() {
+        let s = &mut ss[i];
         match s {
             Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
                 walk(body, next)
@@ -49,7 +51,27 @@ fn walk(ss: &mut [Stmt], next: &mut usize) {
         }
         if let Some(b) = block_loop(s, next).or_else(|| block_reduction(s, next)) {
             *s = b;
+            // A loop's pragma goes with the loop into each branch; the
+            // blocks of rows stay parallel, a vector loop's pragma does not
+            // apply to them.
+            let pragma = match i.checked_sub(1).map(|j| &ss[j]) {
+                Some(Stmt::Line(l))
+                    if l.starts_with("ATL_PARALLEL_FOR(") || l.starts_with("ATL_SIMD_REDUCE(") =>
+                {
+                    Some(l.clone())
+                }
+                _ => None,
+            };
+            if let (Some(p), Stmt::If { then, els, .. }) = (pragma, &mut ss[i]) {
+                if p.starts_with("ATL_PARALLEL_FOR(") {
+                    then.insert(0, Stmt::Line(p.clone()));
+                }
+                els.insert(0, Stmt::Line(p));
+                ss.remove(i - 1);
+                i -= 1;
+            }
         }
+        i += 1;
     }
 }
 
@@ -132,12 +154,26 @@ fn block_loop(s: &Stmt, next: &mut usize) -> Option<Stmt> {
         hi: c1,
         body: rest,
     });
-    Some(Stmt::For {
+    let blocked = Stmt::For {
         var: k,
         lo: "0".into(),
         hi: format!("atlh_ceildiv(atlh_max(({hi}) - ({lo}), 0), (int64_t){BLOCK})"),
         body: out,
-    })
+    };
+    let (lo2, hi2) = innermost_range(&hoisted[0].nest)?;
+    Some(longer_inside(lo, hi, &lo2, &hi2, blocked, s))
+}
+
+/// The bounds of the innermost loop of a sum's loops.
+fn innermost_range(nest: &Stmt) -> Option<(String, String)> {
+    match nest {
+        Stmt::Block(b) | Stmt::If { then: b, .. } => b.iter().find_map(innermost_range),
+        Stmt::For { lo, hi, body, .. } => body
+            .iter()
+            .find_map(innermost_range)
+            .or_else(|| Some((lo.clone(), hi.clone()))),
+        _ => None,
+    }
 }
 
 /// The accumulator of a row body that, its sums moved, has no loop left
@@ -566,7 +602,7 @@ fn block_reduction(s: &Stmt, next: &mut usize) -> Option<Stmt> {
         Stmt::Line(format!("{target} += {part};")),
         Stmt::Line(format!("ATL_SUMADD_MERGE({flags_at}, {first});")),
     ];
-    Some(Stmt::For {
+    let blocked = Stmt::For {
         var: k.clone(),
         lo: "0".into(),
         hi: format!("atlh_ceildiv(atlh_max(({hi}) - ({lo}), 0), (int64_t){BLOCK})"),
@@ -588,7 +624,19 @@ fn block_reduction(s: &Stmt, next: &mut usize) -> Option<Stmt> {
                 body: per_g,
             },
         ],
-    })
+    };
+    Some(longer_inside(lo, hi, glo, ghi, blocked, s))
+}
+
+/// `blocked` (the loop over `[lo, hi)` made innermost) where that loop is
+/// longer than the one over `[lo2, hi2)` it replaces innermost, `plain`
+/// otherwise (a short sum over a long row stays as it was).
+fn longer_inside(lo: &str, hi: &str, lo2: &str, hi2: &str, blocked: Stmt, plain: &Stmt) -> Stmt {
+    Stmt::If {
+        cond: format!("ATL_SCHEDULE(({hi}) - ({lo}) > ({hi2}) - ({lo2}))"),
+        then: vec![blocked],
+        els: vec![plain.clone()],
+    }
 }
 
 /// The body of the short loop over `g` of [`block_reduction`]: locals,
@@ -691,8 +739,11 @@ mod tests {
         let rest = vec![Stmt::Line("y[c] = acc;".into())];
         let mut ok = vec![row_loop(add("x[(c+j)] * w[(j)]"), rest.clone())];
         block_rows(&mut ok);
+        let Stmt::If { then, .. } = &ok[0] else {
+            panic!("{ok:?}")
+        };
         assert!(
-            matches!(&ok[0], Stmt::For { var, .. } if var == "atlblk1_k"),
+            matches!(&then[0], Stmt::For { var, .. } if var == "atlblk1_k"),
             "{ok:?}"
         );
         // Reads a buffer the row body writes, reads down a column.
