@@ -73,6 +73,12 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_PAR_WORK 262144.0
 #endif
 #define ATL_CHUNKS 64
+/* The rows of a block whose short sums run with the rows innermost
+   (lower/tile.rs). */
+#define ATL_SCHEDULE(c) (c)
+#ifndef ATL_ROW_BLOCK
+#define ATL_ROW_BLOCK 1024
+#endif
 #define ATL_SCRATCH_MAX 8388608
 #if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
 #define ATL_PARALLEL_FOR(c) ATL_PRAGMA(omp parallel for schedule(static) if(c))
@@ -92,6 +98,9 @@ uint64_t atlpacked_ops[5];
 #define ATL_SUMADD(h) (atlpacked_ops[0] += (uint64_t)(h), (h) = 1)
 #define ATL_FIRST_AT(h, n) uint8_t *h = (uint8_t *)calloc((size_t)(n) + 1, 1); if (h == NULL) { free(atlv_arena); return 2; }
 #define ATL_SUMADD_AT(h, i) (atlpacked_ops[0] += (uint64_t)(h)[i], (h)[i] = 1)
+/* A block's partial sum added to element i: an addition when the block had
+   a term (its flag `any`) and the element had one before. */
+#define ATL_SUMADD_MERGE(h, i, any) ((any) ? (void)ATL_SUMADD_AT(h, i) : (void)0)
 #define ATL_FIRST_AT_END(h) free(h)
 #else
 #define ATL_ITER() ((void)0)
@@ -103,6 +112,7 @@ uint64_t atlpacked_ops[5];
 #define ATL_SUMADD(h) ((void)0)
 #define ATL_FIRST_AT(h, n) ((void)0)
 #define ATL_SUMADD_AT(h, i) ((void)0)
+#define ATL_SUMADD_MERGE(h, i, any) ((void)0)
 #define ATL_FIRST_AT_END(h) ((void)0)
 #endif
 
@@ -391,8 +401,9 @@ fn stmts(out: &mut String, ss: &[Stmt], depth: usize) {
             }
             Stmt::If { cond, then, els } => {
                 // a condition true at compile time is not a test
-                if cond == "1" {
-                    let _ = writeln!(out, "{pad}if (1) {{");
+                // nor the choice of a schedule (lower/tile.rs)
+                if cond == "1" || cond.starts_with("ATL_SCHEDULE(") {
+                    let _ = writeln!(out, "{pad}if ({cond}) {{");
                 } else {
                     let _ = writeln!(out, "{pad}if (ATL_TEST({cond})) {{");
                 }

@@ -33,6 +33,9 @@
 //!   sum, are first rewritten into that shape (`expose.rs`);
 //! * a relation tested at every point of a gen over its dimensions is read
 //!   from a dense mask built on entry (`mask.rs`);
+//! * a row loop whose body opens with a short sum (a convolution's taps)
+//!   runs by blocks of rows, the sum's loops first with the rows innermost
+//!   (`tile.rs`);
 //! * a loop whose body reads out of range at its edges (a stencil) runs as
 //!   three loops, the interior one without the range guards (`edges.rs`);
 //! * a loop whose body tests a bracket that changes at a few points of its
@@ -66,6 +69,7 @@ mod pred;
 mod relation;
 mod stored;
 mod sum;
+mod tile;
 mod value;
 
 use crate::constraints::LinForm;
@@ -96,6 +100,7 @@ pub fn lower(prog: &Program) -> Result<Function> {
     }
     parallel::parallelize(&mut f.body, &lw.disjoint, &lw.scratch, &sized, &f.dims);
     pieces::split(&mut f.body, &lw.bracket_cmps);
+    tile::block_rows(&mut f.body);
     edges::split(&mut f.body, &lw.range_guards);
     Ok(f)
 }
