@@ -45,6 +45,22 @@ fn at_one_and_two_threads(
     failures
 }
 
+/// `prog`, compiled as `compiled`, at `inputs`: the counting build executes
+/// exactly the cost's operations, and the values are `eval`'s at one and at
+/// two threads.
+fn assert_counted_and_evaluated(
+    compiled: &backend::Compiled,
+    prog: &Program,
+    inputs: &Inputs,
+    what: &str,
+) {
+    let (ops, c) = check(prog, inputs, what).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ops, c, "{what}: executed operations differ from the cost");
+    let want = eval::evaluate(prog, inputs).expect("eval");
+    let failures = at_one_and_two_threads(compiled, inputs, &want);
+    assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+}
+
 fn options() -> egraph::Options {
     egraph::Options {
         time_limit: std::time::Duration::from_secs(600),
@@ -1250,11 +1266,7 @@ fn stencils_split_at_their_edges_run_as_evaluated() {
                 .collect();
             let what = format!("{what} at n={n}, m={m}");
             let inputs = random_inputs(prog, &sizes, &mut Rng::new(7)).expect("inputs");
-            let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(ops, c, "{what}: executed operations differ from the cost");
-            let want = eval::evaluate(prog, &inputs).expect("eval");
-            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
-            assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+            assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
         }
     }
 }
@@ -1598,11 +1610,7 @@ fn loops_split_where_brackets_change_run_as_evaluated() {
             let sizes = [(egg::Symbol::from("n"), n)].into_iter().collect();
             let what = format!("{what} at n={n}");
             let inputs = random_inputs(prog, &sizes, &mut Rng::new(11)).expect("inputs");
-            let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(ops, c, "{what}: executed operations differ from the cost");
-            let want = eval::evaluate(prog, &inputs).expect("eval");
-            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
-            assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+            assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
         }
     }
 }
@@ -1641,10 +1649,6 @@ fn rows_accumulated_by_every_iteration_run_in_chunks() {
             .collect();
         let what = format!("deconv_kernel_loss grad at n={n}, m={m}");
         let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
-        let (ops, c) = check(&prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(ops, c, "{what}: executed operations differ from the cost");
-        let want = eval::evaluate(&prog, &inputs).expect("eval");
-        let failures = at_one_and_two_threads(&compiled, &inputs, &want);
-        assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+        assert_counted_and_evaluated(&compiled, &prog, &inputs, &what);
     }
 }

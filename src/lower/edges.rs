@@ -77,19 +77,28 @@ pub(super) fn split(body: &mut Vec<Stmt>, guards: &[RangeGuard]) {
         return;
     }
     let mut next = 0;
-    walk(body, guards, &mut next);
+    replace_loops(body, &mut |s, pragma| {
+        split_loop(s, pragma, guards, &mut next)
+    });
 }
 
-fn walk(ss: &mut Vec<Stmt>, guards: &[RangeGuard], next: &mut usize) {
+/// Replace, innermost first, each loop of `ss` that `split` gives a
+/// replacement for. The pragma line before a loop (parallel or SIMD) is
+/// passed to `split` and dropped with the loop: the replacement carries
+/// it where it belongs.
+pub(super) fn replace_loops(
+    ss: &mut Vec<Stmt>,
+    split: &mut dyn FnMut(&Stmt, Option<&str>) -> Option<Stmt>,
+) {
     let mut i = 0;
     while i < ss.len() {
         match &mut ss[i] {
             Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
-                walk(body, guards, next)
+                replace_loops(body, split)
             }
             Stmt::If { then, els, .. } => {
-                walk(then, guards, next);
-                walk(els, guards, next);
+                replace_loops(then, split);
+                replace_loops(els, split);
             }
             Stmt::Line(_) | Stmt::Decl { .. } => {}
         }
@@ -101,7 +110,7 @@ fn walk(ss: &mut Vec<Stmt>, guards: &[RangeGuard], next: &mut usize) {
             }
             _ => None,
         };
-        if let Some(block) = split_loop(&ss[i], pragma.as_deref(), guards, next) {
+        if let Some(block) = split(&ss[i], pragma.as_deref()) {
             ss[i] = block;
             if pragma.is_some() {
                 ss.remove(i - 1);

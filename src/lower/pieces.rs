@@ -96,39 +96,9 @@ pub(super) fn split(body: &mut Vec<Stmt>, cmps: &[BracketCmp]) {
         return;
     }
     let mut next = 0;
-    walk(body, cmps, &mut next);
-}
-
-fn walk(ss: &mut Vec<Stmt>, cmps: &[BracketCmp], next: &mut usize) {
-    let mut i = 0;
-    while i < ss.len() {
-        match &mut ss[i] {
-            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
-                walk(body, cmps, next)
-            }
-            Stmt::If { then, els, .. } => {
-                walk(then, cmps, next);
-                walk(els, cmps, next);
-            }
-            Stmt::Line(_) | Stmt::Decl { .. } => {}
-        }
-        let pragma = match i.checked_sub(1).map(|j| &ss[j]) {
-            Some(Stmt::Line(l))
-                if l.starts_with("ATL_PARALLEL_FOR(") || l.starts_with("ATL_SIMD_REDUCE(") =>
-            {
-                Some(l.clone())
-            }
-            _ => None,
-        };
-        if let Some(block) = split_loop(&ss[i], pragma.as_deref(), cmps, next) {
-            ss[i] = block;
-            if pragma.is_some() {
-                ss.remove(i - 1);
-                i -= 1;
-            }
-        }
-        i += 1;
-    }
+    super::edges::replace_loops(body, &mut |s, pragma| {
+        split_loop(s, pragma, cmps, &mut next)
+    });
 }
 
 /// `cmp` as a threshold of `var` (`None` unless `var`'s coefficient is
