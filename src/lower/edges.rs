@@ -121,13 +121,20 @@ pub(super) fn replace_loops(
     }
 }
 
-/// The three loops of one loop split at its guards' edges, if it has any.
-fn split_loop(
-    s: &Stmt,
-    pragma: Option<&str>,
-    guards: &[RangeGuard],
-    next: &mut usize,
-) -> Option<Stmt> {
+/// A loop whose body is short enough to copy ([`MAX_BODY`] statements):
+/// its variable, bounds and body, the names its body declares and the texts
+/// of its statements (what the splits test their conditions against).
+pub(super) struct Copyable<'a> {
+    pub var: &'a String,
+    pub lo: &'a String,
+    pub hi: &'a String,
+    pub body: &'a Vec<Stmt>,
+    pub declared: HashSet<String>,
+    pub texts: Vec<String>,
+}
+
+/// `s` as a [`Copyable`] loop, if it is a loop with a short enough body.
+pub(super) fn copyable(s: &Stmt) -> Option<Copyable<'_>> {
     let Stmt::For { var, lo, hi, body } = s else {
         return None;
     };
@@ -138,6 +145,31 @@ fn split_loop(
     declarations(body, &mut declared);
     let mut texts = vec![];
     each_text(body, &mut |t| texts.push(t.to_string()));
+    Some(Copyable {
+        var,
+        lo,
+        hi,
+        body,
+        declared,
+        texts,
+    })
+}
+
+/// The three loops of one loop split at its guards' edges, if it has any.
+fn split_loop(
+    s: &Stmt,
+    pragma: Option<&str>,
+    guards: &[RangeGuard],
+    next: &mut usize,
+) -> Option<Stmt> {
+    let Copyable {
+        var,
+        lo,
+        hi,
+        body,
+        declared,
+        texts,
+    } = copyable(s)?;
     let mut lows = vec![];
     let mut highs = vec![];
     let mut known = vec![];

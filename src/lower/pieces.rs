@@ -21,11 +21,11 @@
 //! loop's OpenMP pragma (a parallel `gen`'s `ATL_PARALLEL_FOR`, an
 //! innermost sum's `ATL_SIMD_REDUCE`); the pieces between two thresholds
 //! run at most their constant difference of iterations and carry none.
-//! Inner loops are split first. A body longer than [`MAX_BODY`]
+//! Inner loops are split first. A body longer than [`MAX_BODY`](super::edges::MAX_BODY)
 //! statements, or a loop that would run as more than [`MAX_PIECES`]
 //! pieces, is not split.
 
-use super::edges::{declarations, each_text, find_from, map_text, size, MAX_BODY};
+use super::edges::{copyable, find_from, map_text, Copyable};
 use super::ir::Stmt;
 use super::Lowerer;
 use crate::constraints::{Constraint, LinForm};
@@ -162,16 +162,14 @@ fn split_loop(
     cmps: &[BracketCmp],
     next: &mut usize,
 ) -> Option<Stmt> {
-    let Stmt::For { var, lo, hi, body } = s else {
-        return None;
-    };
-    if size(body) > MAX_BODY {
-        return None;
-    }
-    let mut declared = HashSet::new();
-    declarations(body, &mut declared);
-    let mut texts = vec![];
-    each_text(body, &mut |t| texts.push(t.to_string()));
+    let Copyable {
+        var,
+        lo,
+        hi,
+        body,
+        declared,
+        texts,
+    } = copyable(s)?;
     let mut found: Vec<(Threshold, bool)> = vec![];
     for c in cmps {
         if !texts.iter().any(|t| find_from(t, &c.text, 0).is_some()) {
