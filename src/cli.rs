@@ -496,6 +496,17 @@ fn emit_value(
     output: &OutputArg,
 ) -> Result<String> {
     let (v, ret) = &atl_egg::semantics::stored::result_out(prog, v, inputs)?;
+    emit_given_out(v, ret, inputs, output)
+}
+
+/// A result value already in its given-out form (a stored result as its
+/// values), of type `ret`, as JSON or NumPy files.
+fn emit_given_out(
+    v: &value::Value,
+    ret: &atl_egg::front::ast::Type,
+    inputs: &value::Inputs,
+    output: &OutputArg,
+) -> Result<String> {
     if let Some(path) = &output.output {
         if path.ends_with(".npz") || path.ends_with(".npy") {
             npz::write_value(std::path::Path::new(path), v, ret, &inputs.sizes)?;
@@ -645,8 +656,9 @@ fn run_cmd(
         return Err(Error::usage("--repeat must be at least 1"));
     }
     let compiled = backend::compile_with(prog, count_ops)?;
-    let (v, ops, mut times) = compiled.call_timed(inputs, repeat)?;
-    let text = emit_value(&v, prog, inputs, output)?;
+    // a stored result stays its values: never expanded to its dimensions
+    let (v, ret, ops, mut times) = compiled.call_given_out(inputs, repeat)?;
+    let text = emit_given_out(&v, &ret, inputs, output)?;
     if repeat > 1 {
         times.sort_by(f64::total_cmp);
         eprintln!(

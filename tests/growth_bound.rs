@@ -175,6 +175,7 @@ fn eval_runs_the_reduction_tree_gradient_at_forty_thousand() {
         .into_iter()
         .collect(),
         relations: HashMap::new(),
+        stored: HashMap::new(),
     };
     let (got, cpu) = common::cpu::measure(|| evaluate(g, &inputs).unwrap());
     let top = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);

@@ -489,3 +489,82 @@ fn compiled_stored_programs_run_where_a_dense_matrix_would_not_fit() {
         );
     }
 }
+
+/// `atl-egg CMD FILE --inputs INPUTS`, with the program and inputs written
+/// to files: exit status, standard output and error.
+fn atl_on_files(cmd: &str, prog: &Program, inputs: &Json, tag: &str) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!("atl-stored-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (p, i) = (dir.join("p.atl"), dir.join("in.json"));
+    std::fs::write(&p, atl_egg::print(prog)).unwrap();
+    std::fs::write(&i, inputs.to_string()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_atl-egg"))
+        .arg(cmd)
+        .arg(&p)
+        .arg("--inputs")
+        .arg(&i)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
+#[test]
+fn run_takes_and_gives_stored_tensors_by_their_values_where_eval_cannot_expand_them() {
+    if !common::run_check::have_cc() {
+        return;
+    }
+    let prog = atl_egg::parse(&std::fs::read_to_string("corpus/sparse_matvec_stored.atl").unwrap())
+        .unwrap();
+    let g = atl_egg::grad(&prog, &["A"], &Options::default())
+        .unwrap()
+        .program;
+    // small: `run` prints what `eval` prints
+    let c = case(5);
+    let small = json!({"A": c.vals, "S": c.relation(), "x": c.x, "y": c.y});
+    let (rc, ran, err) = atl_on_files("run", &g, &small, "small-run");
+    assert_eq!(rc, 0, "{err}");
+    let (rc, evaluated, err) = atl_on_files("eval", &g, &small, "small-eval");
+    assert_eq!(rc, 0, "{err}");
+    let reals = |t: &str| -> Vec<f64> {
+        let j: Json = serde_json::from_str(t).unwrap();
+        j.as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    close(&reals(&ran), &reals(&evaluated), "run against eval");
+    // 10^6 x 10^6 with a few tuples: a dense A would take 8 TB
+    let n = 1_000_000usize;
+    let tuples: Vec<[usize; 2]> = (0..7)
+        .map(|k| [k * 99_991 + 3, (k * 7_919 + 11) % n])
+        .collect();
+    let a: Vec<f64> = (0..tuples.len()).map(|k| 0.25 + k as f64).collect();
+    let x = |j: usize| ((j % 7) as f64) / 7.0 - 0.5;
+    let y = |i: usize| ((i % 5) as f64) / 5.0;
+    let big = json!({
+        "S": {"tuples": tuples, "shape": [n, n]},
+        "A": a,
+        "x": (0..n).map(x).collect::<Vec<_>>(),
+        "y": (0..n).map(y).collect::<Vec<_>>(),
+    });
+    let (rc, ran, err) = atl_on_files("run", &g, &big, "big-run");
+    assert_eq!(rc, 0, "{err}");
+    // each tuple is alone in its row: r_i = A_t x_j - y_i, dA_t = 2 r_i x_j
+    let want: Vec<f64> = tuples
+        .iter()
+        .zip(&a)
+        .map(|(t, v)| 2.0 * (v * x(t[1]) - y(t[0])) * x(t[1]))
+        .collect();
+    close(&reals(&ran), &want, "run at 10^6 x 10^6");
+    let (rc, _, err) = atl_on_files("eval", &g, &big, "big-eval");
+    assert_eq!(rc, 1, "{err}");
+    assert!(err.contains("too large to expand densely"), "{err}");
+}

@@ -19,7 +19,7 @@ pub mod sexp;
 pub mod split;
 
 use crate::error::{Error, Result};
-use crate::front::ast::{ParamKind, Program};
+use crate::front::ast::{ParamKind, Program, Type};
 use crate::lower::ir::{Function, ParamC};
 use crate::semantics::eval::checked_inputs;
 use crate::semantics::value::{type_size, Inputs, Value, MAX_OUTPUT_REALS};
@@ -188,7 +188,32 @@ impl Compiled {
         inputs: &Inputs,
         repeat: usize,
     ) -> Result<(Value, Option<Counts>, Vec<f64>)> {
-        self.call_clocked(inputs, repeat, false)
+        let (outs, ops, times) = self.call_clocked(inputs, repeat, false)?;
+        Ok((self.as_evaluated(inputs, outs)?, ops, times))
+    }
+
+    /// As [`Compiled::call_timed`], but the value as it is given out, with
+    /// its type: a stored result as its values at the tuples
+    /// ([`crate::semantics::stored::out_type`]), never expanded.
+    pub fn call_given_out(
+        &self,
+        inputs: &Inputs,
+        repeat: usize,
+    ) -> Result<(Value, Type, Option<Counts>, Vec<f64>)> {
+        let (outs, ops, times) = self.call_clocked(inputs, repeat, false)?;
+        let ty = crate::semantics::stored::out_type(&self.program, inputs)?;
+        let v = marshal::value_from_leaves(&ty, &inputs.sizes, &outs)?;
+        Ok((v, ty, ops, times))
+    }
+
+    /// The value of the output leaves `outs` as `eval` gives it: a stored
+    /// result expanded to its dense form.
+    fn as_evaluated(&self, inputs: &Inputs, mut outs: Vec<Vec<f64>>) -> Result<Value> {
+        for (k, r) in &self.function.stored_outputs {
+            let rel = stored_relation(inputs, egg::Symbol::from(r.as_str()))?;
+            outs[*k] = crate::semantics::stored::dense_flat(&outs[*k], rel)?;
+        }
+        marshal::value_from_leaves(&self.program.ret, &inputs.sizes, &outs)
     }
 
     /// As [`Compiled::call_timed`], but the seconds are the process's CPU
@@ -199,21 +224,20 @@ impl Compiled {
         inputs: &Inputs,
         repeat: usize,
     ) -> Result<(Value, Option<Counts>, Vec<f64>)> {
-        self.call_clocked(inputs, repeat, true)
+        let (outs, ops, times) = self.call_clocked(inputs, repeat, true)?;
+        Ok((self.as_evaluated(inputs, outs)?, ops, times))
     }
 
-    fn call_clocked(
-        &self,
-        inputs: &Inputs,
-        repeat: usize,
-        cpu: bool,
-    ) -> Result<(Value, Option<Counts>, Vec<f64>)> {
+    /// The output leaves (a stored result as its values), the operations
+    /// of the last call and the seconds each call took.
+    fn call_clocked(&self, inputs: &Inputs, repeat: usize, cpu: bool) -> Result<Clocked> {
         let prog = &self.program;
         checked_inputs::<Value>(prog, inputs)?;
         // A negative or overflowing dimension, reported as eval reports it
         // (the compiled code's own entry checks only return a code).
         crate::semantics::eval::check_dimensions(&prog.body, &inputs.sizes)?;
-        if type_size(&prog.ret, &inputs.sizes)? > MAX_OUTPUT_REALS {
+        let out_type = crate::semantics::stored::out_type(prog, inputs)?;
+        if type_size(&out_type, &inputs.sizes)? > MAX_OUTPUT_REALS {
             return Err(Error::eval(format!(
                 "the result would have more than {MAX_OUTPUT_REALS} reals at these sizes"
             )));
@@ -231,11 +255,8 @@ impl Compiled {
             }
         }
         let (reals, rels) = marshal_inputs(prog, inputs)?;
-        let mut outs = marshal::output_buffers(&prog.ret, &inputs.sizes)?;
-        for (k, r) in &self.function.stored_outputs {
-            let rel = stored_relation(inputs, egg::Symbol::from(r.as_str()))?;
-            outs[*k] = vec![f64::NAN; crate::semantics::stored::nnz(rel).max(1)];
-        }
+        // a stored result's buffer holds its values (out_type)
+        let mut outs = marshal::output_buffers(&out_type, &inputs.sizes)?;
         let real_ptrs: Vec<*const f64> = reals.iter().map(|v| v.as_ptr()).collect();
         let rel_ptrs: Vec<*const i64> = rels.iter().map(|v| v.as_ptr()).collect();
         let out_ptrs: Vec<*mut f64> = outs.iter_mut().map(|v| v.as_mut_ptr()).collect();
@@ -302,14 +323,13 @@ impl Compiled {
         } else {
             None
         };
-        for (k, r) in &self.function.stored_outputs {
-            let rel = stored_relation(inputs, egg::Symbol::from(r.as_str()))?;
-            outs[*k] = crate::semantics::stored::dense_flat(&outs[*k], rel)?;
-        }
-        let v = marshal::value_from_leaves(&prog.ret, &inputs.sizes, &outs)?;
-        Ok((v, ops, times))
+        Ok((outs, ops, times))
     }
 }
+
+/// A call's output leaves, the operations of its last run (instrumented
+/// builds) and the seconds each run took.
+type Clocked = (Vec<Vec<f64>>, Option<Counts>, Vec<f64>);
 
 /// The real leaves and the relations' layouts of a call's inputs.
 type Marshalled = (Vec<Vec<f64>>, Vec<Vec<i64>>);
@@ -332,19 +352,16 @@ fn marshal_inputs(prog: &Program, inputs: &Inputs) -> Result<Marshalled> {
                     &marshal::relation_tuples(r),
                 ));
             }
-            ParamKind::Real(t) => {
-                let v = &inputs.values[&p.name];
-                match prog.stored.param(p.name) {
-                    // one value per tuple, in the layout's order
-                    Some(r) => reals.push(crate::semantics::stored::gather(
-                        v,
-                        t,
-                        stored_relation(inputs, r)?,
-                        &inputs.sizes,
-                    )?),
-                    None => reals.extend(marshal::leaves_of(v, t, &inputs.sizes)?),
-                }
-            }
+            ParamKind::Real(t) => match prog.stored.param(p.name) {
+                // one value per tuple, in the layout's order
+                Some(r) => reals
+                    .push(crate::semantics::stored::values_of(inputs, p.name, t, r)?.into_owned()),
+                None => reals.extend(marshal::leaves_of(
+                    &inputs.values[&p.name],
+                    t,
+                    &inputs.sizes,
+                )?),
+            },
         }
     }
     Ok((reals, rels))

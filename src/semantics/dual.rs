@@ -173,7 +173,8 @@ pub fn jvp_with_budget(
             }
         }
     }
-    let (mut env, reals) = checked_inputs::<Dual>(prog, inputs)?;
+    let inputs = super::stored::expanded(prog, inputs)?;
+    let (mut env, reals) = checked_inputs::<Dual>(prog, &inputs)?;
     for (name, v) in reals {
         let d = tangents.get(&name).cloned().unwrap_or(Value::Zero);
         env.push_var(name, (v.clone(), d));

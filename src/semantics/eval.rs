@@ -544,7 +544,8 @@ pub fn evaluate(prog: &Program, inputs: &Inputs) -> Result<Value> {
 /// The value of `prog` at `inputs`. Inputs are checked against the
 /// parameters (missing or ill-shaped inputs are input errors).
 pub fn evaluate_with_budget(prog: &Program, inputs: &Inputs, budget: &mut Budget) -> Result<Value> {
-    let (mut env, reals) = checked_inputs::<Value>(prog, inputs)?;
+    let inputs = super::stored::expanded(prog, inputs)?;
+    let (mut env, reals) = checked_inputs::<Value>(prog, &inputs)?;
     for (name, v) in reals {
         env.push_var(name, v.clone());
     }
@@ -557,7 +558,9 @@ pub type RealInputs<'a> = Vec<(Symbol, &'a Value)>;
 /// The checks every run of a whole program makes first (`evaluate`, `dual`,
 /// a compiled call): the sizes and relations (an environment holding them),
 /// every real input present and of its parameter's shape (returned in
-/// parameter order), and no negative dimension in the body.
+/// parameter order; a stored tensor given by its values is checked against
+/// its relation where it is read, and not returned), and no negative
+/// dimension in the body.
 pub fn checked_inputs<'a, V: Clone>(
     prog: &Program,
     inputs: &'a Inputs,
@@ -565,6 +568,9 @@ pub fn checked_inputs<'a, V: Clone>(
     let env = Env::for_program(prog, inputs)?;
     let mut reals = vec![];
     for (name, ty) in prog.real_params() {
+        if inputs.stored.contains_key(&name) && !inputs.values.contains_key(&name) {
+            continue;
+        }
         let v = inputs
             .values
             .get(&name)

@@ -214,8 +214,8 @@ pub fn inputs_from_json(
             super::stored::check_tuple_order(rj, r.as_str(), x.as_str())?;
         }
         let rel = &out.relations[&r];
-        let v = super::stored::stored_from_json(j, x.as_str(), r, rel, sizes)?;
-        out.values.insert(x, v);
+        let values = super::stored::stored_from_json(j, x.as_str(), r, rel, sizes)?;
+        out.stored.insert(x, values);
     }
     Ok(out)
 }

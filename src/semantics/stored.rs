@@ -1,11 +1,14 @@
 //! Values of tensors stored by a relation's pattern ([`Storage`]): one real
 //! per tuple of the relation, in the row-major order of the tuples (the
 //! order of a sorted tuple list; SciPy's CSR `data` with sorted indices).
-//! Taken in, they are scattered into the dense tensor that is zero off the
-//! pattern, which is what the program computes with; a stored result is
-//! gathered at the tuples. A relation that stores a tensor and is given by
-//! its tuples must list them in that order, so that values and tuples pair
-//! up as written.
+//! Read from JSON or `.npz`, they stay in that form ([`Inputs::stored`]):
+//! compiled code takes them as they are and gives a stored result the same
+//! way ([`out_type`]), so neither grows with the relation's dimensions. The
+//! evaluator computes with the dense tensor that is zero off the pattern:
+//! [`expanded`] scatters them (up to its size limit), and a dense result is
+//! gathered at the tuples ([`result_out`]). A relation that stores a tensor
+//! and is given by its tuples must list them in that order, so that values
+//! and tuples pair up as written.
 
 use super::json::value_from_json;
 use super::value::{flatten, Inputs, Relation, Sizes, Value, MAX_OUTPUT_REALS};
@@ -13,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{leaf_count, Program, Type};
 use egg::Symbol;
+use std::borrow::Cow;
 
 /// How many tuples the relation holds.
 pub fn nnz(rel: &Relation) -> usize {
@@ -83,15 +87,15 @@ pub fn gather(v: &Value, ty: &Type, rel: &Relation, sizes: &Sizes) -> Result<Vec
     Ok(positions.into_iter().map(|p| dense[p]).collect())
 }
 
-/// The stored input `name` (stored by `rel_name`) from JSON: one real per
-/// tuple, scattered.
+/// The stored input `name` (stored by `rel_name`) from JSON: its values,
+/// one real per tuple.
 pub fn stored_from_json(
     j: &serde_json::Value,
     name: &str,
     rel_name: Symbol,
     rel: &Relation,
     sizes: &Sizes,
-) -> Result<Value> {
+) -> Result<Vec<f64>> {
     let want = nnz(rel);
     if let Some(xs) = j.as_array().filter(|xs| xs.len() != want) {
         return Err(Error::input(format!(
@@ -104,8 +108,83 @@ pub fn stored_from_json(
         )));
     }
     let flat = value_from_json(j, &values_type(rel), sizes, name)?;
-    let xs = flatten(&flat, &values_type(rel), sizes)?;
-    scatter(&xs, rel)
+    flatten(&flat, &values_type(rel), sizes)
+}
+
+/// `inputs` with every tensor given by its values ([`Inputs::stored`])
+/// scattered into its dense form, as the evaluator needs it (borrowed when
+/// there is none); an error past the evaluator's size limit.
+pub fn expanded<'a>(prog: &Program, inputs: &'a Inputs) -> Result<Cow<'a, Inputs>> {
+    if inputs.stored.is_empty() {
+        return Ok(Cow::Borrowed(inputs));
+    }
+    let mut out = inputs.clone();
+    for (x, values) in std::mem::take(&mut out.stored) {
+        let r = prog
+            .stored
+            .param(x)
+            .ok_or_else(|| Error::input(format!("'{x}' is not a stored parameter")))?;
+        let rel = relation(inputs, r)?;
+        check_count(values.len(), x, r, rel)?;
+        out.values.insert(x, scatter(&values, rel)?);
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// The values at the tuples of its relation `r` of the stored input `x` of
+/// type `ty`, given by its values or densely.
+pub fn values_of<'a>(
+    inputs: &'a Inputs,
+    x: Symbol,
+    ty: &Type,
+    r: Symbol,
+) -> Result<Cow<'a, [f64]>> {
+    let rel = relation(inputs, r)?;
+    if let Some(values) = inputs.stored.get(&x) {
+        check_count(values.len(), x, r, rel)?;
+        return Ok(Cow::Borrowed(values));
+    }
+    let v = inputs
+        .values
+        .get(&x)
+        .ok_or_else(|| Error::input(format!("missing input '{x}'")))?;
+    Ok(Cow::Owned(gather(v, ty, rel, &inputs.sizes)?))
+}
+
+/// The relation `r` of the inputs.
+fn relation(inputs: &Inputs, r: Symbol) -> Result<&Relation> {
+    inputs
+        .relations
+        .get(&r)
+        .ok_or_else(|| Error::input(format!("missing input '{r}'")))
+}
+
+fn check_count(count: usize, x: Symbol, r: Symbol, rel: &Relation) -> Result<()> {
+    if count == nnz(rel) {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "input '{x}': {count} value(s), but '{x}' is stored by '{r}', which holds {} tuple(s)",
+        nnz(rel)
+    )))
+}
+
+/// The type of `prog`'s result as it is given out: each stored leaf
+/// `(tensor nnz R)`, its values at the tuples.
+pub fn out_type(prog: &Program, inputs: &Inputs) -> Result<Type> {
+    leaf_type(prog, &prog.ret, 0, inputs)
+}
+
+fn leaf_type(prog: &Program, ty: &Type, first: usize, inputs: &Inputs) -> Result<Type> {
+    if let Type::Pair(a, b) = ty {
+        let ta = leaf_type(prog, a, first, inputs)?;
+        let tb = leaf_type(prog, b, first + leaf_count(a), inputs)?;
+        return Ok(Type::Pair(Box::new(ta), Box::new(tb)));
+    }
+    match prog.stored.leaf(first) {
+        None => Ok(ty.clone()),
+        Some(r) => Ok(values_type(relation(inputs, r)?)),
+    }
 }
 
 /// A relation given by tuples that stores a tensor must list them in
@@ -153,10 +232,7 @@ fn leaf_out(
     match prog.stored.leaf(first) {
         None => Ok((v.clone(), ty.clone())),
         Some(r) => {
-            let rel = inputs
-                .relations
-                .get(&r)
-                .ok_or_else(|| Error::input(format!("missing input '{r}'")))?;
+            let rel = relation(inputs, r)?;
             let xs = gather(v, ty, rel, &inputs.sizes)?;
             Ok((Value::reals(&xs), values_type(rel)))
         }

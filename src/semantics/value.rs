@@ -262,6 +262,11 @@ pub struct Inputs {
     pub values: HashMap<Symbol, Value>,
     /// The relations.
     pub relations: HashMap<Symbol, Relation>,
+    /// Tensors stored by a relation's pattern, given as their values: one
+    /// real per tuple, in the row-major order of the tuples. Such a tensor
+    /// may be given here or densely in `values`; the evaluator expands it
+    /// ([`super::stored::expanded`]), compiled code takes it as it is.
+    pub stored: HashMap<Symbol, Vec<f64>>,
 }
 
 impl Inputs {
