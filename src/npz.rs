@@ -487,8 +487,12 @@ pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_j
             for ((stem, k), spec) in names.iter().zip(&specs) {
                 let value = match spec {
                     Some(spec) => {
-                        let mut member = zip.by_index(*k).map_err(|e| io_err(path, e))?;
-                        read(&mut member, &format!("{}[{stem}]", path.display()), spec)?
+                        let member = zip.by_index(*k).map_err(|e| io_err(path, e))?;
+                        // an element at a time from the archive would be a
+                        // read system call each (a stored member is not
+                        // buffered by the zip reader)
+                        let mut reader = std::io::BufReader::with_capacity(1 << 16, member);
+                        read(&mut reader, &format!("{}[{stem}]", path.display()), spec)?
                     }
                     None => serde_json::Value::Null,
                 };
