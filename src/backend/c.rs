@@ -79,8 +79,7 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #ifndef ATL_ROW_BLOCK
 #define ATL_ROW_BLOCK 1024
 #endif
-/* The longest row a tie of the loop order interchanges (lower/order.rs,
-   ROW_LIMIT). */
+/* The longest row a tie of the loop order interchanges (lower/order.rs). */
 #ifndef ATL_ROW_LIMIT
 #define ATL_ROW_LIMIT 4096
 #endif
