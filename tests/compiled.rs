@@ -1332,6 +1332,113 @@ fn short_sums_of_row_loops_run_by_blocks_as_evaluated() {
     assert!(!src.contains("atlblk"), "a column read moved:\n{src}");
 }
 
+/// Gens over band sums whose taps move with the row (`src/lower/skew.rs`):
+/// a correlation with a kernel of symbolic length (the signal's gradient of
+/// a deconvolution), one of constant width with offsets on both sides, a
+/// band beside another term, a 2-D stencil's adjoint, and a band whose
+/// bracket keeps a conjunct that does not name the tap; their rows split
+/// where the band leaves the range, the interior run by blocks of rows.
+/// Values equal `eval` within 1e-12 at one and two threads and the
+/// counting build counts the cost exactly, at sizes below, at and above
+/// one block, odd sizes, and kernels longer than the signal.
+#[test]
+fn band_sums_reindexed_by_their_offset_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let sloss = "(fn sloss ((x (tensor (- (+ n m) 1) R)) (c (tensor m R)) (z (tensor n R))) (let f (gen i n (sum j m (* (get x (- (+ i m) (+ j 1))) (get c j)))) (sum k n (let d (- (get f k) (get z k)) (* d d)))))";
+    let blur = "(fn blur ((img (tensor n n R)) (k (tensor 3 3 R))) (let b (gen i n (gen j n (sum a 3 (sum c 3 (* (get k a c) (get img (- (+ i a) 1) (- (+ j c) 1))))))) (sum i n (sum j n (* (get b i j) (get b i j))))))";
+    let mut progs = vec![];
+    for src in [sloss, blur] {
+        let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        let wrt: Vec<egg::Symbol> = p.params.iter().map(|x| x.name).take(1).collect();
+        progs.push(derive::grad(&p, &wrt, &options()).expect("grad").program);
+    }
+    for src in [
+        "(fn corr ((d (tensor n R)) (c (tensor m R))) (gen g (- (+ n m) 1) (sum i n (iverson (and (<= (- g (- m 1)) i) (<= i g)) (* (get d i) (get c (- (+ i m) (+ g 1))))))))",
+        "(fn wide ((x (tensor n R)) (w (tensor 5 R))) (gen g n (+ (get x g) (sum i n (iverson (and (<= (- g 3) i) (< i (+ g 2))) (* (get x i) (get w (- (+ i 3) g))))))))",
+        "(fn kept ((x (tensor n R)) (y (tensor m R))) (gen g n (sum a m (sum i n (iverson (and (<= (- g 1) i) (<= i (+ g 1)) (< a 2)) (* (get x i) (get y a)))))))",
+    ] {
+        progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
+    }
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    flags.flags.push("-DATL_ROW_BLOCK=4".into());
+    flags.flags.push("-DATL_ROW_LIMIT=0".into());
+    for prog in &progs {
+        let what = prog.name.to_string();
+        let src = backend::generate(prog).expect("generate").source;
+        assert!(
+            src.contains("_lo = atlh_min("),
+            "{what}: no band split:\n{src}"
+        );
+        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        let counted = backend::compile_with_flags(prog, true, &flags).expect("compile");
+        for (n, m) in [(1, 1), (2, 5), (3, 3), (4, 2), (7, 9), (11, 4), (40, 7)] {
+            let sizes = [("n", n), ("m", m)]
+                .iter()
+                .filter(|(k, _)| prog.sizes.contains(&egg::Symbol::from(*k)))
+                .map(|(k, v)| (egg::Symbol::from(*k), *v))
+                .collect();
+            let what = format!("{what} at n={n}, m={m}");
+            let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
+            let want = eval::evaluate(prog, &inputs).expect("eval");
+            let (_, ops) = counted.call_counted(&inputs).expect("run");
+            let ops = ops.expect("counters");
+            let total: u128 = ops[..3].iter().map(|&k| k as u128).sum();
+            let c = cost::cost(prog, &inputs.sizes, &inputs.relations).expect("cost");
+            assert_eq!(total, c, "{what}: executed operations differ from the cost");
+            let data = common::run_check::data_size(prog, &inputs).expect("sizes");
+            let overhead = ops[3] as u128 + ops[4] as u128;
+            let bound = common::run_check::LOOP_OVERHEAD * (c + data);
+            assert!(
+                overhead <= bound,
+                "{what}: loop overhead {overhead} > {bound}"
+            );
+            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
+            assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+        }
+    }
+}
+
+/// A let-bound image summed by a chain over its rows and their elements
+/// (a blur's loss) is computed a row at a time, each row's terms added to
+/// the chain's accumulator as they are made: the image is never stored
+/// whole. Values equal `eval` at one and two threads and the counting
+/// build counts the cost exactly, also where the rows or the elements are
+/// empty and under a bracket of the inner sum.
+#[test]
+fn sum_chains_over_a_let_bound_image_fuse_with_its_rows() {
+    if !have_cc() {
+        return;
+    }
+    let sources = [
+        "(fn blur ((img (tensor h w R)) (k (tensor 3 3 R))) (let b (gen i h (gen j w (sum a 3 (sum c 3 (* (get k a c) (get img (- (+ i a) 1) (- (+ j c) 1))))))) (sum i h (sum j w (* (get b i j) (get b i j))))))",
+        "(fn tri ((x (tensor h w R))) (let b (gen i h (gen j w (* 2.0 (get x i j)))) (sum i h (sum j w (iverson (< j i) (* (get b i j) (get x i j)))))))",
+    ];
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    for src in sources {
+        let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        let what = prog.name.to_string();
+        let c_src = backend::generate(&prog).expect("generate").source;
+        assert!(
+            c_src.contains("atlv_n *= d1;") && !c_src.contains("atlv_n *= d0;"),
+            "{what}: the image is stored whole:\n{c_src}"
+        );
+        let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+        for (h, w) in [(0, 3), (3, 0), (1, 1), (2, 5), (7, 4)] {
+            let sizes = [("h", h), ("w", w)]
+                .iter()
+                .map(|(k, v)| (egg::Symbol::from(*k), *v))
+                .collect();
+            let what = format!("{what} at h={h}, w={w}");
+            let inputs = random_inputs(&prog, &sizes, &mut Rng::new(3)).expect("inputs");
+            assert_counted_and_evaluated(&compiled, &prog, &inputs, &what);
+        }
+    }
+}
+
 /// Programs whose loops iterate relations' stored tuples (`src/lower/relation.rs`):
 /// atoms in and out of loop order (permuted layouts), of arity 1 to 3, with
 /// bound arguments, beside other conjuncts, under `exists` and in `or` (whose

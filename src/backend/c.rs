@@ -79,6 +79,10 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #ifndef ATL_ROW_BLOCK
 #define ATL_ROW_BLOCK 1024
 #endif
+/* The longest row a tie of the loop order interchanges (lower/order.rs). */
+#ifndef ATL_ROW_LIMIT
+#define ATL_ROW_LIMIT 4096
+#endif
 #define ATL_SCRATCH_MAX 8388608
 #if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
 #define ATL_PARALLEL_FOR(c) ATL_PRAGMA(omp parallel for schedule(static) if(c))

@@ -7,7 +7,9 @@
 //! trip through memory, where the function itself keeps its rows in
 //! registers. Here such a run of consecutive lets (and then the result's
 //! leaves that qualify: gens over the same extent, and plain sums
-//! `(sum i n e)` of a scalar leaf) becomes one loop over the rows: in each
+//! `(sum i n e)` of a scalar leaf, `e` possibly a sum chain over the row's
+//! elements, whose terms then go to the same accumulator) becomes one loop
+//! over the rows: in each
 //! iteration every member computes its row, in order. A member that no
 //! later part of the program reads (outside the run) is *contracted* to one
 //! row, reused by every iteration; the others keep their full buffer.
@@ -327,7 +329,7 @@ impl Lowerer {
                 Expr::Sum(v, d, body)
                     if d == n
                         && ld.is_scalar_place()
-                        && !matches!(&**body, Expr::Sum(..) | Expr::Iverson(..))
+                        && !matches!(&**body, Expr::Iverson(..))
                         && run.qualifies(body, *v) =>
                 {
                     run.members.push(Member::Sum(*v, body, ld))
@@ -509,6 +511,14 @@ impl Lowerer {
                 Member::Out(_, _, ld) => {
                     let row = ld.index_unchecked(c, self)?;
                     self.store(&body, &row)?;
+                }
+                // A sum chain's inner sums add their terms to the same
+                // accumulator, as the chain does (the terms and their
+                // order are the chain's: none where an inner sum is empty).
+                Member::Sum(..) if matches!(body, Expr::Sum(..)) => {
+                    let (acc, first) = acc_it.next().expect("an accumulator per sum");
+                    let (acc, first) = (acc.clone(), first.clone());
+                    self.sum_nest(&body, &super::sum::Acc::Scalar { acc, first })?;
                 }
                 Member::Sum(..) | Member::LetSum { .. } | Member::LeafSum { .. } => {
                     let (acc, first) = acc_it.next().expect("an accumulator per sum");

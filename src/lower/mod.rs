@@ -67,6 +67,7 @@ pub(crate) mod parallel;
 mod pieces;
 mod pred;
 mod relation;
+mod skew;
 mod stored;
 mod sum;
 mod tile;

@@ -21,7 +21,8 @@
 //! coefficient ±1, *invariant* when `v` does not occur, *strided*
 //! otherwise. Let `s(v)` count the strided accesses. The gen variable goes
 //! innermost when `s(i) < s(j)` (`j` the innermost sum variable), and on a
-//! tie when `D <= ROW_LIMIT` at run time (the row then stays in cache and
+//! tie when `D <= ATL_ROW_LIMIT` at run time (4096 unless the C compiler is
+//! told otherwise; the row then stays in cache and
 //! the sum's arrays are streamed once instead of once per output).
 //!
 //! Only sums reached from the gen's body through `+`, `*` and calls (and
@@ -43,10 +44,6 @@ use crate::front::ast::{CmpOp, Expr, Pred, Type};
 use egg::Symbol;
 
 use super::ir::Stmt;
-
-/// On a tie, interchange only when the gen's extent is at most this (its
-/// row of doubles stays in the L1/L2 cache).
-pub(crate) const ROW_LIMIT: i64 = 4096;
 
 /// How an access moves when one loop variable steps.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -313,7 +310,7 @@ impl Lowerer {
 
     /// Whether the sum `s` inside `(gen i ...)` should run with `i`
     /// innermost: `Some(true)` always, `Some(false)` only when the gen's
-    /// extent is at most [`ROW_LIMIT`] (a tie), `None` never.
+    /// extent is at most `ATL_ROW_LIMIT` (a tie), `None` never.
     pub(super) fn interchange(&self, i: Symbol, s: &Expr) -> Option<bool> {
         let (chain, p, body) = crate::semantics::eval::sum_chain(s);
         let &(j, _) = chain.last()?;
@@ -375,7 +372,7 @@ impl Lowerer {
         let (then, ()) = self.block(|lw| lw.gen_with(i, d, body, dest, &all))?;
         let (els, ()) = self.block(|lw| lw.gen_with(i, d, body, dest, &always))?;
         self.out.push(Stmt::If {
-            cond: format!("{dn} <= {ROW_LIMIT}"),
+            cond: format!("{dn} <= ATL_ROW_LIMIT"),
             then,
             els,
         });
@@ -392,6 +389,9 @@ impl Lowerer {
         inter: &[&Expr],
     ) -> Result<()> {
         if inter.is_empty() {
+            if self.band_rows(i, d, body, dest)? {
+                return Ok(());
+            }
             return self.gen_loop(i, d, body, dest);
         }
         if let ([s], V::Leaf { buf, off, .. }) = (inter, dest) {
