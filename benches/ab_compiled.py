@@ -11,7 +11,8 @@ lowering on a loaded machine.  NumPy only.
 
 SIZES are the C function's size arguments in its order (`n=1000000,m=9`
 as `1000000,9`), INPUTS the lengths of its real inputs (`1000008,9,1000000`),
-OUT the length of its result; inputs are standard normal (seed 0).  Prints
+OUT the length of its result (lengths separated by commas for a result of
+several leaves, such as a gradient with respect to several inputs); inputs are standard normal (seed 0).  Prints
 one markdown row: before, after (ms), the speed-up and the largest
 difference of the two results relative to the largest magnitude.
 """
@@ -29,19 +30,19 @@ def main():
     rng = np.random.default_rng(0)
     sizes = [int(s) for s in sizes.split(",")]
     arrs = [rng.standard_normal(int(n)) for n in inputs.split(",")]
-    res = np.zeros(int(out))
+    res = [np.zeros(int(n)) for n in out.split(",")]
 
     def load(path):
         f = getattr(ctypes.CDLL(path), fn)
         args = [ctypes.c_int64(s) for s in sizes]
-        args += [a.ctypes.data_as(ctypes.c_void_p) for a in arrs + [res]]
+        args += [a.ctypes.data_as(ctypes.c_void_p) for a in arrs + res]
         return lambda: f(*args)
 
     a, b = load(before), load(after)
     a()
-    ra = res.copy()
+    ra = np.concatenate(res)
     b()
-    rb = res.copy()
+    rb = np.concatenate(res)
     rel = np.max(np.abs(ra - rb)) / max(np.max(np.abs(ra)), 1e-300)
     ta, tb = [], []
     for _ in range(reps):

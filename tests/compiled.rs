@@ -1189,6 +1189,89 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
     }
 }
 
+/// Contractions confined by a bracket to a band (`atlh_gemm_band`): the
+/// output's elements `j` around `i` (attention's `[j <= i]·QKᵀ`), or each
+/// element's terms `k` around `i` or around `j` (`PV`), lower and upper,
+/// strict and not, shifted, both bounds at once; at sizes smaller than a
+/// block of rows, odd, and several blocks. Values equal `eval` at one and
+/// two threads (every call parallel), the counting build counts the cost:
+/// the bracketed terms only.
+#[test]
+fn banded_contractions_run_by_the_kernel_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let out = |p: &str| {
+        format!("(fn out ((A (tensor n k R)) (X (tensor m k R))) (gen i n (gen j m (iverson {p} (exp (* 0.1 (sum l k (* (get A i l) (get X j l)))))))))")
+    };
+    let rows = |p: &str| {
+        format!("(fn rows ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (sum l k (iverson {p} (* (get A i l) (get X l j)))))))")
+    };
+    let cols = |p: &str| {
+        format!("(fn cols ((A (tensor k n R)) (X (tensor k m R))) (gen i n (gen j m (* 2.0 (sum l k (iverson {p} (* (get X l j) (get A l i))))))))")
+    };
+    let sources = [
+        out("(<= j i)"),
+        out("(> j (+ i 2))"),
+        out("(and (<= j (+ i 3)) (>= (+ j 5) i))"),
+        out("(== j i)"),
+        rows("(<= l i)"),
+        rows("(< (+ l 3) i)"),
+        rows("(>= l (- i 4))"),
+        rows("(and (< l (+ i 7)) (> l (- i 9)))"),
+        cols("(<= l j)"),
+        cols("(> l (+ j 1))"),
+    ];
+    let mut progs = vec![];
+    for src in &sources {
+        progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
+    }
+    let attention = CorpusProgram::load_dir(Path::new("corpus"))
+        .expect("corpus")
+        .into_iter()
+        .find(|p| p.name == "causal_attention")
+        .expect("causal_attention");
+    let wrt: Vec<egg::Symbol> = ["Q", "K", "V"]
+        .iter()
+        .map(|s| egg::Symbol::from(*s))
+        .collect();
+    progs.push(
+        derive::grad(&attention.program, &wrt, &options())
+            .expect("grad")
+            .program,
+    );
+    progs.push(attention.program);
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_GEMM_PAR_WORK=0".into());
+    let size_sets = [
+        [("n", 5), ("k", 3), ("m", 4), ("t", 5), ("d", 3)],
+        [("n", 77), ("k", 70), ("m", 131), ("t", 77), ("d", 13)],
+        [("n", 150), ("k", 200), ("m", 67), ("t", 150), ("d", 9)],
+    ];
+    for prog in &progs {
+        let what = prog.name.to_string();
+        let src = backend::generate(prog).expect("generate").source;
+        assert!(
+            src.contains("  atlh_gemm_band("),
+            "{what}: no banded kernel call:\n{src}"
+        );
+        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        for (n, set) in size_sets.iter().enumerate() {
+            let sizes: Sizes = set
+                .iter()
+                .map(|(k, v)| (egg::Symbol::from(*k), *v))
+                .collect();
+            let inputs = random_inputs(prog, &sizes, &mut Rng::new(7 + n as u64)).expect("inputs");
+            let what = format!("{what} at {set:?}");
+            let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(ops, c, "{what}: executed operations differ from the cost");
+            let want = eval::evaluate(prog, &inputs).expect("eval");
+            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
+            assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+        }
+    }
+}
+
 /// A gen whose bracket has an equality fixing one of its variables (a
 /// one-hot vector, a diagonal, an anti-diagonal, every second row) is
 /// stored as a zero fill and a loop over the points the equality leaves

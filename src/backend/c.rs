@@ -100,7 +100,7 @@ uint64_t atlpacked_ops[5];
 #define ATL_MUL() (atlpacked_ops[1]++)
 #define ATL_CALL() (atlpacked_ops[2]++)
 #define ATL_SUMADD(h) (atlpacked_ops[0] += (uint64_t)(h), (h) = 1)
-#define ATL_FIRST_AT(h, n) uint8_t *h = (uint8_t *)calloc((size_t)(n) + 1, 1); if (h == NULL) { free(atlv_arena); return 2; }
+#define ATL_FIRST_AT(h, n) uint8_t *h = (uint8_t *)calloc((size_t)(n) + 1, 1); if (h == NULL) { atlh_arena_give(atlv_arena); return 2; }
 #define ATL_SUMADD_AT(h, i) (atlpacked_ops[0] += (uint64_t)(h)[i], (h)[i] = 1)
 /* A block's partial sum added to element i: an addition when the block had
    a term (its flag `any`) and the element had one before. */
@@ -118,6 +118,40 @@ uint64_t atlpacked_ops[5];
 #define ATL_SUMADD_AT(h, i) ((void)0)
 #define ATL_SUMADD_MERGE(h, i, any) ((void)0)
 #define ATL_FIRST_AT_END(h) ((void)0)
+#endif
+
+/* The arena of a call: the last call's arena is kept (one, of at most
+   ATL_ARENA_KEEP doubles) and reused by the next call it is large enough
+   for, so a call does not map and fault in fresh pages each time (a large
+   malloc is an mmap). Calls on several threads at once take it in turn or
+   allocate their own; the size is stored in front of the arena. */
+#ifndef ATL_ARENA_KEEP
+#define ATL_ARENA_KEEP ((size_t)1 << 26)
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+static double *atlh_arena_kept;
+static ATL_MAYBE_UNUSED double *atlh_arena_take(size_t n) {
+  double *p = __atomic_exchange_n(&atlh_arena_kept, (double *)NULL, __ATOMIC_ACQ_REL);
+  if (p != NULL && *(size_t *)p >= n) return p + 1;
+  free(p);
+  if (n > SIZE_MAX / sizeof(double) - 1) return NULL;
+  p = (double *)malloc((n + 1) * sizeof(double));
+  if (p == NULL) return NULL;
+  *(size_t *)p = n;
+  return p + 1;
+}
+static ATL_MAYBE_UNUSED void atlh_arena_give(double *a) {
+  if (a == NULL) return;
+  double *p = a - 1;
+  if (*(size_t *)p > ATL_ARENA_KEEP) {
+    free(p);
+    return;
+  }
+  free(__atomic_exchange_n(&atlh_arena_kept, p, __ATOMIC_ACQ_REL));
+}
+#else
+static ATL_MAYBE_UNUSED double *atlh_arena_take(size_t n) { return (double *)malloc(n * sizeof(double)); }
+static ATL_MAYBE_UNUSED void atlh_arena_give(double *a) { free(a); }
 #endif
 
 /* Index arithmetic (b > 0). */
@@ -525,7 +559,7 @@ fn part_calls(out: &mut String, f: &Function, sp: &split::Split) {
     );
     let _ = writeln!(
         out,
-        "  if (atlv_sd == NULL || atlv_si == NULL) {{ free(atlv_sd); free(atlv_si); free(atlv_arena); return {RET_ALLOCATION}; }}"
+        "  if (atlv_sd == NULL || atlv_si == NULL) {{ free(atlv_sd); free(atlv_si); atlh_arena_give(atlv_arena); return {RET_ALLOCATION}; }}"
     );
     let dims: Vec<&str> = f.dims.iter().map(|(n, _)| n.as_str()).collect();
     let slots: Vec<&str> = f.slots.iter().map(|s| s.cname.as_str()).collect();
@@ -545,7 +579,7 @@ fn part_calls(out: &mut String, f: &Function, sp: &split::Split) {
             call.join(", ")
         );
     }
-    out.push_str("  free(atlv_sd);\n  free(atlv_si);\n  free(atlv_arena);\n  return atlv_rc;\n}\n");
+    out.push_str("  free(atlv_sd);\n  free(atlv_si);\n  atlh_arena_give(atlv_arena);\n  return atlv_rc;\n}\n");
 }
 
 /// A dimension (affine in sizes) as a C expression over the size
@@ -663,7 +697,7 @@ pub fn emit(f: &Function, source_name: &str) -> String {
     match &split {
         None => {
             stmts(&mut out, &f.body, 1);
-            out += "  free(atlv_arena);\n  return 0;\n}\n";
+            out += "  atlh_arena_give(atlv_arena);\n  return 0;\n}\n";
         }
         Some(sp) => {
             part_calls(&mut out, f, sp);
@@ -749,7 +783,7 @@ fn arena(out: &mut String, f: &Function) {
     );
     let _ = writeln!(
         out,
-        "  double *atlv_arena = atlv_total > 0 ? (double *)malloc((size_t)atlv_total * sizeof(double)) : NULL;"
+        "  double *atlv_arena = atlv_total > 0 ? atlh_arena_take((size_t)atlv_total) : NULL;"
     );
     let _ = writeln!(
         out,

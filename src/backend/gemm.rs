@@ -46,7 +46,9 @@ pub(crate) const GEMM: &str = r#"
 #define ATL_GEMM_NG (16 * ATL_GEMM_NR)
 #define ATL_GEMM_NC 4096
 #define ATL_GEMM_SMALL 16384.0
+#ifndef ATL_GEMM_PAR_WORK
 #define ATL_GEMM_PAR_WORK 1048576.0
+#endif
 #if defined(__FMA__) && defined(__clang__)
 #define ATL_GEMM_KERNEL static
 #define ATL_GEMM_FUSE _Pragma("clang fp contract(fast)")
@@ -218,7 +220,7 @@ static void atlh_gemm_pack_b(double *bp, const double *B, int64_t bsk, int64_t b
    items shared by nt threads, each packing its rows into its part of ap. */
 static void atlh_gemm_block(double *C, int64_t csi, int64_t csj, int64_t M, const double *A, int64_t asi,
                             int64_t ask, const double *bp, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
-                            double *ap, int nt) {
+                            double *ap, int nt, int acc) {
   /* One thread takes all the columns at once: its rows of A are packed once. */
   const int64_t gw = nt > 1 ? ATL_GEMM_NG : nc, nb = (nc + gw - 1) / gw;
   const int64_t items = (M + ATL_GEMM_MC - 1) / ATL_GEMM_MC * nb;
@@ -241,21 +243,16 @@ static void atlh_gemm_block(double *C, int64_t csi, int64_t csj, int64_t M, cons
       for (int64_t ir = 0; ir < mc; ir += ATL_GEMM_MR) {
         const int64_t mr = mc - ir < ATL_GEMM_MR ? mc - ir : ATL_GEMM_MR;
         atlh_gemm_kernel(kc, mine + ir * kc, bp + jr * kc, C + (ic + ir) * csi + (jc + jr) * csj, csi, csj, mr,
-                         nr, pc == 0);
+                         nr, pc == 0 && !acc);
       }
     }
   }
 }
 
-static ATL_MAYBE_UNUSED void atlh_gemm(double *C, int64_t csi, int64_t csj, int64_t M, int64_t N, int64_t K,
-                                       const double *A, int64_t asi, int64_t ask, const double *B, int64_t bsk,
-                                       int64_t bsj) {
-#ifdef ATL_COUNT_OPS
-  if (M > 0 && N > 0 && K > 0) {
-    atlpacked_ops[1] += (uint64_t)M * (uint64_t)N * (uint64_t)K;
-    atlpacked_ops[0] += (uint64_t)M * (uint64_t)N * (uint64_t)(K - 1);
-  }
-#endif
+/* C = A.B (with acc: C += A.B), not counted. */
+static ATL_MAYBE_UNUSED void atlh_gemm_run(double *C, int64_t csi, int64_t csj, int64_t M, int64_t N, int64_t K,
+                                           const double *A, int64_t asi, int64_t ask, const double *B, int64_t bsk,
+                                           int64_t bsj, int acc) {
   if (M <= 0 || N <= 0) return;
   const double work = (double)M * (double)N * (double)K;
   int nt = 1;
@@ -273,7 +270,7 @@ static ATL_MAYBE_UNUSED void atlh_gemm(double *C, int64_t csi, int64_t csj, int6
       for (int64_t j = 0; j < N; j++) {
         double s = 0.0;
         for (int64_t k = 0; k < K; k++) s += A[i * asi + k * ask] * B[k * bsk + j * bsj];
-        C[i * csi + j * csj] = s;
+        C[i * csi + j * csj] = acc ? C[i * csi + j * csj] + s : s;
       }
     return;
   }
@@ -282,11 +279,131 @@ static ATL_MAYBE_UNUSED void atlh_gemm(double *C, int64_t csi, int64_t csj, int6
     for (int64_t pc = 0; pc < K; pc += ATL_GEMM_KC) {
       const int64_t kc = K - pc < ATL_GEMM_KC ? K - pc : ATL_GEMM_KC;
       atlh_gemm_pack_b(bp, B, bsk, bsj, pc, kc, jc, nc);
-      atlh_gemm_block(C, csi, csj, M, A, asi, ask, bp, pc, kc, jc, nc, ap, nt);
+      atlh_gemm_block(C, csi, csj, M, A, asi, ask, bp, pc, kc, jc, nc, ap, nt, acc);
     }
   }
   free(ap);
   free(bp);
+}
+
+static ATL_MAYBE_UNUSED void atlh_gemm(double *C, int64_t csi, int64_t csj, int64_t M, int64_t N, int64_t K,
+                                       const double *A, int64_t asi, int64_t ask, const double *B, int64_t bsk,
+                                       int64_t bsj) {
+#ifdef ATL_COUNT_OPS
+  if (M > 0 && N > 0 && K > 0) {
+    atlpacked_ops[1] += (uint64_t)M * (uint64_t)N * (uint64_t)K;
+    atlpacked_ops[0] += (uint64_t)M * (uint64_t)N * (uint64_t)(K - 1);
+  }
+#endif
+  atlh_gemm_run(C, csi, csj, M, N, K, A, asi, ask, B, bsk, bsj, 0);
+}
+
+/* Banded contractions: as atlh_gemm, but row i of C involves only the u in
+   [i + lo, i + hi) (and in range). With out_band, u is the column j: the
+   other elements of C are not written. Otherwise u is the summed k: a row
+   without one is zero. Rows run by blocks of ATL_BAND_MB: in each, the u
+   that every row of the block has run as one kernel call, the edges
+   (at most ATL_BAND_MB - 1 wide each side) as below. */
+#define ATL_BAND_MB 64
+
+/* Columns [e0, e1) of the rows [i0, i1), out_band: dense kernel calls into
+   a tile (not counted), of which only the band is copied to C. */
+static void atlh_band_out_edge(double *C, int64_t csi, int64_t csj, int64_t i0, int64_t i1, int64_t e0, int64_t e1,
+                               int64_t K, const double *A, int64_t asi, int64_t ask, const double *B, int64_t bsk,
+                               int64_t bsj, int64_t lo, int64_t hi) {
+  double tile[ATL_BAND_MB * ATL_BAND_MB];
+  for (int64_t jc = e0; jc < e1; jc += ATL_BAND_MB) {
+    const int64_t w = atlh_min(ATL_BAND_MB, e1 - jc);
+    atlh_gemm_run(tile, w, 1, i1 - i0, w, K, A + i0 * asi, asi, ask, B + jc * bsj, bsk, bsj, 0);
+    for (int64_t i = i0; i < i1; i++) {
+      const int64_t a = atlh_max(i + lo, jc), b = atlh_min(i + hi, jc + w);
+      for (int64_t j = a; j < b; j++) C[i * csi + j * csj] = tile[(i - i0) * w + (j - jc)];
+    }
+  }
+}
+
+/* The terms k in [ka, kb) of the rows [i0, i1) (each within its band),
+   added to C in increasing k: one row of B at a time. */
+static void atlh_band_sum_edge(double *C, int64_t csi, int64_t csj, int64_t i0, int64_t i1, int64_t ka, int64_t kb,
+                               int64_t N, const double *A, int64_t asi, int64_t ask, const double *B, int64_t bsk,
+                               int64_t bsj, int64_t lo, int64_t hi) {
+  for (int64_t i = i0; i < i1; i++) {
+    const int64_t a = atlh_max(i + lo, ka), b = atlh_min(i + hi, kb);
+    double *c = C + i * csi;
+    for (int64_t k = a; k < b; k++) {
+      const double x = A[i * asi + k * ask];
+      const double *bk = B + k * bsk;
+      if (csj == 1 && bsj == 1)
+        for (int64_t j = 0; j < N; j++) c[j] += x * bk[j];
+      else
+        for (int64_t j = 0; j < N; j++) c[j * csj] += x * bk[j * bsj];
+    }
+  }
+}
+
+/* The rows [i0, i1) of a banded contraction. */
+static void atlh_band_rows(double *C, int64_t csi, int64_t csj, int64_t i0, int64_t i1, int64_t N, int64_t K,
+                           const double *A, int64_t asi, int64_t ask, const double *B, int64_t bsk, int64_t bsj,
+                           int64_t lo, int64_t hi, int out_band) {
+  const int64_t U = out_band ? N : K;
+  const int64_t u0 = atlh_max(i0 + lo, 0), u1 = atlh_min(i1 - 1 + hi, U);
+  const int64_t f0 = atlh_max(i1 - 1 + lo, 0), f1 = atlh_min(i0 + hi, U);
+  const int full = f0 < f1;
+  if (out_band) {
+    if (full) {
+      atlh_gemm_run(C + i0 * csi + f0 * csj, csi, csj, i1 - i0, f1 - f0, K, A + i0 * asi, asi, ask, B + f0 * bsj,
+                    bsk, bsj, 0);
+      atlh_band_out_edge(C, csi, csj, i0, i1, u0, f0, K, A, asi, ask, B, bsk, bsj, lo, hi);
+      atlh_band_out_edge(C, csi, csj, i0, i1, f1, u1, K, A, asi, ask, B, bsk, bsj, lo, hi);
+    } else
+      atlh_band_out_edge(C, csi, csj, i0, i1, u0, u1, K, A, asi, ask, B, bsk, bsj, lo, hi);
+    return;
+  }
+  for (int64_t i = i0; i < i1; i++)
+    for (int64_t j = 0; j < N; j++) C[i * csi + j * csj] = 0.0;
+  if (full) {
+    atlh_band_sum_edge(C, csi, csj, i0, i1, u0, f0, N, A, asi, ask, B, bsk, bsj, lo, hi);
+    atlh_gemm_run(C + i0 * csi, csi, csj, i1 - i0, N, f1 - f0, A + i0 * asi + f0 * ask, asi, ask, B + f0 * bsk, bsk,
+                  bsj, 1);
+    atlh_band_sum_edge(C, csi, csj, i0, i1, f1, u1, N, A, asi, ask, B, bsk, bsj, lo, hi);
+  } else
+    atlh_band_sum_edge(C, csi, csj, i0, i1, u0, u1, N, A, asi, ask, B, bsk, bsj, lo, hi);
+}
+
+static ATL_MAYBE_UNUSED void atlh_gemm_band(double *C, int64_t csi, int64_t csj, int64_t M, int64_t N, int64_t K,
+                                            const double *A, int64_t asi, int64_t ask, const double *B,
+                                            int64_t bsk, int64_t bsj, int64_t lo, int64_t hi, int out_band) {
+  const int64_t U = out_band ? N : K;
+  double work = 0.0;
+  for (int64_t i = 0; i < M; i++) {
+    const int64_t a = atlh_max(i + lo, 0), b = atlh_min(i + hi, U);
+    if (b <= a) continue;
+    const uint64_t n = (uint64_t)(b - a);
+    work += (double)n * (double)(out_band ? K : N);
+#ifdef ATL_COUNT_OPS
+    if (out_band && K > 0) {
+      atlpacked_ops[1] += n * (uint64_t)K;
+      atlpacked_ops[0] += n * (uint64_t)(K - 1);
+    } else if (!out_band && N > 0) {
+      atlpacked_ops[1] += (uint64_t)N * n;
+      atlpacked_ops[0] += (uint64_t)N * (n - 1);
+    }
+#endif
+  }
+  if (M <= 0 || N <= 0) return;
+  const int64_t nb = (M + ATL_BAND_MB - 1) / ATL_BAND_MB;
+  int par = 0;
+#if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
+  par = work >= ATL_GEMM_PAR_WORK && !omp_in_parallel() && omp_get_max_threads() > 1;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+#endif
+  for (int64_t b = 0; b < nb; b++) {
+    const int64_t i0 = (nb - 1 - b) * ATL_BAND_MB;
+    atlh_band_rows(C, csi, csj, i0, atlh_min(i0 + ATL_BAND_MB, M), N, K, A, asi, ask, B, bsk, bsj, lo, hi,
+                   out_band);
+  }
+  (void)par;
+  (void)work;
 }
 "#;
 
@@ -294,7 +411,7 @@ static ATL_MAYBE_UNUSED void atlh_gemm(double *C, int64_t csi, int64_t csj, int6
 pub(crate) fn used(body: &[crate::lower::ir::Stmt]) -> bool {
     use crate::lower::ir::Stmt;
     body.iter().any(|s| match s {
-        Stmt::Line(l) => l.contains("atlh_gemm("),
+        Stmt::Line(l) => l.contains("atlh_gemm(") || l.contains("atlh_gemm_band("),
         Stmt::Decl { .. } => false,
         Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => used(body),
         Stmt::If { then, els, .. } => used(then) || used(els),

@@ -13,16 +13,26 @@
 //! is then a read of its result: the destination itself when the sum is
 //! the whole body, else a fresh `I×J` slot that the gen then reads.
 //!
-//! Only plain products qualify: no bracket on the sum, exactly two factors,
-//! each a read of a materialized tensor whose two dimensions are exactly
-//! the ranges of its two variables (no read out of range, so no guard).
+//! Exactly two factors qualify, each a read of a materialized tensor whose
+//! two dimensions are exactly the ranges of its two variables (no read out
+//! of range, so no guard). A bracket may confine the product to a band
+//! (`atlh_gemm_band`): a bracket around the sum that compares `j` with `i`
+//! (attention's `[j <= i]·Σ_l Q[i][l]·K[j][l]`: only the elements of the
+//! band are computed, the bracket stays on the read of the result), or one
+//! on the sum's terms that compares `k` with `i` or with `j`
+//! (`Σ_j [j <= i]·P[i][j]·V[j][l]`: each element adds only its terms).
+//! Each comparison has unit coefficients on the two indices (`u <= r + c`,
+//! `u > r - c`, ...; several in a conjunction, at most one bound each
+//! way). The kernel runs rows by blocks: the columns (or the `k`) every
+//! row of a block has as one kernel call, the edges of the band beside it;
+//! it executes and counts exactly the bracketed terms.
 //! Anything else keeps the loop nests of `order.rs` and `fuse.rs`.
 
 use super::value::V;
 use super::Lowerer;
 use crate::error::Result;
 use crate::front::affine::Affine;
-use crate::front::ast::{Expr, Type};
+use crate::front::ast::{CmpOp, Expr, Pred, Type};
 use egg::Symbol;
 
 /// A factor of a contraction: its buffer (with offset) and its strides
@@ -66,41 +76,197 @@ fn reads_pair(e: &Expr, v: Symbol, k: Symbol, avoid: &[Symbol]) -> bool {
     })
 }
 
-/// The contraction sum `(sum k K (* x y))` of the body of
-/// `(gen i (gen j body))`: its extent and the factor reading `i`
-/// then the one reading `j` (by shape only; see [`Lowerer::operand`]).
-fn contraction_sum(i: Symbol, j: Symbol, s: &Expr) -> Option<(&Affine, &Expr, &Expr)> {
+/// A contraction sum `(sum k K (* x y))` or `(sum k K [p]·(* x y))`: its
+/// index and extent, the factor reading `i` then the one reading `j` (by
+/// shape only; see [`Lowerer::operand`]) and the bracket on its terms.
+struct Parts<'a> {
+    k: Symbol,
+    dk: &'a Affine,
+    x: &'a Expr,
+    y: &'a Expr,
+    bracket: Option<&'a Pred>,
+}
+
+/// The parts of `s`, a candidate sum of the body of `(gen i (gen j body))`.
+fn contraction_sum(i: Symbol, j: Symbol, s: &Expr) -> Option<Parts<'_>> {
     let Expr::Sum(k, dk, body) = s else {
         return None;
     };
-    let Expr::Mul(x, y) = &**body else {
+    let (bracket, prod) = match &**body {
+        Expr::Iverson(p, b) => (Some(p), &**b),
+        b => (None, b),
+    };
+    let Expr::Mul(x, y) = prod else {
         return None;
     };
     if *k == i || *k == j || i == j {
         return None;
     }
-    if reads_pair(x, i, *k, &[j]) && reads_pair(y, j, *k, &[i]) {
-        Some((dk, x, y))
+    let (x, y) = if reads_pair(x, i, *k, &[j]) && reads_pair(y, j, *k, &[i]) {
+        (&**x, &**y)
     } else if reads_pair(y, i, *k, &[j]) && reads_pair(x, j, *k, &[i]) {
-        Some((dk, y, x))
+        (&**y, &**x)
     } else {
-        None
+        return None;
+    };
+    Some(Parts {
+        k: *k,
+        dk,
+        x,
+        y,
+        bracket,
+    })
+}
+
+/// A band: for each row index `r`, the other index `u` runs over
+/// `[r + lo, r + hi)` (a missing bound bounds nothing).
+struct Band {
+    lo: Option<Affine>,
+    hi: Option<Affine>,
+}
+
+/// `p` as a band of `u` around `r`: a comparison, or a conjunction of
+/// them, each between `u` and `r` with coefficients 1 and -1 and nothing
+/// in `avoid`, at most one lower and one upper bound in all.
+fn band(p: &Pred, r: Symbol, u: Symbol, avoid: &[Symbol]) -> Option<Band> {
+    let cmps: Vec<&Pred> = match p {
+        Pred::And(ps) => ps.iter().collect(),
+        _ => vec![p],
+    };
+    let mut b = Band { lo: None, hi: None };
+    for q in cmps {
+        let Pred::Cmp(op, x, y) = q else {
+            return None;
+        };
+        let d = x.sub(y).ok()?;
+        let cu = d.coeff(u);
+        if cu.abs() != 1 || d.coeff(r) != -cu || avoid.iter().any(|a| d.mentions(*a)) {
+            return None;
+        }
+        let zero = Affine::constant(0);
+        let rest = d.substitute(u, &zero).ok()?.substitute(r, &zero).ok()?;
+        // cu = 1: `u - r + rest OP 0`, u OP r - rest; cu = -1: u OP' r + rest.
+        let (op, off) = if cu == 1 {
+            (*op, rest.scale(-1).ok()?)
+        } else {
+            (mirror(*op), rest)
+        };
+        let next = off.add_constant(1).ok()?;
+        let (lo, hi) = match op {
+            CmpOp::Le => (None, Some(next)),
+            CmpOp::Lt => (None, Some(off)),
+            CmpOp::Ge => (Some(off), None),
+            CmpOp::Gt => (Some(next), None),
+            CmpOp::Eq => (Some(off), Some(next)),
+        };
+        for (have, new) in [(&mut b.lo, lo), (&mut b.hi, hi)] {
+            if new.is_some() {
+                if have.is_some() {
+                    return None;
+                }
+                *have = new;
+            }
+        }
+    }
+    Some(b)
+}
+
+/// The comparison with its operands swapped.
+fn mirror(op: CmpOp) -> CmpOp {
+    match op {
+        CmpOp::Le => CmpOp::Ge,
+        CmpOp::Lt => CmpOp::Gt,
+        CmpOp::Ge => CmpOp::Le,
+        CmpOp::Gt => CmpOp::Lt,
+        CmpOp::Eq => CmpOp::Eq,
+    }
+}
+
+/// How a contraction is confined: not at all, to a band of the output
+/// (`j` around `i`), or each element to a band of its terms (`k` around
+/// `i`, or around `j`).
+enum Kind {
+    Plain,
+    Out(Band),
+    Rows(Band),
+    Cols(Band),
+}
+
+/// The kind of the contraction `c`, under the bracket `outer` (if any)
+/// of the gen's body.
+fn kind(i: Symbol, j: Symbol, c: &Parts, outer: Option<&Pred>) -> Option<Kind> {
+    match (outer, c.bracket) {
+        (None, None) => Some(Kind::Plain),
+        (Some(p), None) => band(p, i, j, &[c.k]).map(Kind::Out),
+        (None, Some(p)) => band(p, i, c.k, &[j])
+            .map(Kind::Rows)
+            .or_else(|| band(p, j, c.k, &[i]).map(Kind::Cols)),
+        (Some(_), Some(_)) => None,
+    }
+}
+
+/// The candidate sums of a gen's body, each with the bracket it is under:
+/// reached through `+`, `*`, `max`/`min`, calls and at most one bracket.
+fn sites<'a>(e: &'a Expr, outer: Option<&'a Pred>, out: &mut Vec<(&'a Expr, Option<&'a Pred>)>) {
+    match e {
+        Expr::Sum(..) => out.push((e, outer)),
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::MaxMin(_, a, b) => {
+            sites(a, outer, out);
+            sites(b, outer, out);
+        }
+        Expr::Call(_, a) => sites(a, outer, out),
+        Expr::Iverson(p, a) if outer.is_none() => sites(a, Some(p), out),
+        _ => {}
+    }
+}
+
+/// `e` with the given sites (by address, among those [`sites`] reaches)
+/// replaced.
+fn replace_sites(e: &Expr, repl: &[(*const Expr, Expr)]) -> Expr {
+    if let Some((_, r)) = repl.iter().find(|(p, _)| std::ptr::eq(*p, e)) {
+        return r.clone();
+    }
+    let r = |a: &Expr| Box::new(replace_sites(a, repl));
+    match e {
+        Expr::Add(a, b) => Expr::Add(r(a), r(b)),
+        Expr::Mul(a, b) => Expr::Mul(r(a), r(b)),
+        Expr::MaxMin(m, a, b) => Expr::MaxMin(*m, r(a), r(b)),
+        Expr::Call(f, a) => Expr::Call(*f, r(a)),
+        Expr::Iverson(p, a) => Expr::Iverson(p.clone(), r(a)),
+        _ => e.clone(),
     }
 }
 
 /// Does `e`, a `gen` of a `gen`, have the shape of a contraction (a sum
-/// reached through `+`, `*` and calls that [`contraction_sum`] accepts)?
-/// Fusion leaves such gens to [`Lowerer::store_contraction`].
-pub(super) fn is_contraction(e: &Expr) -> bool {
+/// that [`sites`] reaches, of a shape and kind the kernels take)? Fusion
+/// leaves such gens to [`Lowerer::store_contraction`]. With `plain`, only
+/// contractions without a bracket count.
+fn contraction_shape(e: &Expr, plain: bool) -> bool {
     let Expr::Gen(i, _, inner) = e else {
         return false;
     };
     let Expr::Gen(j, _, body) = &**inner else {
         return false;
     };
-    let mut cands = vec![];
-    super::order::candidates(body, &mut cands);
-    cands.iter().any(|s| contraction_sum(*i, *j, s).is_some())
+    let mut found = vec![];
+    sites(body, None, &mut found);
+    found.iter().any(|(s, outer)| {
+        contraction_sum(*i, *j, s).is_some_and(|c| match kind(*i, *j, &c, *outer) {
+            Some(Kind::Plain) => true,
+            Some(_) => !plain,
+            None => false,
+        })
+    })
+}
+
+/// Whether `e` is a contraction, bracketed or not ([`contraction_shape`]).
+pub(super) fn is_contraction(e: &Expr) -> bool {
+    contraction_shape(e, false)
+}
+
+/// Whether `e` is a contraction without a bracket.
+pub(super) fn is_plain_contraction(e: &Expr) -> bool {
+    contraction_shape(e, true)
 }
 
 impl Lowerer {
@@ -163,23 +329,26 @@ impl Lowerer {
         let Expr::Gen(j, dj, body) = &**inner else {
             return Ok(false);
         };
-        let mut cands = vec![];
-        super::order::candidates(body, &mut cands);
+        let mut found = vec![];
+        sites(body, None, &mut found);
         let whole = matches!(dest, V::Leaf { dims, conds, .. }
             if dims.len() == 2 && dims[0] == *di && dims[1] == *dj && conds.is_empty());
         let mut repl = vec![];
-        for s in cands {
-            let Some((dk, x, y)) = contraction_sum(*i, *j, s) else {
+        for (s, outer) in found {
+            let Some(c) = contraction_sum(*i, *j, s) else {
                 continue;
             };
-            let Some(a) = self.operand(x, *i, di, dk)? else {
+            let Some(kind) = kind(*i, *j, &c, outer) else {
                 continue;
             };
-            let Some(b) = self.operand(y, *j, dj, dk)? else {
+            let Some(a) = self.operand(c.x, *i, di, c.dk)? else {
                 continue;
             };
-            let into_dest = whole && std::ptr::eq(s, &**body);
-            let (c, csi) = match dest {
+            let Some(b) = self.operand(c.y, *j, dj, c.dk)? else {
+                continue;
+            };
+            let into_dest = whole && outer.is_none() && std::ptr::eq(s, &**body);
+            let (out, csi) = match dest {
                 V::Leaf { buf, off, dims, .. } if into_dest => {
                     let base = if off == "0" {
                         buf.clone()
@@ -189,28 +358,33 @@ impl Lowerer {
                     (base, self.dim(&dims[1])?)
                 }
                 _ => {
-                    let t = self.slot("mm", &[di.clone(), dj.clone()])?;
-                    let sym = self.internal_symbol("mm");
-                    self.vals
-                        .insert(sym, V::leaf(t.clone(), vec![di.clone(), dj.clone()]));
-                    let ty = Type::Tensor(
-                        di.clone(),
-                        Box::new(Type::Tensor(dj.clone(), Box::new(Type::Real))),
-                    );
-                    self.tenv.insert(sym, ty);
-                    let read = Expr::Get(
-                        Box::new(Expr::Get(Box::new(Expr::Var(sym)), Affine::var(*i))),
-                        Affine::var(*j),
-                    );
+                    let (t, read) = self.product_slot(*i, di, *j, dj)?;
                     repl.push((s as *const Expr, read));
                     (t, self.dim(dj)?)
                 }
             };
-            let (ni, nj, nk) = (self.dim(di)?, self.dim(dj)?, self.dim(dk)?);
-            self.line(format!(
-                "atlh_gemm({c}, {csi}, 1, {ni}, {nj}, {nk}, {}, {}, {}, {}, {}, {});",
-                a.base, a.s_gen, a.s_sum, b.base, b.s_sum, b.s_gen
-            ));
+            let (ni, nj, nk) = (self.dim(di)?, self.dim(dj)?, self.dim(c.dk)?);
+            let (ab, bb) = (&a.base, &b.base);
+            let line = match &kind {
+                Kind::Plain => format!(
+                    "atlh_gemm({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {});",
+                    a.s_gen, a.s_sum, b.s_sum, b.s_gen
+                ),
+                Kind::Out(band) => format!(
+                    "atlh_gemm_band({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {}, {}, 1);",
+                    a.s_gen, a.s_sum, b.s_sum, b.s_gen, self.band_args(band, &ni, &nj)?
+                ),
+                Kind::Rows(band) => format!(
+                    "atlh_gemm_band({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {}, {}, 0);",
+                    a.s_gen, a.s_sum, b.s_sum, b.s_gen, self.band_args(band, &ni, &nk)?
+                ),
+                // The transpose: rows j, columns i, `y` as the left factor.
+                Kind::Cols(band) => format!(
+                    "atlh_gemm_band({out}, 1, {csi}, {nj}, {ni}, {nk}, {bb}, {}, {}, {ab}, {}, {}, {}, 0);",
+                    b.s_gen, b.s_sum, a.s_sum, a.s_gen, self.band_args(band, &nj, &nk)?
+                ),
+            };
+            self.line(line);
             if into_dest {
                 return Ok(true);
             }
@@ -218,9 +392,48 @@ impl Lowerer {
         if repl.is_empty() {
             return Ok(false);
         }
-        let body = super::order::replace(body, &repl);
+        let body = replace_sites(body, &repl);
         let rest = Expr::Gen(*j, dj.clone(), Box::new(body));
         self.store_gen(*i, di, &rest, dest)?;
         Ok(true)
+    }
+
+    /// A fresh `di×dj` slot for a product and its read at `[i][j]`.
+    fn product_slot(
+        &mut self,
+        i: Symbol,
+        di: &Affine,
+        j: Symbol,
+        dj: &Affine,
+    ) -> Result<(String, Expr)> {
+        let t = self.slot("mm", &[di.clone(), dj.clone()])?;
+        let sym = self.internal_symbol("mm");
+        self.vals
+            .insert(sym, V::leaf(t.clone(), vec![di.clone(), dj.clone()]));
+        let ty = Type::Tensor(
+            di.clone(),
+            Box::new(Type::Tensor(dj.clone(), Box::new(Type::Real))),
+        );
+        self.tenv.insert(sym, ty);
+        let read = Expr::Get(
+            Box::new(Expr::Get(Box::new(Expr::Var(sym)), Affine::var(i))),
+            Affine::var(j),
+        );
+        Ok((t, read))
+    }
+
+    /// The `lo, hi` arguments of `atlh_gemm_band` for a band of rows
+    /// `[0, rows)` and other indices `[0, extent)`: a missing bound is one
+    /// that every row passes.
+    fn band_args(&mut self, band: &Band, rows: &str, extent: &str) -> Result<String> {
+        let lo = match &band.lo {
+            Some(a) => format!("({})", self.aff(a)?),
+            None => format!("-({rows})"),
+        };
+        let hi = match &band.hi {
+            Some(a) => format!("({})", self.aff(a)?),
+            None => format!("({extent})"),
+        };
+        Ok(format!("{lo}, {hi}"))
     }
 }

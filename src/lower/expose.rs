@@ -107,7 +107,7 @@ fn contraction(i: Symbol, di: &Affine, j: Symbol, dj: &Affine, s: &Expr) -> bool
         di.clone(),
         Box::new(Expr::Gen(j, dj.clone(), Box::new(s.clone()))),
     );
-    super::contract::is_contraction(&g)
+    super::contract::is_plain_contraction(&g)
 }
 
 impl Lowerer {
