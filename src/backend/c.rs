@@ -85,7 +85,7 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #endif
 #define ATL_SCRATCH_MAX 8388608
 #if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
-#define ATL_PARALLEL_FOR(c) ATL_PRAGMA(omp parallel for schedule(static) if(c))
+#define ATL_PARALLEL_FOR(c) ATL_PRAGMA(omp parallel for schedule(guided) if(c))
 #define ATL_THREADS() omp_get_max_threads()
 #else
 #define ATL_PARALLEL_FOR(c)

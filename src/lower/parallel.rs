@@ -8,9 +8,12 @@
 //!
 //! * every shared name it writes (a name not declared inside the body) is
 //!   one of its disjoint buffers: the loop runs as
-//!   `#pragma omp parallel for schedule(static)`; every element is computed
+//!   `#pragma omp parallel for schedule(guided)`; every element is computed
 //!   by the same operations in the same order as serially, so the result
-//!   does not depend on the number of threads at all;
+//!   does not depend on the number of threads at all, nor on which thread
+//!   takes which iterations. Guided, not static: iterations of unequal work
+//!   (the rows of a triangle) and a thread the machine deschedules would
+//!   otherwise leave the other threads waiting at the loop's end;
 //! * its only shared write is `acc += x` into one scalar (a sum over the
 //!   loop's variable): the range is cut into `ATL_CHUNKS` (64) chunks, a number
 //!   fixed independently of the threads; each chunk sums its terms into a
