@@ -1458,6 +1458,99 @@ fn graph_loss_loops_over_its_edges() {
     }
 }
 
+/// A transposed layout over many columns is built by blocks of columns
+/// (`atlh_rel_transpose`): on 5 blocks of nodes and a part (an empty
+/// column every so often, self-loops, edges both ways), graph_smoothness'
+/// value and its gradient, which reads `E` transposed, equal the sums
+/// computed here.
+#[test]
+fn transposed_layouts_by_blocks_of_columns_equal_direct_sums() {
+    if !have_cc() {
+        return;
+    }
+    let (n, m) = (300usize, 5 * 2048 + 37);
+    let mut rng = Rng::new(11);
+    let mut tuples = vec![];
+    for i in 0..n {
+        for _ in 0..40 {
+            let j = rng.range(0, m as i64 - 1);
+            if j % 97 != 5 {
+                tuples.push(vec![i as i64, j]);
+            }
+        }
+    }
+    tuples.sort();
+    tuples.dedup();
+    // graph_smoothness on m nodes: edges i -> j for i < n, a few both ways
+    let mut edges: Vec<Vec<i64>> = tuples
+        .iter()
+        .filter(|t| t[1] < 40)
+        .map(|t| vec![t[1], t[0]])
+        .collect();
+    edges.extend(tuples.iter().cloned());
+    edges.extend((0..5).map(|i| vec![i, i]));
+    edges.sort();
+    edges.dedup();
+    let x: Vec<f64> = (0..m).map(|i| ((i * 7 % 23) as f64) / 23.0 - 0.5).collect();
+    let lam = 0.25;
+    let mut pairs: Vec<(usize, usize)> = edges
+        .iter()
+        .filter(|t| t[0] != t[1])
+        .map(|t| (t[0].min(t[1]) as usize, t[0].max(t[1]) as usize))
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    let has_out: Vec<bool> = (0..m)
+        .map(|i| edges.iter().any(|t| t[0] == i as i64))
+        .collect();
+    let f: f64 = pairs
+        .iter()
+        .map(|&(i, j)| (x[i] - x[j]).powi(2))
+        .sum::<f64>()
+        + lam
+            * (0..m)
+                .filter(|&i| has_out[i])
+                .map(|i| x[i] * x[i])
+                .sum::<f64>();
+    let mut g: Vec<f64> = (0..m)
+        .map(|i| if has_out[i] { 2.0 * lam * x[i] } else { 0.0 })
+        .collect();
+    for &(i, j) in &pairs {
+        g[i] += 2.0 * (x[i] - x[j]);
+        g[j] += 2.0 * (x[j] - x[i]);
+    }
+    let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let p = progs.iter().find(|p| p.name == "graph_smoothness").unwrap();
+    let gradient = derive::grad(&p.program, &[egg::Symbol::from("x")], &options())
+        .unwrap()
+        .program;
+    let sizes: Sizes = [(egg::Symbol::from("n"), m as i64)].into_iter().collect();
+    let mut inputs = Inputs::new(sizes);
+    let rel = atl_egg::semantics::value::Relation::from_tuples(vec![m, m], &edges).unwrap();
+    inputs.relations.insert(egg::Symbol::from("E"), rel);
+    inputs.values.insert(
+        egg::Symbol::from("x"),
+        atl_egg::semantics::value::Value::reals(&x),
+    );
+    inputs.values.insert(
+        egg::Symbol::from("lam"),
+        atl_egg::semantics::value::Value::Real(lam),
+    );
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * (1.0 + b.abs());
+    let got = backend::compile(&p.program).unwrap().call(&inputs).unwrap();
+    assert!(close(got.real().unwrap(), f), "f {got:?} vs {f}");
+    assert!(!backend::generate(&gradient)
+        .unwrap()
+        .function
+        .permuted
+        .is_empty());
+    let got = backend::compile(&gradient).unwrap().call(&inputs).unwrap();
+    for (i, w) in g.iter().enumerate() {
+        let v = got.get(i as i64).unwrap().real().unwrap();
+        assert!(close(v, *w), "gradient at {i}: {v} vs {w}");
+    }
+}
+
 /// Matrix products a program hides (`src/lower/expose.rs`): a sum of two
 /// or three products (a jvp's `dAᵀA + AᵀdA`), a product under a sum (a
 /// gradient's `(AᵀA)·x`, a quadratic form, a residual bound by a scalar
