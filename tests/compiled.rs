@@ -1335,7 +1335,8 @@ fn short_sums_of_row_loops_run_by_blocks_as_evaluated() {
 /// Programs whose loops iterate relations' stored tuples (`src/lower/relation.rs`):
 /// atoms in and out of loop order (permuted layouts), of arity 1 to 3, with
 /// bound arguments, beside other conjuncts, under `exists` and in `or` (whose
-/// later parts test the earlier ones negated), over ranges unlike the relation's dimensions, and gens over a
+/// later parts test the earlier ones negated), atoms tested by a cursor
+/// (`Lowerer::cursor_test`), over ranges unlike the relation's dimensions, and gens over a
 /// relation's pattern; each against eval on empty, sparse and full relations.
 #[test]
 fn loops_over_relations_run_as_evaluated() {
@@ -1359,6 +1360,11 @@ fn loops_over_relations_run_as_evaluated() {
         "(fn m ((E (relation n n)) (x (tensor n R))) (let d (gen i n (gen j n (iverson (and (< i j) (or (E i j) (E j i))) (* (get x i) (get x j))))) (sum i n (sum j n (iverson (and (or (E j i) (E i j)) (< (+ i 1) j)) (get (get d i) j))))))",
         "(fn o ((E (relation n n)) (x (tensor n R))) (let d (gen i n (gen j n (iverson (and (< i j) (E i j)) (* (get x i) (get x j))))) (sum i n (sum j n (iverson (and (<= i j) (E i j)) (+ (get (get d i) j) (get (get d j) i)))))))",
         "(fn p ((E (relation n n)) (x (tensor n R))) (sum i n (sum j n (iverson (E i j) (sum i n (iverson (E i j) (* (get x i) (get x j))))))))",
+        // atoms tested by a cursor kept in step with the loop of their last
+        // argument: a row of arity 3, a row out of range, a negated atom
+        "(fn r ((T (relation n n n)) (E (relation n n)) (x (tensor n R))) (gen i n (gen k n (sum j n (iverson (and (E i j) (T i k j)) (get x j))))))",
+        "(fn s ((E (relation n n)) (F (relation n n)) (x (tensor n R))) (gen i n (sum j n (iverson (and (E i j) (F (+ i 1) j)) (get x j)))))",
+        "(fn t ((E (relation n n)) (F (relation n n)) (x (tensor n R))) (gen i n (sum j n (iverson (or (E i j) (F i j)) (get x j)))))",
     ];
     let mut failures = vec![];
     for (k, src) in programs.iter().enumerate() {

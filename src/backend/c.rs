@@ -161,6 +161,13 @@ static inline int64_t atlh_seek(const int64_t *c, int64_t lo, int64_t hi, int64_
   }
   return lo;
 }
+/* The first position in [at, end) whose coordinate (ascending c) is at
+   least x, end if none, stepping from at: a cursor kept in step with a
+   loop over ascending x (lower/relation.rs), which walks the row once. */
+static inline int64_t atlh_advance(const int64_t *c, int64_t at, int64_t end, int64_t x) {
+  while (at < end && c[at] < x) at++;
+  return at;
+}
 /* The position of the tuple prefix idx[0 .. n) (n >= 1, idx[0] within
    the first dimension when level 0 is dense), or -1 if no tuple has it. */
 static inline int64_t atlh_rel_at(const int64_t *r, int n, const int64_t *idx) {
