@@ -1525,7 +1525,8 @@ fn sum_chains_over_a_let_bound_image_fuse_with_its_rows() {
 /// Programs whose loops iterate relations' stored tuples (`src/lower/relation.rs`):
 /// atoms in and out of loop order (permuted layouts), of arity 1 to 3, with
 /// bound arguments, beside other conjuncts, under `exists` and in `or` (whose
-/// later parts test the earlier ones negated), over ranges unlike the relation's dimensions, and gens over a
+/// later parts test the earlier ones negated), atoms tested by a cursor
+/// (`Lowerer::cursor_test`), over ranges unlike the relation's dimensions, and gens over a
 /// relation's pattern; each against eval on empty, sparse and full relations.
 #[test]
 fn loops_over_relations_run_as_evaluated() {
@@ -1549,6 +1550,11 @@ fn loops_over_relations_run_as_evaluated() {
         "(fn m ((E (relation n n)) (x (tensor n R))) (let d (gen i n (gen j n (iverson (and (< i j) (or (E i j) (E j i))) (* (get x i) (get x j))))) (sum i n (sum j n (iverson (and (or (E j i) (E i j)) (< (+ i 1) j)) (get (get d i) j))))))",
         "(fn o ((E (relation n n)) (x (tensor n R))) (let d (gen i n (gen j n (iverson (and (< i j) (E i j)) (* (get x i) (get x j))))) (sum i n (sum j n (iverson (and (<= i j) (E i j)) (+ (get (get d i) j) (get (get d j) i)))))))",
         "(fn p ((E (relation n n)) (x (tensor n R))) (sum i n (sum j n (iverson (E i j) (sum i n (iverson (E i j) (* (get x i) (get x j))))))))",
+        // atoms tested by a cursor kept in step with the loop of their last
+        // argument: a row of arity 3, a row out of range, a negated atom
+        "(fn r ((T (relation n n n)) (E (relation n n)) (x (tensor n R))) (gen i n (gen k n (sum j n (iverson (and (E i j) (T i k j)) (get x j))))))",
+        "(fn s ((E (relation n n)) (F (relation n n)) (x (tensor n R))) (gen i n (sum j n (iverson (and (E i j) (F (+ i 1) j)) (get x j)))))",
+        "(fn t ((E (relation n n)) (F (relation n n)) (x (tensor n R))) (gen i n (sum j n (iverson (or (E i j) (F i j)) (get x j)))))",
     ];
     let mut failures = vec![];
     for (k, src) in programs.iter().enumerate() {
@@ -1645,6 +1651,99 @@ fn graph_loss_loops_over_its_edges() {
             loops <= per_edge * (edges + n as u64),
             "{what}: {loops} iterations and tests for {edges} edges on {n} nodes"
         );
+    }
+}
+
+/// A transposed layout over many columns is built by blocks of columns
+/// (`atlh_rel_transpose`): on 5 blocks of nodes and a part (an empty
+/// column every so often, self-loops, edges both ways), graph_smoothness'
+/// value and its gradient, which reads `E` transposed, equal the sums
+/// computed here.
+#[test]
+fn transposed_layouts_by_blocks_of_columns_equal_direct_sums() {
+    if !have_cc() {
+        return;
+    }
+    let (n, m) = (300usize, 5 * 2048 + 37);
+    let mut rng = Rng::new(11);
+    let mut tuples = vec![];
+    for i in 0..n {
+        for _ in 0..40 {
+            let j = rng.range(0, m as i64 - 1);
+            if j % 97 != 5 {
+                tuples.push(vec![i as i64, j]);
+            }
+        }
+    }
+    tuples.sort();
+    tuples.dedup();
+    // graph_smoothness on m nodes: edges i -> j for i < n, a few both ways
+    let mut edges: Vec<Vec<i64>> = tuples
+        .iter()
+        .filter(|t| t[1] < 40)
+        .map(|t| vec![t[1], t[0]])
+        .collect();
+    edges.extend(tuples.iter().cloned());
+    edges.extend((0..5).map(|i| vec![i, i]));
+    edges.sort();
+    edges.dedup();
+    let x: Vec<f64> = (0..m).map(|i| ((i * 7 % 23) as f64) / 23.0 - 0.5).collect();
+    let lam = 0.25;
+    let mut pairs: Vec<(usize, usize)> = edges
+        .iter()
+        .filter(|t| t[0] != t[1])
+        .map(|t| (t[0].min(t[1]) as usize, t[0].max(t[1]) as usize))
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    let has_out: Vec<bool> = (0..m)
+        .map(|i| edges.iter().any(|t| t[0] == i as i64))
+        .collect();
+    let f: f64 = pairs
+        .iter()
+        .map(|&(i, j)| (x[i] - x[j]).powi(2))
+        .sum::<f64>()
+        + lam
+            * (0..m)
+                .filter(|&i| has_out[i])
+                .map(|i| x[i] * x[i])
+                .sum::<f64>();
+    let mut g: Vec<f64> = (0..m)
+        .map(|i| if has_out[i] { 2.0 * lam * x[i] } else { 0.0 })
+        .collect();
+    for &(i, j) in &pairs {
+        g[i] += 2.0 * (x[i] - x[j]);
+        g[j] += 2.0 * (x[j] - x[i]);
+    }
+    let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let p = progs.iter().find(|p| p.name == "graph_smoothness").unwrap();
+    let gradient = derive::grad(&p.program, &[egg::Symbol::from("x")], &options())
+        .unwrap()
+        .program;
+    let sizes: Sizes = [(egg::Symbol::from("n"), m as i64)].into_iter().collect();
+    let mut inputs = Inputs::new(sizes);
+    let rel = atl_egg::semantics::value::Relation::from_tuples(vec![m, m], &edges).unwrap();
+    inputs.relations.insert(egg::Symbol::from("E"), rel);
+    inputs.values.insert(
+        egg::Symbol::from("x"),
+        atl_egg::semantics::value::Value::reals(&x),
+    );
+    inputs.values.insert(
+        egg::Symbol::from("lam"),
+        atl_egg::semantics::value::Value::Real(lam),
+    );
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * (1.0 + b.abs());
+    let got = backend::compile(&p.program).unwrap().call(&inputs).unwrap();
+    assert!(close(got.real().unwrap(), f), "f {got:?} vs {f}");
+    assert!(!backend::generate(&gradient)
+        .unwrap()
+        .function
+        .permuted
+        .is_empty());
+    let got = backend::compile(&gradient).unwrap().call(&inputs).unwrap();
+    for (i, w) in g.iter().enumerate() {
+        let v = got.get(i as i64).unwrap().real().unwrap();
+        assert!(close(v, *w), "gradient at {i}: {v} vs {w}");
     }
 }
 

@@ -199,6 +199,13 @@ static inline int64_t atlh_seek(const int64_t *c, int64_t lo, int64_t hi, int64_
   }
   return lo;
 }
+/* The first position in [at, end) whose coordinate (ascending c) is at
+   least x, end if none, stepping from at: a cursor kept in step with a
+   loop over ascending x (lower/relation.rs), which walks the row once. */
+static inline int64_t atlh_advance(const int64_t *c, int64_t at, int64_t end, int64_t x) {
+  while (at < end && c[at] < x) at++;
+  return at;
+}
 /* The position of the tuple prefix idx[0 .. n) (n >= 1, idx[0] within
    the first dimension when level 0 is dense), or -1 if no tuple has it. */
 static inline int64_t atlh_rel_at(const int64_t *r, int n, const int64_t *idx) {
@@ -259,27 +266,61 @@ static void atlh_rel_walk(const int64_t *r, int64_t l, int64_t p, int64_t *tup, 
   const int64_t *pos = ATL_RPOS(r, l), *crd = ATL_RCRD(r, l);
   for (int64_t q = pos[p]; q < pos[p + 1]; q++) { tup[l] = crd[q]; atlh_rel_walk(r, l + 1, q, tup, perm, out, n); }
 }
-/* The transpose of r, of arity 2 (dims its rows and columns): a counting
-   sort by column whose scatter visits the tuples in order, so that every
-   column's rows come out ascending. Linear in the tuples and the
-   dimensions, in two passes over the tuples (half the time of the radix
-   sort below, which moves whole tuples in several passes). NULL when out
-   of memory. */
+/* The transpose of r, of arity 2 (dims its rows and columns), every
+   column's rows ascending. Linear in the tuples and the dimensions. With
+   many columns, in blocks of ATLH_TBLOCK columns so that no pass writes all
+   over memory: the tuples, in order, go to their block's bucket (a bucket
+   per block, written in streams, in the place the block's columns take in
+   the result), then each bucket, copied aside, is counted and scattered by
+   column within its block's place (which stays in cache). Otherwise (few
+   columns, or more than 2^32 rows) one counting sort by column. NULL when
+   out of memory. */
+#define ATLH_TBLOCK_BITS 11
 static ATL_MAYBE_UNUSED int64_t *atlh_rel_transpose(const int64_t *r, const int64_t *dims) {
   const int64_t nnz = r[1], rows = dims[0], cols = dims[1];
+  const int64_t blocks = (cols + ((int64_t)1 << ATLH_TBLOCK_BITS) - 1) >> ATLH_TBLOCK_BITS;
+  const int blocked = blocks > 4 && rows <= ((int64_t)1 << 32);
   int64_t *out = (int64_t *)malloc(sizeof(int64_t) * (size_t)(6 + cols + 1 + nnz));
-  int64_t *next = (int64_t *)malloc(sizeof(int64_t) * (size_t)(cols + 1));
+  int64_t *next = (int64_t *)malloc(sizeof(int64_t) * (size_t)((blocked ? blocks : cols) + 1));
   if (!out || !next) { free(out); free(next); return NULL; }
   const int64_t *pos = ATL_RPOS(r, 1), *crd = ATL_RCRD(r, 1);
   int64_t *tpos = out + 6, *tcrd = out + 6 + cols + 1;
   out[0] = 2; out[1] = nnz; out[2] = 0; out[3] = 0; out[4] = 6; out[5] = 6 + cols + 1;
-  for (int64_t c = 0; c <= cols; c++) tpos[c] = 0;
-  for (int64_t q = 0; q < nnz; q++) tpos[crd[q] + 1]++;
-  for (int64_t c = 0; c < cols; c++) tpos[c + 1] += tpos[c];
-  for (int64_t c = 0; c < cols; c++) next[c] = tpos[c];
+  if (!blocked) {
+    for (int64_t c = 0; c <= cols; c++) tpos[c] = 0;
+    for (int64_t q = 0; q < nnz; q++) tpos[crd[q] + 1]++;
+    for (int64_t c = 0; c < cols; c++) tpos[c + 1] += tpos[c];
+    for (int64_t c = 0; c < cols; c++) next[c] = tpos[c];
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t q = pos[i]; q < pos[i + 1]; q++) tcrd[next[crd[q]]++] = i;
+    free(next);
+    return out;
+  }
+  /* next[b]: the start of block b's bucket, then its end as it fills. */
+  const int64_t bmask = ((int64_t)1 << ATLH_TBLOCK_BITS) - 1;
+  uint64_t *bucket = (uint64_t *)tcrd;
+  int64_t widest = 0;
+  for (int64_t b = 0; b <= blocks; b++) next[b] = 0;
+  for (int64_t q = 0; q < nnz; q++) next[(crd[q] >> ATLH_TBLOCK_BITS) + 1]++;
+  for (int64_t b = 0; b < blocks; b++) { widest = atlh_max(widest, next[b + 1]); next[b + 1] += next[b]; }
+  uint64_t *aside = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)(widest + 1));
+  int64_t *count = (int64_t *)malloc(sizeof(int64_t) * (size_t)(bmask + 2));
+  if (!aside || !count) { free(aside); free(count); free(next); free(out); return NULL; }
   for (int64_t i = 0; i < rows; i++)
-    for (int64_t q = pos[i]; q < pos[i + 1]; q++) tcrd[next[crd[q]]++] = i;
-  free(next);
+    for (int64_t q = pos[i]; q < pos[i + 1]; q++)
+      bucket[next[crd[q] >> ATLH_TBLOCK_BITS]++] = ((uint64_t)(crd[q] & bmask) << 32) | (uint64_t)i;
+  tpos[0] = 0;
+  for (int64_t b = 0, start = 0; b < blocks; b++) {
+    const int64_t end = next[b], c0 = b << ATLH_TBLOCK_BITS, width = atlh_min(cols - c0, bmask + 1);
+    for (int64_t q = start; q < end; q++) aside[q - start] = bucket[q];
+    for (int64_t c = 0; c <= width; c++) count[c] = 0;
+    for (int64_t q = 0; q < end - start; q++) count[(aside[q] >> 32) + 1]++;
+    count[0] = start;
+    for (int64_t c = 0; c < width; c++) { count[c + 1] += count[c]; tpos[c0 + c + 1] = count[c + 1]; }
+    for (int64_t q = 0; q < end - start; q++) tcrd[count[aside[q] >> 32]++] = (int64_t)(aside[q] & 0xffffffffu);
+    start = end;
+  }
+  free(aside); free(count); free(next);
   return out;
 }
 #define ATLH_RADIX_BITS 10

@@ -20,7 +20,11 @@
 //!   extent alone when `q` is empty), stopping at the first witness.
 //!
 //! Atoms that cannot drive (negated, repeated variables, arguments that
-//! are forms of loop variables) stay membership tests ([`super::value::V::test`]).
+//! are forms of loop variables) stay membership tests ([`super::value::V::test`]):
+//! a binary search in the row of their prefix, or, when their last argument
+//! is the variable of an enclosing loop over ascending stored coordinates and
+//! their prefix is fixed before that loop, a cursor into that row kept in
+//! step with the loop (one walk of the row per loop, no search per test).
 
 use super::ir::{PermutedRelation, Stmt};
 use super::sum::Acc;
@@ -31,6 +35,7 @@ use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred, Type};
 use crate::terms::brackets::conjuncts;
 use egg::Symbol;
+use std::collections::HashMap;
 
 /// The most arguments a permuted layout may have (the C helper's limit).
 const MAX_PERMUTED_ARITY: usize = 16;
@@ -48,6 +53,24 @@ pub(crate) struct DrivenLevel {
     parent: Parent,
     /// The C name of this loop's position, once its loop is open.
     position: Option<String>,
+    /// The C names of the variables in scope when its loop opened (a
+    /// compressed level's): what a [`Cursor`]'s row may mention.
+    scope: Option<HashMap<Symbol, String>>,
+    /// Membership tests its body makes by a cursor.
+    cursors: Vec<Cursor>,
+}
+
+/// A membership test `(R b... v)` in the body of the loop of `v` over
+/// ascending stored coordinates, the prefix `b...` fixed before that loop:
+/// a cursor into `R`'s row of `b...`, declared before the loop and moved
+/// forward to `v` at the top of each iteration, replaces a binary search
+/// per test (the row is walked once in all, in step with the loop).
+#[derive(Clone, Debug)]
+struct Cursor {
+    /// Declared before the loop: the row's position, the cursor, its end.
+    decls: Vec<Stmt>,
+    /// The statement that moves the cursor to the loop's coordinate.
+    advance: String,
 }
 
 /// The position a compressed level's coordinates hang under.
@@ -399,6 +422,8 @@ impl Lowerer {
                 dim: d.dims[level].clone(),
                 parent,
                 position: None,
+                scope: None,
+                cursors: vec![],
             };
             saved.push((*v, self.driven.insert(*v, dl)));
         }
@@ -418,9 +443,85 @@ impl Lowerer {
     /// its C name, which the levels below read.
     pub(crate) fn open_level(&mut self, v: Symbol, c: &str) {
         let fresh = self.fresh("q", "");
+        let scope = self.names.clone();
         if let Some(dl) = self.driven.get_mut(&v) {
             dl.position = Some(if dl.dense { c.to_string() } else { fresh });
+            dl.scope = (!dl.dense).then_some(scope);
         }
+    }
+
+    /// `(R b... v)` (`R`'s layout `buf`, of arity 2 or more) tested in the
+    /// body of the loop of `v` over a compressed level (coordinates
+    /// ascending), `b...` mentioning only variables bound before that loop:
+    /// a [`Cursor`] registered with the loop, and the test it makes.
+    pub(crate) fn cursor_test(
+        &mut self,
+        buf: &str,
+        dims: &[Affine],
+        args: &[Affine],
+    ) -> Result<Option<String>> {
+        let Some((last, prefix)) = args.split_last() else {
+            return Ok(None);
+        };
+        let v = match last.terms.as_slice() {
+            [(v, 1)] if last.constant == 0 && !prefix.is_empty() => *v,
+            _ => return Ok(None),
+        };
+        let Some(scope) = self.driven.get(&v).and_then(|dl| dl.scope.as_ref()) else {
+            return Ok(None);
+        };
+        let fixed = prefix.iter().flat_map(|a| &a.terms).all(|(u, _)| {
+            *u != v && !self.lazy_args.contains_key(u) && scope.get(u) == self.names.get(u)
+        });
+        if !fixed || self.lazy_args.contains_key(&v) {
+            return Ok(None);
+        }
+        let (mut idxs, mut conds) = (vec![], vec![]);
+        for (a, d) in prefix.iter().zip(dims) {
+            let idx = self.aff(a)?;
+            conds.push(format!("0 <= {idx} && {idx} < {}", self.dim(d)?));
+            idxs.push(idx);
+        }
+        let vc = self.aff(last)?;
+        let level = prefix.len();
+        let (rp, cur, end) = (
+            self.fresh("rp", ""),
+            self.fresh("cur", ""),
+            self.fresh("end", ""),
+        );
+        let (pos, crd) = (
+            format!("ATL_RPOS({buf}, {level})"),
+            format!("ATL_RCRD({buf}, {level})"),
+        );
+        let decl = |ty, name: &str, init| Stmt::Decl {
+            ty,
+            name: name.to_string(),
+            init,
+        };
+        let decls = vec![
+            decl(
+                "const int64_t",
+                &rp,
+                format!(
+                    "({}) ? atlh_rel_at({buf}, {level}, (const int64_t[]){{{}}}) : -1",
+                    conds.join(" && "),
+                    idxs.join(", ")
+                ),
+            ),
+            decl("int64_t", &cur, format!("{rp} >= 0 ? {pos}[{rp}] : 0")),
+            decl(
+                "const int64_t",
+                &end,
+                format!("{rp} >= 0 ? {pos}[{rp} + 1] : 0"),
+            ),
+        ];
+        let advance = format!("{cur} = atlh_advance({crd}, {cur}, {end}, {vc});");
+        if let Some(dl) = self.driven.get_mut(&v) {
+            dl.cursors.push(Cursor { decls, advance });
+        }
+        Ok(Some(format!(
+            "ATL_TEST(({cur} < {end} && {crd}[{cur}] == {vc}))"
+        )))
     }
 
     /// The C expression of a compressed level's parent position.
@@ -476,12 +577,18 @@ impl Lowerer {
             name: c.clone(),
             init: format!("{crd}[{q}]"),
         }];
+        inner.extend(dl.cursors.iter().map(|k| Stmt::Line(k.advance.clone())));
         inner.extend(body);
-        // a pragma for the loop (ATL_SIMD_REDUCE) goes right before it
+        // a pragma for the loop (ATL_SIMD_REDUCE) goes right before it,
+        // unless a cursor carries a position from one iteration to the next
         let pragma = match self.out.last() {
             Some(Stmt::Line(l)) if l.starts_with("ATL_SIMD") => self.out.pop(),
             _ => None,
-        };
+        }
+        .filter(|_| dl.cursors.is_empty());
+        for k in &dl.cursors {
+            self.out.extend(k.decls.iter().cloned());
+        }
         self.line("ATL_SEEKS();".into());
         let (qa, qb) = (self.fresh("qa", ""), self.fresh("qb", ""));
         let (pa, pb) = (format!("{pos}[{parent}]"), format!("{pos}[{parent} + 1]"));

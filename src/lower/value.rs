@@ -507,6 +507,9 @@ impl V {
                 return Ok(format!("ATL_TEST({m}[{at}] != 0.0)"));
             }
         }
+        if let Some(t) = lw.cursor_test(buf, dims, args)? {
+            return Ok(t);
+        }
         let has = format!("ATL_REL_HAS({buf}, {}, {})", idxs.len(), idxs.join(", "));
         Ok(if conds.is_empty() {
             has
