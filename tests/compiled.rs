@@ -1710,3 +1710,44 @@ fn loops_unrolled_by_residues_run_as_evaluated() {
         }
     }
 }
+
+/// A gen of a function of a matrix product, `relu(A·X)`, runs the kernel
+/// into its destination and the function over it in place: no
+/// intermediate matrix; values equal `eval` (one and two threads, forced
+/// parallel), the counting build counts the cost. A destination stored
+/// transposed for its reader, and a body that is not a call of the sum,
+/// keep the intermediate.
+#[test]
+fn functions_of_products_run_in_their_destination_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let sizes = [("n", 29), ("k", 300), ("m", 37)];
+    let sources = [
+        ("(fn relu_ab ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (relu (sum l k (* (get A i l) (get X l j)))))))", true),
+        ("(fn mlp ((X (tensor n k R)) (W (tensor k m R)) (V (tensor m n R))) (let H (gen i n (gen j m (tanh (sum l k (* (get X i l) (get W l j)))))) (gen i n (gen j n (sum l m (* (get H i l) (get V l j)))))))", true),
+        ("(fn cols ((A (tensor n k R)) (X (tensor k m R))) (let H (gen i n (gen j m (relu (sum l k (* (get A i l) (get X l j)))))) (gen j m (sum i n (* (get H i j) (get H i j))))))", false),
+        ("(fn shifted ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (+ 1.0 (sum l k (* (get A i l) (get X l j)))))))", false),
+    ];
+    let sizes = sizes
+        .iter()
+        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .collect();
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    for (src, in_place) in sources {
+        let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        let what = prog.name.to_string();
+        let c = backend::generate(&prog).expect("generate").source;
+        assert!(c.contains("  atlh_gemm("), "{what}: no kernel call:\n{c}");
+        if in_place {
+            assert!(
+                !c.contains("_mm = atlv_arena"),
+                "{what}: an intermediate product:\n{c}"
+            );
+        }
+        let inputs = random_inputs(&prog, &sizes, &mut Rng::new(6)).expect("inputs");
+        let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+        assert_counted_and_evaluated(&compiled, &prog, &inputs, &what);
+    }
+}

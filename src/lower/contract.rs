@@ -11,7 +11,10 @@
 //! block of `k` and the blocks in order (a reassociation), with fused
 //! multiply-adds where the machine has them. The sum's place in the body
 //! is then a read of its result: the destination itself when the sum is
-//! the whole body, else a fresh `I×J` slot that the gen then reads.
+//! the whole body or the argument of a call that is (`relu` of a
+//! product: the gen then reads each element where it writes it, so no
+//! intermediate matrix is kept and one pass over memory less is made),
+//! else a fresh `I×J` slot that the gen then reads.
 //!
 //! Only plain products qualify: no bracket on the sum, exactly two factors,
 //! each a read of a materialized tensor whose two dimensions are exactly
@@ -189,10 +192,27 @@ impl Lowerer {
                     (base, self.dim(&dims[1])?)
                 }
                 _ => {
-                    let t = self.slot("mm", &[di.clone(), dj.clone()])?;
                     let sym = self.internal_symbol("mm");
-                    self.vals
-                        .insert(sym, V::leaf(t.clone(), vec![di.clone(), dj.clone()]));
+                    // A body that calls a function of the sum, `relu(Σ ...)`,
+                    // has it computed into the destination itself: each
+                    // element is read only where it is then written.
+                    let call_of_sum = matches!(&**body, Expr::Call(_, a) if std::ptr::eq(&**a, s));
+                    let (t, csi, at) = match dest {
+                        V::Leaf { buf, off, dims, .. } if whole && call_of_sum => {
+                            let base = if off == "0" {
+                                buf.clone()
+                            } else {
+                                format!("{buf} + {off}")
+                            };
+                            (base, self.dim(&dims[1])?, dest.clone())
+                        }
+                        _ => {
+                            let t = self.slot("mm", &[di.clone(), dj.clone()])?;
+                            let at = V::leaf(t.clone(), vec![di.clone(), dj.clone()]);
+                            (t, self.dim(dj)?, at)
+                        }
+                    };
+                    self.vals.insert(sym, at);
                     let ty = Type::Tensor(
                         di.clone(),
                         Box::new(Type::Tensor(dj.clone(), Box::new(Type::Real))),
@@ -203,7 +223,7 @@ impl Lowerer {
                         Affine::var(*j),
                     );
                     repl.push((s as *const Expr, read));
-                    (t, self.dim(dj)?)
+                    (t, csi)
                 }
             };
             let (ni, nj, nk) = (self.dim(di)?, self.dim(dj)?, self.dim(dk)?);
