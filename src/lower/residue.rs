@@ -159,7 +159,7 @@ fn unroll_loop(
         let mut block = vec![Stmt::Decl {
             ty: "const int64_t",
             name: var.clone(),
-            init: format!("{a} + {u}*{q} + {r}"),
+            init: format!("{u}*{q} + {r}"),
         }];
         if r > 0 {
             // the main loop counts the block's first iteration
@@ -189,10 +189,13 @@ fn unroll_loop(
     if let Some(p) = pragma {
         out.push(Stmt::Line(p.to_string()));
     }
+    // `a` and `b` are multiples of `u` (or equal): the main loop's `q`
+    // runs over `[a/u, b/u)` and its copies' `v` are `u·q + r`, a form in
+    // which the C compiler sees `(v - r) / u` is `q`.
     out.push(Stmt::For {
         var: q,
-        lo: "0".into(),
-        hi: format!("({b} - {a}) / {u}"),
+        lo: format!("{a} / {u}"),
+        hi: format!("{b} / {u}"),
         body: blocks,
     });
     out.push(Stmt::For {
