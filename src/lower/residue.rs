@@ -172,12 +172,14 @@ fn unroll_loop(
         Stmt::Decl {
             ty: "const int64_t",
             name: a.clone(),
-            init: format!("atlh_min({hi}, {lo} + atlh_mod(-({lo}), {u}))"),
+            init: format!(
+                "atlh_clamp((atlh_i128)({lo}) + ({u} - atlh_mod({lo}, {u})) % {u}, {lo}, {hi})"
+            ),
         },
         Stmt::Decl {
             ty: "const int64_t",
             name: b.clone(),
-            init: format!("{a} + atlh_max({hi} - {a}, 0) / {u} * {u}"),
+            init: format!("atlh_clamp({a} + ((atlh_i128)({hi}) - {a}) / {u} * {u}, {a}, {hi})"),
         },
         Stmt::For {
             var: var.clone(),
@@ -189,7 +191,8 @@ fn unroll_loop(
     if let Some(p) = pragma {
         out.push(Stmt::Line(p.to_string()));
     }
-    // `a` and `b` are multiples of `u` (or equal): the main loop's `q`
+    // `a` and `b` (computed in 128 bits, so no bound near the ends of
+    // int64 overflows) are multiples of `u` (or equal): the main loop's `q`
     // runs over `[a/u, b/u)` and its copies' `v` are `u·q + r`, a form in
     // which the C compiler sees `(v - r) / u` is `q`.
     out.push(Stmt::For {
