@@ -1941,3 +1941,102 @@ fn rows_accumulated_by_every_iteration_run_in_chunks() {
         assert_counted_and_evaluated(&compiled, &prog, &inputs, &what);
     }
 }
+
+/// A loop whose body tests divisibility (an `exists` over `i == 2j`, the
+/// test `atlh_mod(i, 2) == 0`) runs by blocks of residues, each copy
+/// without the test: values equal `eval` at one and two threads (forced
+/// parallel), at sizes whose ranges start and end at every residue, and
+/// the counting build counts the cost exactly.
+#[test]
+fn loops_unrolled_by_residues_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let sources = [
+        "(fn third ((x (tensor n R))) (gen i n (iverson (exists j n (== i (* 3 j))) (get x i))))",
+        "(fn even_sum ((x (tensor n R))) (sum i n (iverson (exists j n (== (+ i 1) (* 2 j))) (* (get x i) (get x i)))))",
+        "(fn six ((x (tensor n R))) (gen i n (+ (iverson (exists j n (== i (* 2 j))) (get x i)) (iverson (exists j n (== (+ i 1) (* 3 j))) (* (get x i) (get x i))))))",
+        "(fn rows ((A (tensor n m R))) (gen i n (gen j m (iverson (exists k m (== (+ j (* 2 i)) (* 2 k))) (* 2 (get A i j))))))",
+    ];
+    let mut progs = vec![];
+    for src in sources {
+        progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
+    }
+    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let parity = all
+        .iter()
+        .find(|p| p.name == "exists_parity")
+        .expect("exists_parity");
+    let grad = derive::grad(&parity.program, &parity.wrt_or_all(), &options()).expect("grad");
+    progs.push(parity.program.clone());
+    progs.push(grad.program);
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    for prog in &progs {
+        let what = prog.name.to_string();
+        let src = backend::generate(prog).expect("generate").source;
+        assert!(
+            src.contains("atlres1_q"),
+            "{what}: no loop unrolled:\n{src}"
+        );
+        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        for (n, m) in [
+            (1, 1),
+            (2, 1),
+            (3, 2),
+            (4, 3),
+            (5, 2),
+            (6, 4),
+            (7, 3),
+            (13, 6),
+        ] {
+            let sizes = [(egg::Symbol::from("n"), n), (egg::Symbol::from("m"), m)]
+                .into_iter()
+                .collect();
+            let what = format!("{what} at n={n},m={m}");
+            let inputs = random_inputs(prog, &sizes, &mut Rng::new(12)).expect("inputs");
+            assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
+        }
+    }
+}
+
+/// A gen of a function of a matrix product, `relu(A·X)`, runs the kernel
+/// into its destination and the function over it in place: no
+/// intermediate matrix; values equal `eval` (one and two threads, forced
+/// parallel), the counting build counts the cost. A destination stored
+/// transposed for its reader, and a body that is not a call of the sum,
+/// keep the intermediate.
+#[test]
+fn functions_of_products_run_in_their_destination_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let sizes = [("n", 29), ("k", 300), ("m", 37)];
+    let sources = [
+        ("(fn relu_ab ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (relu (sum l k (* (get A i l) (get X l j)))))))", true),
+        ("(fn mlp ((X (tensor n k R)) (W (tensor k m R)) (V (tensor m n R))) (let H (gen i n (gen j m (tanh (sum l k (* (get X i l) (get W l j)))))) (gen i n (gen j n (sum l m (* (get H i l) (get V l j)))))))", true),
+        ("(fn cols ((A (tensor n k R)) (X (tensor k m R))) (let H (gen i n (gen j m (relu (sum l k (* (get A i l) (get X l j)))))) (gen j m (sum i n (* (get H i j) (get H i j))))))", false),
+        ("(fn shifted ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (+ 1.0 (sum l k (* (get A i l) (get X l j)))))))", false),
+    ];
+    let sizes = sizes
+        .iter()
+        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .collect();
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    for (src, in_place) in sources {
+        let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        let what = prog.name.to_string();
+        let c = backend::generate(&prog).expect("generate").source;
+        assert!(c.contains("  atlh_gemm("), "{what}: no kernel call:\n{c}");
+        if in_place {
+            assert!(
+                !c.contains("_mm = atlv_arena"),
+                "{what}: an intermediate product:\n{c}"
+            );
+        }
+        let inputs = random_inputs(&prog, &sizes, &mut Rng::new(6)).expect("inputs");
+        let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+        assert_counted_and_evaluated(&compiled, &prog, &inputs, &what);
+    }
+}

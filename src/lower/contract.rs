@@ -11,7 +11,10 @@
 //! block of `k` and the blocks in order (a reassociation), with fused
 //! multiply-adds where the machine has them. The sum's place in the body
 //! is then a read of its result: the destination itself when the sum is
-//! the whole body, else a fresh `I×J` slot that the gen then reads.
+//! the whole body or the argument of a call that is (`relu` of a
+//! product: the gen then reads each element where it writes it, so no
+//! intermediate matrix is kept and one pass over memory less is made),
+//! else a fresh `I×J` slot that the gen then reads.
 //!
 //! Exactly two factors qualify, each a read of a materialized tensor whose
 //! two dimensions are exactly the ranges of its two variables (no read out
@@ -348,13 +351,24 @@ impl Lowerer {
                 continue;
             };
             let into_dest = whole && outer.is_none() && std::ptr::eq(s, &**body);
+            // A body that calls a function of the sum, `relu(Σ ...)`, has
+            // the product computed into the destination itself and the
+            // function applied there: each element is read only where it is
+            // then written.
+            let call_of_sum = whole
+                && outer.is_none()
+                && matches!(&**body, Expr::Call(_, a) if std::ptr::eq(&**a, s));
             let (out, csi) = match dest {
-                V::Leaf { buf, off, dims, .. } if into_dest => {
+                V::Leaf { buf, off, dims, .. } if into_dest || call_of_sum => {
                     let base = if off == "0" {
                         buf.clone()
                     } else {
                         format!("{buf} + {off}")
                     };
+                    if call_of_sum {
+                        let read = self.product_read(*i, di, *j, dj, dest.clone());
+                        repl.push((s as *const Expr, read));
+                    }
                     (base, self.dim(&dims[1])?)
                 }
                 _ => {
@@ -407,19 +421,24 @@ impl Lowerer {
         dj: &Affine,
     ) -> Result<(String, Expr)> {
         let t = self.slot("mm", &[di.clone(), dj.clone()])?;
+        let at = V::leaf(t.clone(), vec![di.clone(), dj.clone()]);
+        Ok((t, self.product_read(i, di, j, dj, at)))
+    }
+
+    /// The read `mm[i][j]` of a product held at `at`, a fresh name bound
+    /// to it.
+    fn product_read(&mut self, i: Symbol, di: &Affine, j: Symbol, dj: &Affine, at: V) -> Expr {
         let sym = self.internal_symbol("mm");
-        self.vals
-            .insert(sym, V::leaf(t.clone(), vec![di.clone(), dj.clone()]));
+        self.vals.insert(sym, at);
         let ty = Type::Tensor(
             di.clone(),
             Box::new(Type::Tensor(dj.clone(), Box::new(Type::Real))),
         );
         self.tenv.insert(sym, ty);
-        let read = Expr::Get(
+        Expr::Get(
             Box::new(Expr::Get(Box::new(Expr::Var(sym)), Affine::var(i))),
             Affine::var(j),
-        );
-        Ok((t, read))
+        )
     }
 
     /// The `lo, hi` arguments of `atlh_gemm_band` for a band of rows

@@ -254,7 +254,13 @@ impl Lowerer {
                 Ok(match c {
                     Constraint::Ge(f) => format!("{} >= 0", self.ix(f)?),
                     Constraint::Eq(f) => format!("{} == 0", self.ix(f)?),
-                    Constraint::Divides(k, f) => format!("atlh_mod({}, {k}) == 0", self.ix(f)?),
+                    Constraint::Divides(k, f) => {
+                        let text = format!("atlh_mod({}, {k}) == 0", self.ix(f)?);
+                        if let Ok(k) = i64::try_from(*k) {
+                            self.record_mod(k, f, &text);
+                        }
+                        text
+                    }
                 })
             })
             .collect()

@@ -42,7 +42,13 @@
 //!   range (a band) runs as one loop per piece between them, each without
 //!   those tests (`pieces.rs`);
 //! * a let-bound matrix that is zero outside a narrow band around its
-//!   diagonal is stored by diagonals (`band.rs`).
+//!   diagonal is stored by diagonals (`band.rs`);
+//! * a gen over a band sum whose taps move with the row (a correlation)
+//!   runs its interior rows with the sum re-indexed by its offset, so its
+//!   bounds are fixed (`skew.rs`);
+//! * a loop whose body tests divisibility by a few (`exists` over
+//!   `i == 2j`) runs by blocks of residues, each copy without those tests
+//!   (`residue.rs`).
 //!
 //! Where each part lives: the function's frame (parameters, results,
 //! dimensions, arena slots) in `frame.rs`; expressions, lets and stores in
@@ -67,6 +73,7 @@ pub(crate) mod parallel;
 mod pieces;
 mod pred;
 mod relation;
+mod residue;
 mod skew;
 mod stored;
 mod sum;
@@ -103,6 +110,7 @@ pub fn lower(prog: &Program) -> Result<Function> {
     pieces::split(&mut f.body, &lw.bracket_cmps);
     tile::block_rows(&mut f.body);
     edges::split(&mut f.body, &lw.range_guards);
+    residue::split(&mut f.body, &lw.mod_conds.borrow());
     Ok(f)
 }
 
@@ -146,6 +154,9 @@ pub(crate) struct Lowerer {
     range_guards: Vec<edges::RangeGuard>,
     /// The comparisons of brackets, for splitting loops where they change.
     bracket_cmps: Vec<pieces::BracketCmp>,
+    /// The divisibility tests of brackets, for unrolling loops by the
+    /// residues that decide them.
+    mod_conds: RefCell<Vec<residue::ModCond>>,
     /// Index variables of the `gen` loops (over their full range).
     gen_vars: std::collections::HashSet<Symbol>,
     /// Dense membership masks of relations, by the relation's C name

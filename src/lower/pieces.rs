@@ -243,7 +243,7 @@ fn split_loop(
 }
 
 /// `t` with every operand `g` (see [`find_from`]) replaced by `by`.
-fn replace(t: &str, g: &str, by: &str) -> String {
+pub(super) fn replace(t: &str, g: &str, by: &str) -> String {
     let mut out = String::new();
     let mut at = 0;
     while let Some(p) = find_from(t, g, at) {
