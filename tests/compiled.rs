@@ -61,6 +61,35 @@ fn assert_counted_and_evaluated(
     assert!(failures.is_empty(), "{what} {}", failures.join("; "));
 }
 
+/// As [`assert_counted_and_evaluated`], with the counting build `counted`
+/// compiled with the same flags as `compiled` (a block size or limit made
+/// small so that small sizes reach the blocked code): exactly the cost's
+/// operations, loop iterations and tests within the overhead bound, and
+/// `eval`'s values at one and two threads.
+fn assert_counted_and_evaluated_as_built(
+    compiled: &backend::Compiled,
+    counted: &backend::Compiled,
+    prog: &Program,
+    inputs: &Inputs,
+    what: &str,
+) {
+    let want = eval::evaluate(prog, inputs).expect("eval");
+    let (_, ops) = counted.call_counted(inputs).expect("run");
+    let ops = ops.expect("counters");
+    let total: u128 = ops[..3].iter().map(|&k| k as u128).sum();
+    let c = cost::cost(prog, &inputs.sizes, &inputs.relations).expect("cost");
+    assert_eq!(total, c, "{what}: executed operations differ from the cost");
+    let data = common::run_check::data_size(prog, inputs).expect("sizes");
+    let overhead = ops[3] as u128 + ops[4] as u128;
+    let bound = common::run_check::LOOP_OVERHEAD * (c + data);
+    assert!(
+        overhead <= bound,
+        "{what}: loop overhead {overhead} > {bound}"
+    );
+    let failures = at_one_and_two_threads(compiled, inputs, &want);
+    assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+}
+
 fn options() -> egraph::Options {
     egraph::Options {
         time_limit: std::time::Duration::from_secs(600),
@@ -1263,11 +1292,7 @@ fn banded_contractions_run_by_the_kernel_as_evaluated() {
                 .collect();
             let inputs = random_inputs(prog, &sizes, &mut Rng::new(7 + n as u64)).expect("inputs");
             let what = format!("{what} at {set:?}");
-            let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(ops, c, "{what}: executed operations differ from the cost");
-            let want = eval::evaluate(prog, &inputs).expect("eval");
-            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
-            assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+            assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
         }
     }
 }
@@ -1398,14 +1423,7 @@ fn short_sums_of_row_loops_run_by_blocks_as_evaluated() {
                 .collect();
             let what = format!("{what} at n={n}, m={m}");
             let inputs = random_inputs(prog, &sizes, &mut Rng::new(9)).expect("inputs");
-            let want = eval::evaluate(prog, &inputs).expect("eval");
-            let (_, ops) = counted.call_counted(&inputs).expect("run");
-            let ops = ops.expect("counters");
-            let total: u128 = ops[..3].iter().map(|&k| k as u128).sum();
-            let c = cost::cost(prog, &inputs.sizes, &inputs.relations).expect("cost");
-            assert_eq!(total, c, "{what}: executed operations differ from the cost");
-            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
-            assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+            assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
             check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
         }
     }
@@ -1465,21 +1483,7 @@ fn band_sums_reindexed_by_their_offset_run_as_evaluated() {
                 .collect();
             let what = format!("{what} at n={n}, m={m}");
             let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
-            let want = eval::evaluate(prog, &inputs).expect("eval");
-            let (_, ops) = counted.call_counted(&inputs).expect("run");
-            let ops = ops.expect("counters");
-            let total: u128 = ops[..3].iter().map(|&k| k as u128).sum();
-            let c = cost::cost(prog, &inputs.sizes, &inputs.relations).expect("cost");
-            assert_eq!(total, c, "{what}: executed operations differ from the cost");
-            let data = common::run_check::data_size(prog, &inputs).expect("sizes");
-            let overhead = ops[3] as u128 + ops[4] as u128;
-            let bound = common::run_check::LOOP_OVERHEAD * (c + data);
-            assert!(
-                overhead <= bound,
-                "{what}: loop overhead {overhead} > {bound}"
-            );
-            let failures = at_one_and_two_threads(&compiled, &inputs, &want);
-            assert!(failures.is_empty(), "{what} {}", failures.join("; "));
+            assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
         }
     }
 }
