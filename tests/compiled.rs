@@ -1166,8 +1166,9 @@ fn parallel_loops_run_as_evaluated_at_one_and_two_threads() {
 }
 
 /// Matrix products run by the tiled contraction kernel (`src/lower/contract.rs`):
-/// plain, with either operand transposed, under another expression, into a
-/// batch's slice and in matmul's gradient, at sizes with remainders in every
+/// plain, with either operand transposed, narrow (12 and 3 columns: fewer
+/// than a panel), under another expression, into a batch's slice and in
+/// matmul's gradient, at sizes with remainders in every
 /// blocking (rows, columns, more than one block of the summed index). The
 /// kernel is called; values equal `eval` (within 1e-12 relative to the
 /// largest magnitude, at one and at two threads, forced parallel) and the
@@ -1177,9 +1178,11 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
     if !have_cc() {
         return;
     }
-    let sizes = [("n", 29), ("k", 300), ("m", 37), ("B", 3)];
+    let sizes = [("n", 29), ("k", 300), ("m", 37), ("B", 3), ("w", 12)];
     let sources = [
         "(fn ab ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (sum l k (* (get A i l) (get X l j))))))",
+        "(fn narrow ((A (tensor n k R)) (X (tensor k w R))) (gen i n (gen j w (sum l k (* (get A i l) (get X l j))))))",
+        "(fn narrow_t ((A (tensor k n R)) (X (tensor k B R))) (gen i n (gen j B (sum l k (* (get X l j) (get A l i))))))",
         "(fn atb ((A (tensor k n R)) (X (tensor k m R))) (gen i n (gen j m (sum l k (* (get X l j) (get A l i))))))",
         "(fn abt ((A (tensor n k R)) (X (tensor m k R))) (gen i n (gen j m (+ 1.0 (exp (* 0.01 (sum l k (* (get A i l) (get X j l)))))))))",
         "(fn batch ((A (tensor B n k R)) (X (tensor B k m R))) (gen b B (gen i n (gen j m (sum l k (* (get A b i l) (get X b l j)))))))",

@@ -18,8 +18,10 @@
 //! fused multiply-adds where the target has them: one rounding per term
 //! instead of two) and the blocks added in order: the value does not
 //! depend on the number of threads. Remainders are padded with zeros in
-//! the packed panels and never stored. A small product (or a failed
-//! allocation) runs the plain loop nest. The counting build counts what
+//! the packed panels and never stored. A narrow product (at most 16
+//! columns, under AVX-512) packs only `B`, as rows of 16, and holds 12 rows
+//! of `C` in registers while reading `A` in place, its sums in the same
+//! order. A small product (or a failed allocation) runs the plain loop nest. The counting build counts what
 //! the cost model counts: `M·N·K` multiplications and `M·N·(K-1)`
 //! additions.
 
@@ -249,6 +251,73 @@ static void atlh_gemm_block(double *C, int64_t csi, int64_t csj, int64_t M, cons
   }
 }
 
+#if defined(__AVX512F__)
+/* Narrow products (N <= 16, such as a layer onto a few classes): B is
+   packed once as rows of 16 (zero-padded), A is read where it lies, and
+   ATL_NARROW_MR rows of C are held in registers (two zmm each) while k
+   runs; by blocks of KC terms added to C in order, as the kernel above. */
+#define ATL_NARROW_MR 12
+static inline __attribute__((always_inline)) void atlh_gemm_narrow_rows(
+    double *C, int64_t csi, int64_t csj, int64_t N, const double *A, int64_t asi, int64_t ask, const double *bp,
+    int64_t K, int acc, const int mr) {
+  const __mmask8 m0 = (__mmask8)(N >= 8 ? 0xff : (1u << N) - 1u), m1 = (__mmask8)(N <= 8 ? 0 : (1u << (N - 8)) - 1u);
+  for (int64_t pc = 0; pc < K; pc += ATL_GEMM_KC) {
+    const int64_t kc = K - pc < ATL_GEMM_KC ? K - pc : ATL_GEMM_KC;
+    __m512d s0[ATL_NARROW_MR], s1[ATL_NARROW_MR];
+ATL_GEMM_UNROLL
+    for (int r = 0; r < mr; r++) s0[r] = s1[r] = _mm512_setzero_pd();
+    for (int64_t k = pc; k < pc + kc; k++) {
+      const __m512d b0 = _mm512_loadu_pd(bp + 16 * k), b1 = _mm512_loadu_pd(bp + 16 * k + 8);
+      const double *a = A + k * ask;
+ATL_GEMM_UNROLL
+      for (int r = 0; r < mr; r++) {
+        const __m512d av = _mm512_set1_pd(a[r * asi]);
+        s0[r] = _mm512_fmadd_pd(av, b0, s0[r]);
+        s1[r] = _mm512_fmadd_pd(av, b1, s1[r]);
+      }
+    }
+    const int first = pc == 0 && !acc;
+    for (int r = 0; r < mr; r++) {
+      double *c = C + r * csi;
+      if (csj == 1) {
+        if (!first) {
+          s0[r] = _mm512_add_pd(_mm512_maskz_loadu_pd(m0, c), s0[r]);
+          s1[r] = _mm512_add_pd(_mm512_maskz_loadu_pd(m1, c + 8), s1[r]);
+        }
+        _mm512_mask_storeu_pd(c, m0, s0[r]);
+        _mm512_mask_storeu_pd(c + 8, m1, s1[r]);
+      } else {
+        double out[16];
+        _mm512_storeu_pd(out, s0[r]);
+        _mm512_storeu_pd(out + 8, s1[r]);
+        for (int64_t s = 0; s < N; s++) c[s * csj] = first ? out[s] : c[s * csj] + out[s];
+      }
+    }
+  }
+}
+
+/* C = A.B (with acc: C += A.B) for N <= 16; 0 when bp cannot be had. */
+static int atlh_gemm_narrow(double *C, int64_t csi, int64_t csj, int64_t M, int64_t N, int64_t K, const double *A,
+                            int64_t asi, int64_t ask, const double *B, int64_t bsk, int64_t bsj, int acc, int nt) {
+  double *bp = (double *)malloc(sizeof(double) * 16 * (size_t)K);
+  if (bp == NULL) return 0;
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t s = 0; s < 16; s++) bp[16 * k + s] = s < N ? B[k * bsk + s * bsj] : 0.0;
+  const int64_t nb = M / ATL_NARROW_MR;
+  (void)nt;
+#if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+#endif
+  for (int64_t b = 0; b < nb; b++)
+    atlh_gemm_narrow_rows(C + b * ATL_NARROW_MR * csi, csi, csj, N, A + b * ATL_NARROW_MR * asi, asi, ask, bp, K,
+                          acc, ATL_NARROW_MR);
+  for (int64_t i = nb * ATL_NARROW_MR; i < M; i++)
+    atlh_gemm_narrow_rows(C + i * csi, csi, csj, N, A + i * asi, asi, ask, bp, K, acc, 1);
+  free(bp);
+  return 1;
+}
+#endif
+
 /* C = A.B (with acc: C += A.B), not counted. */
 static ATL_MAYBE_UNUSED void atlh_gemm_run(double *C, int64_t csi, int64_t csj, int64_t M, int64_t N, int64_t K,
                                            const double *A, int64_t asi, int64_t ask, const double *B, int64_t bsk,
@@ -258,6 +327,11 @@ static ATL_MAYBE_UNUSED void atlh_gemm_run(double *C, int64_t csi, int64_t csj, 
   int nt = 1;
 #if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
   if (work >= ATL_GEMM_PAR_WORK && !omp_in_parallel()) nt = omp_get_max_threads();
+#endif
+#if defined(__AVX512F__)
+  if (N <= 16 && K > 0 && work >= ATL_GEMM_SMALL &&
+      atlh_gemm_narrow(C, csi, csj, M, N, K, A, asi, ask, B, bsk, bsj, acc, nt))
+    return;
 #endif
   const int64_t ncap = N < ATL_GEMM_NC ? N : ATL_GEMM_NC;
   double *bp = K > 0 && work >= ATL_GEMM_SMALL
