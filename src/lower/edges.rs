@@ -130,7 +130,18 @@ pub(super) struct Copyable<'a> {
     pub hi: &'a String,
     pub body: &'a Vec<Stmt>,
     pub declared: HashSet<String>,
-    pub texts: Vec<String>,
+    texts: Vec<String>,
+}
+
+impl Copyable<'_> {
+    /// The conditions among `conds` (each written as `text(c)`) that a
+    /// statement of the body tests, as an operand of `&&` ([`find_from`]).
+    pub(super) fn tested<'c, C>(&self, conds: &'c [C], text: impl Fn(&C) -> &str) -> Vec<&'c C> {
+        conds
+            .iter()
+            .filter(|c| self.texts.iter().any(|t| find(t, text(c)).is_some()))
+            .collect()
+    }
 }
 
 /// `s` as a [`Copyable`] loop, if it is a loop with a short enough body.
@@ -162,22 +173,21 @@ fn split_loop(
     guards: &[RangeGuard],
     next: &mut usize,
 ) -> Option<Stmt> {
+    let copy = copyable(s)?;
+    let tested = copy.tested(guards, |g| &g.text);
     let Copyable {
         var,
         lo,
         hi,
         body,
         declared,
-        texts,
-    } = copyable(s)?;
+        ..
+    } = copy;
     let mut lows = vec![];
     let mut highs = vec![];
     let mut known = vec![];
-    for g in guards {
-        let Some((l, h)) = interval(g, var, &declared) else {
-            continue;
-        };
-        if texts.iter().any(|t| find(t, &g.text).is_some()) {
+    for g in tested {
+        if let Some((l, h)) = interval(g, var, &declared) {
             lows.push(l);
             highs.push(h);
             known.push(g.text.as_str());

@@ -162,19 +162,18 @@ fn split_loop(
     cmps: &[BracketCmp],
     next: &mut usize,
 ) -> Option<Stmt> {
+    let copy = copyable(s)?;
+    let tested = copy.tested(cmps, |c| &c.text);
     let Copyable {
         var,
         lo,
         hi,
         body,
         declared,
-        texts,
-    } = copyable(s)?;
+        ..
+    } = copy;
     let mut found: Vec<(Threshold, bool)> = vec![];
-    for c in cmps {
-        if !texts.iter().any(|t| find_from(t, &c.text, 0).is_some()) {
-            continue;
-        }
+    for c in tested {
         if let Some(th) = threshold(c, var, &declared) {
             let k = c.terms.iter().find(|(n, _)| n == var).map_or(1, |t| t.1);
             found.push((th, k == 1));

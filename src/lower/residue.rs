@@ -24,7 +24,7 @@
 //! [`MAX_BODY`](super::edges::MAX_BODY) statements, or a loop whose
 //! residues would make more than [`MAX_UNROLL`] copies, is left as it is.
 
-use super::edges::{copyable, find_from, map_text, Copyable};
+use super::edges::{copyable, map_text, Copyable};
 use super::ir::Stmt;
 use super::Lowerer;
 use crate::constraints::LinForm;
@@ -117,20 +117,19 @@ fn unroll_loop(
     conds: &[ModCond],
     next: &mut usize,
 ) -> Option<Stmt> {
+    let copy = copyable(s)?;
+    let tested = copy.tested(conds, |c| &c.text);
     let Copyable {
         var,
         lo,
         hi,
         body,
         declared,
-        texts,
-    } = copyable(s)?;
+        ..
+    } = copy;
     let mut found = vec![];
     let mut u = 1i64;
-    for c in conds {
-        if !texts.iter().any(|t| find_from(t, &c.text, 0).is_some()) {
-            continue;
-        }
+    for c in tested {
         if let Some(a) = decided_by(c, var, &declared) {
             u = u.checked_mul(c.k / gcd(u, c.k))?;
             if u > MAX_UNROLL {
