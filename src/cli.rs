@@ -10,6 +10,7 @@
 use crate::cli_stats;
 use atl_egg::error::{Error, ErrorKind, Result};
 use atl_egg::front::Program;
+use atl_egg::semantics::arrays::Arrays;
 use atl_egg::semantics::{cost, eval, json, sizes, value};
 use atl_egg::{backend, derive, egraph, npz};
 use clap::{Args, Parser, Subcommand};
@@ -397,14 +398,15 @@ pub fn load_program(file: &FileArg, session: &mut Session) -> Result<Program> {
     derive::forms::parse_program_fn(&text, file.function.as_deref())
 }
 
-/// The inputs as a JSON object: from a JSON file, standard input, an `.npz`
-/// archive or a folder of `.npy` files.
+/// The inputs: a JSON object from a JSON file or standard input; or, from
+/// an `.npz` archive or a folder of `.npy` files, the arrays that give
+/// whole parameters and a JSON object assembling the others.
 fn read_inputs(
     path: &str,
     prog: &Program,
     sizes: &value::Sizes,
     session: &mut Session,
-) -> Result<serde_json::Value> {
+) -> Result<(serde_json::Value, Arrays)> {
     let p = std::path::Path::new(path);
     if path != "-" && (path.ends_with(".npz") || p.is_dir()) {
         return npz::read_inputs(p, prog, sizes);
@@ -427,7 +429,7 @@ fn read_inputs(
     };
     let utf8 = std::str::from_utf8(&text)
         .map_err(|_| Error::input(format!("{name}: the JSON inputs are not UTF-8")))?;
-    atl_egg::semantics::json::parse_json(utf8).map_err(|e| {
+    let json = atl_egg::semantics::json::parse_json(utf8).map_err(|e| {
         // point into the JSON text: the report then shows its line
         let mut err = Error::input(format!("{name}: malformed JSON: {e}"));
         if e.line() > 0 {
@@ -448,7 +450,8 @@ fn read_inputs(
             );
         }
         err
-    })
+    })?;
+    Ok((json, Arrays::new()))
 }
 
 /// Sizes from `--sizes` and the inputs, then the inputs themselves.
@@ -463,14 +466,19 @@ fn inputs_for(
         Some(s) => s.parse::<sizes::Sizes>()?,
         None => value::Sizes::default(),
     };
-    let json = inputs
-        .map(|p| read_inputs(p, prog, &given, session))
-        .transpose()?;
-    let resolved = sizes::resolve_sizes(prog, &given, json.as_ref())?;
+    let (json, arrays) = match inputs {
+        Some(p) => {
+            let (json, arrays) = read_inputs(p, prog, &given, session)?;
+            (Some(json), arrays)
+        }
+        None => (None, Arrays::new()),
+    };
+    let resolved = sizes::resolve_sizes_from(prog, &given, json.as_ref(), &arrays)?;
     let empty = serde_json::Value::Object(Default::default());
-    json::inputs_from_json(
+    json::inputs_from(
         prog,
         json.as_ref().unwrap_or(&empty),
+        &arrays,
         &resolved,
         require_reals,
     )

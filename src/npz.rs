@@ -30,6 +30,7 @@
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{Param, ParamKind, Program, Type};
+use crate::semantics::arrays::{shape_text, Array, Arrays, Data, Role};
 use crate::semantics::json;
 use crate::semantics::value::{self, Sizes, Value};
 use std::io::{Read, Write};
@@ -56,18 +57,24 @@ pub fn npy_to_json(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
         dims: None,
         is_real: false,
         tuples: false,
+        whole: false,
     };
-    Ok(read_array(bytes, name, &spec, &Sizes::default())?.0)
+    Ok(to_json(&read_array(bytes, name, &spec, &Sizes::default())?))
 }
 
-/// One `.npy` array from `reader` as nested JSON, and its shape; its
-/// header is checked against `spec` at `sizes` before its data is read.
-fn read_array(
-    reader: impl Read,
-    name: &str,
-    spec: &MemberSpec,
-    sizes: &Sizes,
-) -> Result<(serde_json::Value, Vec<u64>)> {
+/// An array as nested JSON arrays of numbers or booleans.
+fn to_json(a: &Array) -> serde_json::Value {
+    let elems: Vec<serde_json::Value> = match &a.data {
+        Data::Reals(x) => x.iter().map(|&x| json::real_to_json(x)).collect(),
+        Data::Ints(x) => x.iter().map(|&k| serde_json::json!(k)).collect(),
+        Data::Bools(x) => x.iter().map(|&b| serde_json::Value::Bool(b)).collect(),
+    };
+    nest(&mut elems.into_iter(), &a.shape)
+}
+
+/// One `.npy` array from `reader`; its header is checked against `spec` at
+/// `sizes` before its data is read.
+fn read_array(reader: impl Read, name: &str, spec: &MemberSpec, sizes: &Sizes) -> Result<Array> {
     let bad = |e: &dyn std::fmt::Display| Error::input(format!("{name}: not a NumPy array: {e}"));
     let file = npyz::NpyFile::new(reader).map_err(|e| bad(&e))?;
     if file.order() == npyz::Order::Fortran && file.shape().len() > 1 {
@@ -79,20 +86,27 @@ fn read_array(
     check_header(file.shape(), spec, sizes, name)?;
     let shape = file.shape().to_vec();
     let dtype = file.dtype().descr();
-    let elems: Vec<serde_json::Value> = match file.try_data::<f64>() {
-        Ok(d) => d
-            .map(|x| x.map(json::real_to_json))
-            .collect::<std::io::Result<_>>(),
+    let data = match file.try_data::<f64>() {
+        Ok(d) => d.collect::<std::io::Result<_>>().map(Data::Reals),
         Err(f) => match f.try_data::<f32>() {
-            Ok(d) => d.map(|x| x.map(|x| json::real_to_json(x as f64))).collect(),
+            Ok(d) => d
+                .map(|x| x.map(f64::from))
+                .collect::<std::io::Result<_>>()
+                .map(Data::Reals),
             Err(f) => match f.try_data::<i64>() {
-                Ok(d) => d.map(|x| x.map(|x| serde_json::json!(x))).collect(),
+                Ok(d) => d.collect::<std::io::Result<_>>().map(Data::Ints),
                 Err(f) => match f.try_data::<i32>() {
-                    Ok(d) => d.map(|x| x.map(|x| serde_json::json!(x))).collect(),
+                    Ok(d) => d
+                        .map(|x| x.map(i64::from))
+                        .collect::<std::io::Result<_>>()
+                        .map(Data::Ints),
                     Err(f) => match f.try_data::<bool>() {
-                        Ok(d) => d.map(|x| x.map(serde_json::Value::Bool)).collect(),
+                        Ok(d) => d.collect::<std::io::Result<_>>().map(Data::Bools),
                         Err(f) => match f.try_data::<u8>() {
-                            Ok(d) => d.map(|x| x.map(|x| serde_json::json!(x))).collect(),
+                            Ok(d) => d
+                                .map(|x| x.map(i64::from))
+                                .collect::<std::io::Result<_>>()
+                                .map(Data::Ints),
                             Err(_) => {
                                 return Err(Error::input(format!(
                                     "{name}: unsupported dtype {dtype}"
@@ -111,7 +125,7 @@ fn read_array(
             shape_text(shape.iter().map(u64::to_string))
         ))
     })?;
-    Ok((nest(&mut elems.into_iter(), &shape), shape))
+    Ok(Array { shape, data })
 }
 
 /// Put `v` at `path` (`p.1.0` -> [1, 0]) under `param` in the inputs
@@ -161,6 +175,10 @@ struct MemberSpec {
     /// The member is a relation's tuples (`E.tuples`, an integer array of
     /// shape `(nnz, arity)`), checked as JSON tuples are.
     tuples: bool,
+    /// The member is read as an array ([`Arrays`]), not as JSON: a
+    /// parameter's whole value (a real, a tensor of reals, a relation, a
+    /// stored tensor's values) or a relation's tuples.
+    whole: bool,
 }
 
 /// A dimension's value at the sizes known so far (`None` if it needs one
@@ -207,6 +225,7 @@ fn member_spec(prog: &Program, sizes: &Sizes, stem: &str) -> Result<Option<Membe
                 dims: None,
                 is_real: false,
                 tuples: true,
+                whole: true,
             }));
         }
     }
@@ -265,9 +284,11 @@ fn member_spec(prog: &Program, sizes: &Sizes, stem: &str) -> Result<Option<Membe
             (*ty == Type::Real).then_some(dims)
         }
     };
+    let stored = prog.stored.param(param.name).is_some();
     Ok(Some(MemberSpec {
         param: name.to_string(),
         is_real: dims.as_ref().is_some_and(Vec::is_empty),
+        whole: path.is_empty() && (dims.is_some() || stored),
         path,
         dims,
         tuples: false,
@@ -319,14 +340,6 @@ fn learn_sizes(spec: &MemberSpec, shape: &[u64], sizes: &mut Sizes) {
                 sizes.insert(*s, n);
             }
         }
-    }
-}
-
-fn shape_text(shape: impl IntoIterator<Item = String>) -> String {
-    let dims: Vec<String> = shape.into_iter().collect();
-    match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
     }
 }
 
@@ -422,9 +435,17 @@ fn list_members(path: &Path) -> Result<Members> {
 /// The inputs object of `prog` from an `.npz` archive or a folder of
 /// `.npy` files. Each array's header is checked against the shape its
 /// parameter expects at the sizes `given` and those the arrays read before
-/// it give (and against [`MAX_INPUT_ELEMENTS`]) before its data is read; arrays that name no parameter are not read
-/// (their names stay, as `null`, for the messages about missing inputs).
-pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_json::Value> {
+/// it give (and against [`MAX_INPUT_ELEMENTS`]) before its data is read.
+/// A parameter's whole value and a relation's tuples come back as arrays
+/// ([`MemberSpec::whole`]); the components of pairs (`p.0`, `x.3`) are
+/// assembled in the JSON object, where arrays that name no parameter are
+/// not read (their names stay, as `null`, for the messages about missing
+/// inputs).
+pub fn read_inputs(
+    path: &Path,
+    prog: &Program,
+    given: &Sizes,
+) -> Result<(serde_json::Value, Arrays)> {
     let members = list_members(path)?;
     let names: Vec<&str> = match &members {
         Members::Folder(files) => files.iter().map(|(s, _)| s.as_str()).collect(),
@@ -449,22 +470,39 @@ pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_j
             )));
         }
     }
+    let whole = |s: &&MemberSpec| s.path.is_empty() && !s.tuples;
+    for w in specs.iter().flatten().filter(whole) {
+        if specs
+            .iter()
+            .flatten()
+            .any(|s| s.param == w.param && !s.path.is_empty())
+        {
+            return Err(Error::input(format!(
+                "input '{0}' is given both whole ('{0}') and by its components ('{0}.0', ...)",
+                w.param
+            )));
+        }
+    }
     let mut known = given.clone();
     let mut read = |reader: &mut dyn Read, label: &str, spec: &MemberSpec| {
-        let (value, shape) = read_array(reader, label, spec, &known)?;
-        learn_sizes(spec, &shape, &mut known);
-        Ok::<_, Error>(value)
+        let array = read_array(reader, label, spec, &known)?;
+        learn_sizes(spec, &array.shape, &mut known);
+        Ok::<_, Error>(array)
     };
     let mut obj = serde_json::Map::new();
-    let mut put = |stem: &str, spec: &Option<MemberSpec>, value: serde_json::Value| match spec {
-        Some(spec) if spec.tuples => insert(
-            &mut obj,
-            &spec.param,
-            &[],
-            serde_json::json!({ "tuples": value }),
-        ),
-        Some(spec) => insert(&mut obj, &spec.param, &spec.path, value),
-        None => {
+    let mut arrays = Arrays::new();
+    let mut put = |stem: &str, spec: &Option<MemberSpec>, array: Option<Array>| match (spec, array)
+    {
+        (Some(spec), Some(array)) if spec.whole => {
+            let role = if spec.tuples {
+                Role::Tuples
+            } else {
+                Role::Whole
+            };
+            arrays.insert(spec.param.clone(), (role, array));
+        }
+        (Some(spec), Some(array)) => insert(&mut obj, &spec.param, &spec.path, to_json(&array)),
+        _ => {
             obj.entry(stem.to_string())
                 .or_insert(serde_json::Value::Null);
         }
@@ -476,9 +514,9 @@ pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_j
                     Some(spec) => {
                         let file = std::fs::File::open(p).map_err(|e| io_err(p, e))?;
                         let mut reader = std::io::BufReader::new(file);
-                        read(&mut reader, &p.display().to_string(), spec)?
+                        Some(read(&mut reader, &p.display().to_string(), spec)?)
                     }
-                    None => serde_json::Value::Null,
+                    None => None,
                 };
                 put(stem, spec, value);
             }
@@ -492,15 +530,19 @@ pub fn read_inputs(path: &Path, prog: &Program, given: &Sizes) -> Result<serde_j
                         // read system call each (a stored member is not
                         // buffered by the zip reader)
                         let mut reader = std::io::BufReader::with_capacity(1 << 16, member);
-                        read(&mut reader, &format!("{}[{stem}]", path.display()), spec)?
+                        Some(read(
+                            &mut reader,
+                            &format!("{}[{stem}]", path.display()),
+                            spec,
+                        )?)
                     }
-                    None => serde_json::Value::Null,
+                    None => None,
                 };
                 put(stem, spec, value);
             }
         }
     }
-    Ok(serde_json::Value::Object(obj))
+    Ok((serde_json::Value::Object(obj), arrays))
 }
 
 /// The arrays of a value: (name, shape, row-major reals), pairs split into

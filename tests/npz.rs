@@ -158,10 +158,10 @@ fn non_finite_values_read_back() {
 
 /// A `.npy` file of booleans (`|b1`), written by hand.
 fn npy_bool(shape: &[usize], data: &[bool]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let dims: Vec<String> = shape.iter().map(|d| format!("{d},")).collect();
     let mut header = format!(
         "{{'descr': '|b1', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
+        dims.join(" ")
     );
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
@@ -511,4 +511,74 @@ fn stored_tensors_as_value_arrays() {
         err.contains("input 'A'") && err.contains("4 tuple(s)"),
         "{err}"
     );
+}
+
+/// Arrays that give a whole input are checked as JSON values are: a
+/// boolean array is no tensor of reals, a relation's array holds 0 and 1,
+/// and an input is given whole or by its components, not both.
+#[test]
+fn whole_arrays_are_checked_as_json_is() {
+    let dir = hostile_dir(
+        "whole",
+        "(fn f ((E (relation n n)) (x (tensor n R)) (p (pair R R)))
+           (+ (fst p) (sum i n (sum j n (iverson (E i j) (get x j))))))",
+    );
+    let x = npy(&[2], &[1.0, 2.0]);
+    let real = npy(&[], &[1.0]);
+    let e = npy_bool(&[2, 2], &[false, true, true, false]);
+    type Members<'a> = Vec<(&'a str, Vec<u8>)>;
+    let cases: [(&str, Members, &str); 4] = [
+        (
+            "booleans as reals",
+            vec![
+                ("E", e.clone()),
+                ("x", npy_bool(&[2], &[true, false])),
+                ("p.0", real.clone()),
+                ("p.1", real.clone()),
+            ],
+            "holds booleans, where reals are expected",
+        ),
+        (
+            "a relation of twos",
+            vec![
+                ("E", npy_i64(&[2, 2], &[0, 2, 1, 0])),
+                ("x", x.clone()),
+                ("p.0", real.clone()),
+                ("p.1", real.clone()),
+            ],
+            "element 1 is 2",
+        ),
+        (
+            "whole and components",
+            vec![
+                ("E", e.clone()),
+                ("x", x.clone()),
+                ("x.0", real.clone()),
+                ("x.1", real.clone()),
+                ("p.0", real.clone()),
+                ("p.1", real.clone()),
+            ],
+            "given both whole",
+        ),
+        (
+            "reals as a relation",
+            vec![
+                ("E", npy(&[2, 2], &[0.0, 1.0, 1.0, 0.0])),
+                ("x", x.clone()),
+                ("p.0", real.clone()),
+                ("p.1", real.clone()),
+            ],
+            "not reals",
+        ),
+    ];
+    for (what, members, needle) in cases {
+        npz_of(&dir.join("in.npz"), &members);
+        assert_clean_failure(what, eval_limited(&dir, "in.npz", None), &[needle]);
+    }
+    npz_of(
+        &dir.join("good.npz"),
+        &[("E", e), ("x", x), ("p.0", real.clone()), ("p.1", real)],
+    );
+    let (code, out, err) = atl(&["eval", "f.atl", "--inputs", "good.npz"], &dir);
+    assert_eq!((code, out.as_str()), (0, "4.0\n"), "{err}");
 }

@@ -10,6 +10,7 @@
 //! ([`parse_json`]) takes those back, and also Python's `NaN`, `Infinity`,
 //! `-Infinity` and the strings `"NaN"`, `"Infinity"`, `"-Infinity"`.
 
+use super::arrays::{Array, Arrays, Role};
 use super::value::{
     check_output_size, input_dim, walk, Event, Inputs, Path, Relation, Sizes, Value,
 };
@@ -169,6 +170,19 @@ pub fn inputs_from_json(
     sizes: &Sizes,
     require_reals: bool,
 ) -> Result<Inputs> {
+    inputs_from(prog, json, &Arrays::new(), sizes, require_reals)
+}
+
+/// The inputs of `prog` from `arrays` (read whole from NumPy files) and,
+/// for the parameters they do not give, from a JSON object, as
+/// [`inputs_from_json`].
+pub fn inputs_from(
+    prog: &Program,
+    json: &serde_json::Value,
+    arrays: &Arrays,
+    sizes: &Sizes,
+    require_reals: bool,
+) -> Result<Inputs> {
     let Some(obj) = json.as_object() else {
         return Err(Error::input(
             "the inputs must be a JSON object from parameter names to values",
@@ -178,46 +192,77 @@ pub fn inputs_from_json(
     let mut stored = vec![];
     for p in &prog.params {
         let name = p.name.as_str();
-        let j = match (obj.get(name), &p.kind) {
-            (_, ParamKind::Size) => continue,
-            (None, ParamKind::Real(_)) if !require_reals => continue,
-            (None, _) => {
-                let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
-                let hint = crate::diagnostics::did_you_mean(name, keys.iter().copied())
-                    .unwrap_or_else(|| {
-                        if keys.is_empty() {
-                            "the inputs are empty".to_string()
-                        } else {
-                            format!("the inputs give: {}", keys.join(", "))
-                        }
-                    });
-                return Err(Error::input(format!("missing input '{name}'")).with_hint(hint));
-            }
-            (Some(j), _) => j,
+        let given = match (arrays.get(name), obj.get(name)) {
+            (Some((role, a)), _) => Given::Array(*role, a),
+            (None, Some(j)) => Given::Json(j),
+            (None, None) => match &p.kind {
+                ParamKind::Size => continue,
+                ParamKind::Real(_) if !require_reals => continue,
+                _ => return Err(missing(name, obj.keys().chain(arrays.keys()))),
+            },
         };
-        match &p.kind {
-            ParamKind::Real(_) if prog.stored.param(p.name).is_some() => stored.push((p.name, j)),
-            ParamKind::Real(ty) => {
+        match (&p.kind, given) {
+            (ParamKind::Size, _) => {}
+            (ParamKind::Real(_), g) if prog.stored.param(p.name).is_some() => {
+                stored.push((p.name, g))
+            }
+            (ParamKind::Real(ty), Given::Json(j)) => {
                 out.values
                     .insert(p.name, value_from_json(j, ty, sizes, name)?);
             }
-            ParamKind::Relation(dims) => {
+            (ParamKind::Real(ty), Given::Array(_, a)) => {
+                out.values.insert(p.name, a.value(ty, sizes, name)?);
+            }
+            (ParamKind::Relation(dims), Given::Json(j)) => {
                 out.relations
                     .insert(p.name, relation_from_json(j, dims, sizes, name)?);
             }
-            ParamKind::Size => {}
+            (ParamKind::Relation(dims), Given::Array(role, a)) => {
+                let rel = match role {
+                    Role::Whole => a.relation(dims, sizes, name)?,
+                    Role::Tuples => a.tuples(dims, sizes, name)?,
+                };
+                out.relations.insert(p.name, rel);
+            }
         }
     }
-    for (x, j) in stored {
+    for (x, given) in stored {
         let r = prog.stored.param(x).expect("a stored parameter");
-        if let Some(rj) = obj.get(r.as_str()) {
-            super::stored::check_tuple_order(rj, r.as_str(), x.as_str())?;
+        let (xs, rs) = (x.as_str(), r.as_str());
+        match (arrays.get(rs), obj.get(rs)) {
+            (Some((Role::Tuples, a)), _) => a.check_tuple_order(rs, xs)?,
+            (None, Some(rj)) => super::stored::check_tuple_order(rj, rs, xs)?,
+            _ => {}
         }
         let rel = &out.relations[&r];
-        let values = super::stored::stored_from_json(j, x.as_str(), r, rel, sizes)?;
+        let values = match given {
+            Given::Json(j) => super::stored::stored_from_json(j, xs, r, rel, sizes)?,
+            Given::Array(_, a) => a.stored(xs, rs, rel)?,
+        };
         out.stored.insert(x, values);
     }
     Ok(out)
+}
+
+/// How a parameter's value is given.
+enum Given<'a> {
+    Json(&'a serde_json::Value),
+    Array(Role, &'a Array),
+}
+
+/// The error for a missing input, naming the inputs given.
+fn missing<'a>(name: &str, given: impl Iterator<Item = &'a String>) -> Error {
+    let mut keys: Vec<&str> = given.map(String::as_str).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let hint = crate::diagnostics::did_you_mean(name, keys.iter().copied()).unwrap_or_else(|| {
+        if keys.is_empty() {
+            "the inputs are empty".to_string()
+        } else {
+            format!("the inputs give: {}", keys.join(", "))
+        }
+    });
+    Error::input(format!("missing input '{name}'")).with_hint(hint)
 }
 
 /// `v` as a JSON value (`Zero` expanded; NaN as `null`, infinities, which a

@@ -1,5 +1,6 @@
 //! Semantics: values, evaluation, forward-mode dual numbers, work cost.
 
+pub mod arrays;
 pub mod cost;
 pub mod dual;
 pub mod eval;

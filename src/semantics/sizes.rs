@@ -5,6 +5,7 @@
 //! flag and the inputs (a size not given is taken from an input whose
 //! dimension is exactly that size name, as the conformance reference does).
 
+use super::arrays::{tensor_dims, Arrays, Role};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{ParamKind, Program, Type};
@@ -134,6 +135,17 @@ pub fn resolve_sizes(
     given: &Sizes,
     json: Option<&serde_json::Value>,
 ) -> Result<Sizes> {
+    resolve_sizes_from(prog, given, json, &Arrays::new())
+}
+
+/// All sizes of `prog`, as [`resolve_sizes`], inferred from `arrays` (read
+/// whole from NumPy files) and the JSON inputs.
+pub fn resolve_sizes_from(
+    prog: &Program,
+    given: &Sizes,
+    json: Option<&serde_json::Value>,
+    arrays: &Arrays,
+) -> Result<Sizes> {
     for (&k, &v) in given {
         if !prog.sizes.contains(&k) {
             let names: Vec<&str> = prog.sizes.iter().map(|s| s.as_str()).collect();
@@ -165,6 +177,14 @@ pub fn resolve_sizes(
         }
         let found = obj.and_then(|obj| {
             prog.params.iter().find_map(|p| {
+                if let Some((role, a)) = arrays.get(p.name.as_str()) {
+                    return match &p.kind {
+                        ParamKind::Real(_) if prog.stored.param(p.name).is_some() => None,
+                        ParamKind::Real(ty) => a.infer(&tensor_dims(ty)?, s),
+                        ParamKind::Relation(dims) if *role == Role::Whole => a.infer(dims, s),
+                        _ => None,
+                    };
+                }
                 let j = obj.get(p.name.as_str())?;
                 match &p.kind {
                     ParamKind::Size => None,
@@ -184,6 +204,7 @@ pub fn resolve_sizes(
                     .params
                     .iter()
                     .filter(|p| obj.is_none_or(|o| !o.contains_key(p.name.as_str())))
+                    .filter(|p| !arrays.contains_key(p.name.as_str()))
                     .filter(|p| match &p.kind {
                         ParamKind::Size => false,
                         ParamKind::Real(ty) => type_has_dim(ty, s),

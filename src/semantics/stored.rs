@@ -64,7 +64,8 @@ pub fn dense_flat(values: &[f64], rel: &Relation) -> Result<Vec<f64>> {
     Ok(flat)
 }
 
-fn nest(flat: &[f64], dims: &[usize]) -> Value {
+/// Nested tensors of `dims` from row-major reals.
+pub(crate) fn nest(flat: &[f64], dims: &[usize]) -> Value {
     match dims.split_first() {
         None => Value::Real(flat.first().copied().unwrap_or(0.0)),
         Some((&n, rest)) => {
@@ -193,6 +194,12 @@ pub fn check_tuple_order(j: &serde_json::Value, rel_name: &str, stored: &str) ->
     let Some(Ok(tuples)) = super::tuples::tuples_from_json(rel_name, j) else {
         return Ok(());
     };
+    let tuples: Vec<&[i64]> = tuples.iter().map(Vec::as_slice).collect();
+    check_sorted(&tuples, rel_name, stored)
+}
+
+/// The tuples of `rel_name`, as given, are sorted row-major and distinct.
+pub fn check_sorted(tuples: &[&[i64]], rel_name: &str, stored: &str) -> Result<()> {
     for (k, w) in tuples.windows(2).enumerate() {
         if w[0] >= w[1] {
             return Err(Error::input(format!(

@@ -10,19 +10,43 @@ use crate::error::{Error, Result};
 /// names the input in errors. Held as its tuples: the dimensions' product
 /// may be far beyond memory.
 pub fn relation_from_tuples(what: &str, dims: &[usize], tuples: &[Vec<i64>]) -> Result<Relation> {
-    Relation::from_tuples(dims.to_vec(), tuples).map_err(|bad| {
+    if let Some((k, t)) = tuples
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.len() != dims.len())
+    {
+        return Err(Error::input(format!(
+            "{what}: tuple {k} has {} coordinate(s), the relation has {} argument(s)",
+            t.len(),
+            dims.len()
+        )));
+    }
+    let flat: Vec<i64> = tuples.iter().flatten().copied().collect();
+    relation_from_coords(what, dims, tuples.len(), &flat)
+}
+
+/// The relation of dimensions `dims` holding the `nnz` tuples whose
+/// coordinates `coords` lists one tuple after the other (an `(nnz, arity)`
+/// array in row-major order); `what` names the input in errors.
+pub fn relation_from_coords(
+    what: &str,
+    dims: &[usize],
+    nnz: usize,
+    coords: &[i64],
+) -> Result<Relation> {
+    let tuple = |k: usize| &coords[k * dims.len()..(k + 1) * dims.len()];
+    Relation::from_coords(dims.to_vec(), nnz, coords).map_err(|bad| {
         Error::input(match bad {
             BadTuple::Arity(k) => format!(
-                "{what}: tuple {k} has {} coordinate(s), the relation has {} argument(s)",
-                tuples[k].len(),
+                "{what}: tuple {k} does not have the relation's {} argument(s)",
                 dims.len()
             ),
             BadTuple::OutOfRange(k) => format!(
                 "{what}: tuple {k} {:?} is out of range (dimensions {dims:?})",
-                tuples[k]
+                tuple(k)
             ),
             BadTuple::Repeated(k) => {
-                format!("{what}: the tuple {:?} is given twice", tuples[k])
+                format!("{what}: the tuple {:?} is given twice", tuple(k))
             }
         })
     })

@@ -160,24 +160,32 @@ impl Relation {
     /// The relation of dimensions `dims` holding exactly `tuples`, in any
     /// order; a tuple of another arity, out of range or repeated is refused.
     pub fn from_tuples(dims: Vec<usize>, tuples: &[Vec<i64>]) -> Result<Relation, BadTuple> {
-        let arity = dims.len();
-        let nnz = tuples.len();
-        let mut coords = Vec::with_capacity(nnz * arity);
-        for (k, t) in tuples.iter().enumerate() {
-            if t.len() != arity {
-                return Err(BadTuple::Arity(k));
-            }
-            for (&c, &d) in t.iter().zip(&dims) {
-                let c = usize::try_from(c).ok().filter(|&c| c < d);
-                coords.push(c.ok_or(BadTuple::OutOfRange(k))?);
-            }
+        if let Some(k) = tuples.iter().position(|t| t.len() != dims.len()) {
+            return Err(BadTuple::Arity(k));
         }
+        let flat: Vec<i64> = tuples.iter().flatten().copied().collect();
+        Relation::from_coords(dims, tuples.len(), &flat)
+    }
+
+    /// The relation of dimensions `dims` holding the `nnz` tuples whose
+    /// coordinates `coords` lists one after the other (`dims.len()` each),
+    /// in any order; a tuple out of range or repeated is refused.
+    pub fn from_coords(dims: Vec<usize>, nnz: usize, coords: &[i64]) -> Result<Relation, BadTuple> {
+        let arity = dims.len();
+        assert_eq!(coords.len(), nnz * arity, "coordinates of {nnz} tuples");
+        let mut checked = Vec::with_capacity(coords.len());
+        for (k, &c) in coords.iter().enumerate() {
+            let c = usize::try_from(c).ok().filter(|&c| c < dims[k % arity]);
+            checked.push(c.ok_or(BadTuple::OutOfRange(k / arity))?);
+        }
+        let coords = checked;
         let at = |k: usize| &coords[k * arity..(k + 1) * arity];
         // sorted input (the usual case) is checked in one pass, not sorted
-        let mut order: Vec<usize> = (0..nnz).collect();
-        if (1..nnz).any(|k| at(k - 1) >= at(k)) {
-            order.sort_unstable_by(|&a, &b| at(a).cmp(at(b)).then(a.cmp(&b)));
+        if (1..nnz).all(|k| at(k - 1) < at(k)) {
+            return Ok(Relation { dims, coords, nnz });
         }
+        let mut order: Vec<usize> = (0..nnz).collect();
+        order.sort_unstable_by(|&a, &b| at(a).cmp(at(b)).then(a.cmp(&b)));
         if let Some(w) = order.windows(2).find(|w| at(w[0]) == at(w[1])) {
             return Err(BadTuple::Repeated(w[0].max(w[1])));
         }
