@@ -87,7 +87,11 @@ impl Lowerer {
             system.extend(part.constraints.iter().cloned());
             let vars = match acc {
                 Acc::Store { .. } => vars.clone(),
-                _ => layout_order(&vars, part.atom.iter().chain(&others)),
+                _ => keep_cursor_order(
+                    &vars,
+                    layout_order(&vars, part.atom.iter().chain(&others)),
+                    &part.excluded,
+                ),
             };
             let Some(plan) = constraints::plan(&system, &vars) else {
                 return Err(overflow());
@@ -354,6 +358,39 @@ fn layout_order<'a>(vars: &[Symbol], atoms: impl Iterator<Item = &'a Pred>) -> V
         return out;
     }
     vars.to_vec()
+}
+
+/// The loop order of a part whose excluded earlier parts are tested at
+/// each point: `preferred` (from [`layout_order`]), unless it takes the
+/// variables of an excluded relation atom out of their order in `vars`.
+/// In `vars`' order such an atom's last argument is the innermost of its
+/// loops and its prefix is fixed before that loop, so the test is a cursor
+/// kept in step with that loop (`Lowerer::cursor_test`); out of order it is
+/// a binary search at a random row per point. The part's own atom then
+/// reads a permuted layout, built once per call in time linear in the
+/// tuples: `(or (E i j) (E j i))` over `i < j` walks row `i` of `Eᵀ` with a
+/// cursor into row `i` of `E`, instead of row `j` of `E` with a search in
+/// row `i` for every tuple.
+fn keep_cursor_order(vars: &[Symbol], preferred: Vec<Symbol>, excluded: &[Pred]) -> Vec<Symbol> {
+    let in_order = |q: &Pred, order: &[Symbol]| {
+        let Pred::Rel(_, args) = q else {
+            return false;
+        };
+        let slots: Option<Vec<usize>> = args
+            .iter()
+            .map(|a| match a.terms.as_slice() {
+                [(v, 1)] if a.constant == 0 => order.iter().position(|x| x == v),
+                _ => None,
+            })
+            .collect();
+        matches!(slots, Some(s) if s.len() >= 2 && s.windows(2).all(|w| w[0] < w[1]))
+    };
+    let breaks = |q: &Pred| in_order(q, vars) && !in_order(q, &preferred);
+    if preferred != vars && excluded.iter().any(breaks) {
+        vars.to_vec()
+    } else {
+        preferred
+    }
 }
 
 /// What a loop nest runs at each point: the body, where it accumulates,

@@ -1,0 +1,75 @@
+/* Times the compiled graph_smoothness (its f or its gradient w.r.t. x,
+   both take the same arguments) on a random graph of n nodes with about
+   10 distinct out-edges per node, called from C: no Python, no layout
+   conversion, the relation's layout built once. Prints the CPU time of the
+   best of `reps` calls and a checksum of the result (equal across builds
+   that compute the same values, up to the last digits).
+
+     target/release/atl-egg grad corpus/graph_smoothness.atl --wrt x > /tmp/g.atl
+     target/release/atl-egg compile /tmp/g.atl -o /tmp/g.c
+     cc -O3 -march=native -ffp-contract=off -fno-math-errno -fopenmp -DATL_SIMD \
+       /tmp/g.c benches/sparse/smoothness_driver.c -o /tmp/g -lm
+     OMP_NUM_THREADS=1 /tmp/g 1000000 9
+
+   (for f, compile corpus/graph_smoothness.atl itself; its result is
+   out[0]). Run variants alternately, several times each, on a shared
+   machine. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int atl_graph_smoothness(int64_t n, const int64_t *E, const double *x, double lam, double *out);
+
+static uint64_t state = 88172645463325252ull;
+static uint64_t next_random(void) {
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return state;
+}
+static int ascending(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+static double cpu_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+  const int64_t n = argc > 1 ? atoll(argv[1]) : 1000000;
+  const int reps = argc > 2 ? atoi(argv[2]) : 5;
+  /* the compressed layout of an n x n relation (backend/marshal.rs):
+     arity, nnz, level 0 (dense), level 1 offsets of pos and crd */
+  int64_t *E = malloc(sizeof(int64_t) * (size_t)(7 + n + 10 * n));
+  double *x = malloc(sizeof(double) * (size_t)n), *out = calloc((size_t)n, sizeof(double));
+  if (!E || !x || !out) return 2;
+  int64_t *pos = E + 6, *crd = E + 7 + n, nnz = 0, row[10];
+  for (int64_t i = 0; i < n; i++) {
+    pos[i] = nnz;
+    for (int k = 0; k < 10; k++) row[k] = (int64_t)(next_random() % (uint64_t)n);
+    qsort(row, 10, sizeof(int64_t), ascending);
+    for (int k = 0; k < 10; k++)
+      if (k == 0 || row[k] != row[k - 1]) crd[nnz++] = row[k];
+  }
+  pos[n] = nnz;
+  E[0] = 2; E[1] = nnz; E[2] = 0; E[3] = 0; E[4] = 6; E[5] = 7 + n;
+  for (int64_t i = 0; i < n; i++) x[i] = (double)(next_random() % 1000000) / 1e6;
+  double best = 1e300, checksum = 0.0;
+  for (int r = 0; r < reps; r++) {
+    const double t0 = cpu_seconds();
+    const int rc = atl_graph_smoothness(n, E, x, 0.5, out);
+    const double t = cpu_seconds() - t0;
+    if (rc != 0) {
+      printf("error %d\n", rc);
+      return 1;
+    }
+    if (t < best) best = t;
+  }
+  for (int64_t i = 0; i < n; i++) checksum += out[i] * (double)(i % 7 + 1);
+  printf("n %lld edges %lld best %.4f s checksum %.12e\n", (long long)n, (long long)nnz, best, checksum);
+  free(E); free(x); free(out);
+  return 0;
+}
