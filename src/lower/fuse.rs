@@ -168,7 +168,8 @@ impl Lowerer {
     }
 
     /// `(gen g dim body)` as a [`Member::Reduce`]: its sum and the sum's
-    /// variable and summand.
+    /// variable and summand; also when the loop order is a tie (the caller
+    /// checks [`Self::interchange`] again to tell).
     fn reduction_member<'a>(
         &self,
         g: Symbol,
@@ -177,7 +178,6 @@ impl Lowerer {
         n: &Affine,
         names: &[Symbol],
         dest: &V,
-        ties: bool,
     ) -> Option<(&'a Expr, (Symbol, &'a Expr))> {
         if !matches!(dest, V::Leaf { dims, conds, .. } if dims.len() == 1 && dims[0] == *dim && conds.is_empty())
         {
@@ -191,8 +191,7 @@ impl Lowerer {
         };
         let ok = d == n
             && *v != g
-            && (self.interchange(g, s) == Some(true)
-                || (ties && self.interchange(g, s) == Some(false)))
+            && self.interchange(g, s).is_some()
             && names.iter().all(|x| *x != *v && row_only(inner, *x, *v))
             && {
                 // Members may be read only inside the sum.
@@ -396,7 +395,10 @@ impl Lowerer {
                 Expr::Gen(g, dm, body)
                     if !run.names.is_empty() && !super::contract::is_contraction(le) =>
                 {
-                    match self.reduction_member(*g, dm, body, n, &run.names, &ld, ties) {
+                    let member = self
+                        .reduction_member(*g, dm, body, n, &run.names, &ld)
+                        .filter(|(s, _)| ties || self.interchange(*g, s) == Some(true));
+                    match member {
                         Some((s, inner)) => {
                             if self.interchange(*g, s) == Some(false) {
                                 run.ties.push(dm);
