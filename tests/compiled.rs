@@ -1436,6 +1436,61 @@ fn short_sums_of_row_loops_run_by_blocks_as_evaluated() {
     assert!(!src.contains("atlblk"), "a column read moved:\n{src}");
 }
 
+/// A reduction over the rows of a fused run whose loop order is a tie (a
+/// kernel's gradient `Σ_i r[i]·x[i + m - 1 - g]`, `r` the residual the run
+/// makes row by row): with the reduction's extent at most `ATL_ROW_LIMIT`
+/// it joins the run (`src/lower/fuse.rs`) and runs after each block of
+/// rows from a block buffer of the row values it reads (`src/lower/tile.rs`),
+/// the residual never stored; above it (`ATL_ROW_LIMIT=0`) the run leaves
+/// it out, or the spine runs unfused when no run is left. Values equal
+/// `eval` within 1e-12 at one and two threads and the counting build
+/// counts the cost exactly, at sizes below, at and above one block, and
+/// with kernels longer than the signal.
+#[test]
+fn tied_reductions_join_their_row_fusion_and_run_by_blocks() {
+    if !have_cc() {
+        return;
+    }
+    let kloss = "(fn kloss ((x (tensor (- (+ n m) 1) R)) (w (tensor m R)) (z (tensor n R))) (let f (gen i n (sum j m (* (get x (- (+ i m) (+ j 1))) (get w j)))) (let r (- f z) (sum i n (* (get r i) (get r i))))))";
+    let p = atl_egg::front::parse_program(kloss.as_bytes()).expect("parse");
+    let w = vec![egg::Symbol::from("w")];
+    let mut progs = vec![derive::grad(&p, &w, &options()).expect("grad").program];
+    for src in [
+        // One let and the reduction: no sum to hoist, no run without it.
+        "(fn corr ((x (tensor (+ n m) R)) (z (tensor n R))) (let r (gen i n (* (get x i) (get z i))) (gen g m (sum i n (* (get r i) (get x (+ i g)))))))",
+        // The reduction reads two rows of the run.
+        "(fn two ((x (tensor (+ n m) R)) (z (tensor n R))) (let a (gen i n (* (get z i) (get z i))) (let b (gen i n (+ (get a i) (get x i))) (gen g m (sum i n (* (* (get a i) (get b i)) (get x (+ i g))))))))",
+    ] {
+        progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
+    }
+    for limit in ["4096", "0"] {
+        let mut flags = build::Flags::default();
+        flags.flags.push("-DATL_PAR_WORK=0".into());
+        flags.flags.push("-DATL_ROW_BLOCK=4".into());
+        flags.flags.push(format!("-DATL_ROW_LIMIT={limit}"));
+        for prog in &progs {
+            let what = format!("{} with ATL_ROW_LIMIT={limit}", prog.name);
+            let src = backend::generate(prog).expect("generate").source;
+            assert!(
+                src.contains("_r0[ATL_ROW_BLOCK];"),
+                "{what}: the reduction did not join the blocks of rows:\n{src}"
+            );
+            let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+            let counted = backend::compile_with_flags(prog, true, &flags).expect("compile");
+            for (n, m) in [(1, 1), (3, 5), (4, 3), (9, 2), (40, 7)] {
+                let sizes = [("n", n), ("m", m)]
+                    .iter()
+                    .map(|(k, v)| (egg::Symbol::from(*k), *v))
+                    .collect();
+                let what = format!("{what} at n={n}, m={m}");
+                let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
+                assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
+                check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+    }
+}
+
 /// Gens over band sums whose taps move with the row (`src/lower/skew.rs`):
 /// a correlation with a kernel of symbolic length (the signal's gradient of
 /// a deconvolution), one of constant width with offsets on both sides, a

@@ -168,7 +168,8 @@ impl Lowerer {
     }
 
     /// `(gen g dim body)` as a [`Member::Reduce`]: its sum and the sum's
-    /// variable and summand.
+    /// variable and summand; also when the loop order is a tie (the caller
+    /// checks [`Self::interchange`] again to tell).
     fn reduction_member<'a>(
         &self,
         g: Symbol,
@@ -190,7 +191,7 @@ impl Lowerer {
         };
         let ok = d == n
             && *v != g
-            && self.interchange(g, s) == Some(true)
+            && self.interchange(g, s).is_some()
             && names.iter().all(|x| *x != *v && row_only(inner, *x, *v))
             && {
                 // Members may be read only inside the sum.
@@ -205,15 +206,71 @@ impl Lowerer {
     /// Store a let spine starting at `e` (a `let`) into `dest`, fusing its
     /// leading run of gens over one extent (module doc). `Ok(false)`: no
     /// run of two or more, nothing emitted.
+    ///
+    /// A reduction whose loop order is a tie (module [`super::order`]: run
+    /// interchanged only when its extent is at most `ATL_ROW_LIMIT`) joins
+    /// under that same run-time test: the run with it, else the run
+    /// without it (or the spine unfused), so that the reduction's loops are
+    /// ordered as they would be alone. Joined, the reduced rows (a kernel
+    /// gradient's residual) need not be stored and read back.
     pub(crate) fn store_fused(&mut self, e: &Expr, dest: &V) -> Result<bool> {
         let Some(n) = run_extent(e, dest) else {
             return Ok(false);
         };
-        let mut run = self.run_lets(e, n);
-        self.run_leaves(&mut run, dest);
+        let mut with = self.run_lets(e, n);
+        self.run_leaves(&mut with, dest, true);
+        if with.ties.is_empty() {
+            return self.store_run(e, dest, with);
+        }
+        let mut cond = vec![];
+        for d in &with.ties {
+            cond.push(format!("{} <= ATL_ROW_LIMIT", self.dim(d)?));
+        }
+        let (then, fused) = self.block(|lw| lw.store_run(e, dest, with))?;
+        debug_assert!(fused, "a run with a reduction has two members");
+        let (els, ()) = self.block(|lw| {
+            let mut without = lw.run_lets(e, n);
+            lw.run_leaves(&mut without, dest, false);
+            if lw.store_run(e, dest, without)? {
+                Ok(())
+            } else {
+                lw.store_unfused(e, dest)
+            }
+        })?;
+        self.out.push(Stmt::If {
+            cond: cond.join(" && "),
+            then,
+            els,
+        });
+        Ok(true)
+    }
+
+    /// `e` (a let or a pair) stored as the caller of [`Self::store_fused`]
+    /// stores it when no run forms.
+    fn store_unfused(&mut self, e: &Expr, dest: &V) -> Result<()> {
+        match e {
+            Expr::Let(x, e0, body) => {
+                let old = self.bind_let(*x, e0)?;
+                let r = self.store(body, dest);
+                self.unbind(*x, old);
+                r
+            }
+            Expr::Pair(a, b) => {
+                let (pa, pb) = dest.split_pair()?;
+                self.store(a, &pa)?;
+                self.store(b, &pb)
+            }
+            _ => self.store(e, dest),
+        }
+    }
+
+    /// Emit the run `run` of the spine `e` (module doc); `Ok(false)`: fewer
+    /// than two members, nothing emitted.
+    fn store_run(&mut self, e: &Expr, dest: &V, run: Run) -> Result<bool> {
         if run.members.len() < 2 {
             return Ok(false);
         }
+        let n = run.n;
         let dn = self.dim(n)?;
         let c = self.fresh("i", "row");
         let places = self.member_places(e, &run, &c)?;
@@ -262,6 +319,7 @@ impl Lowerer {
             trailing: None,
             others: vec![],
             after: vec![],
+            ties: vec![],
         };
         while let Expr::Let(x, e0, b) = run.rest {
             let Expr::Gen(v, d, body) = &**e0 else {
@@ -308,7 +366,7 @@ impl Lowerer {
     /// The result's leaves that join the run, when every let joined: gens
     /// and scalar sums over the extent, and gens whose one sum runs over it
     /// (reductions); the other leaves are stored after the loop.
-    fn run_leaves<'a>(&self, run: &mut Run<'a>, dest: &V) {
+    fn run_leaves<'a>(&self, run: &mut Run<'a>, dest: &V, ties: bool) {
         if matches!(run.rest, Expr::Let(..)) || run.trailing.is_some() {
             run.after.push(run.rest);
             return;
@@ -337,15 +395,23 @@ impl Lowerer {
                 Expr::Gen(g, dm, body)
                     if !run.names.is_empty() && !super::contract::is_contraction(le) =>
                 {
-                    match self.reduction_member(*g, dm, body, n, &run.names, &ld) {
-                        Some((s, inner)) => run.members.push(Member::Reduce {
-                            g: *g,
-                            dim: dm,
-                            body,
-                            sum: s,
-                            inner,
-                            dest: ld,
-                        }),
+                    let member = self
+                        .reduction_member(*g, dm, body, n, &run.names, &ld)
+                        .filter(|(s, _)| ties || self.interchange(*g, s) == Some(true));
+                    match member {
+                        Some((s, inner)) => {
+                            if self.interchange(*g, s) == Some(false) {
+                                run.ties.push(dm);
+                            }
+                            run.members.push(Member::Reduce {
+                                g: *g,
+                                dim: dm,
+                                body,
+                                sum: s,
+                                inner,
+                                dest: ld,
+                            })
+                        }
                         None => {
                             run.after.push(le);
                             run.others.push((le, ld));
@@ -662,6 +728,9 @@ struct Run<'a> {
     trailing: Option<Symbol>,
     others: Vec<(&'a Expr, V)>,
     after: Vec<&'a Expr>,
+    /// The extents of the reductions that joined on a tie of the loop
+    /// order (interchanged only when at most `ATL_ROW_LIMIT`).
+    ties: Vec<&'a Affine>,
 }
 
 impl Run<'_> {

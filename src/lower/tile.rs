@@ -90,7 +90,14 @@ fn block_loop(s: &Stmt, next: &mut usize) -> Option<Stmt> {
         return None;
     };
     let hoisted = hoistable(var, body);
-    if hoisted.is_empty() {
+    // A reduction alone in the row body is [`block_reduction`]'s.
+    let moved = trailing_reduction(var, body).filter(|t| {
+        !hoisted.is_empty()
+            || body[..t.at]
+                .iter()
+                .any(|s| !matches!(s, Stmt::Line(l) if is_count(l)))
+    });
+    if hoisted.is_empty() && moved.is_none() {
         return None;
     }
     *next += 1;
@@ -113,6 +120,9 @@ fn block_loop(s: &Stmt, next: &mut usize) -> Option<Stmt> {
         },
     ];
     let mut rest = body.clone();
+    if let Some(t) = &moved {
+        rest.truncate(t.at);
+    }
     for (n, h) in hoisted.iter().enumerate().rev() {
         let (buf, flags) = (format!("atlblk{next}_s{n}"), format!("atlblk{next}_h{n}"));
         let mut part = vec![
@@ -145,6 +155,9 @@ fn block_loop(s: &Stmt, next: &mut usize) -> Option<Stmt> {
             }],
         );
     }
+    let after = moved
+        .as_ref()
+        .map(|t| t.after_rows(var, &c0, &c1, &at, *next, &mut out, &mut rest));
     if let Some(a) = reduction_of(var, &rest) {
         out.push(Stmt::Line(format!("ATL_SIMD_REDUCE({a})")));
     }
@@ -154,14 +167,246 @@ fn block_loop(s: &Stmt, next: &mut usize) -> Option<Stmt> {
         hi: c1,
         body: rest,
     });
+    out.extend(after.into_iter().flatten());
     let blocked = Stmt::For {
         var: k,
         lo: "0".into(),
         hi: format!("atlh_ceildiv(atlh_max(({hi}) - ({lo}), 0), (int64_t){BLOCK})"),
         body: out,
     };
-    let (lo2, hi2) = innermost_range(&hoisted[0].nest)?;
+    let (lo2, hi2) = match (hoisted.first(), &moved) {
+        (Some(h), _) => innermost_range(&h.nest)?,
+        (None, Some(t)) => (t.glo.clone(), t.ghi.clone()),
+        (None, None) => return None,
+    };
     Some(longer_inside(lo, hi, &lo2, &hi2, blocked, s))
+}
+
+/// The last statement of a row body over `c` when it is a short loop over
+/// `g` (possibly under a test that does not depend on the row) adding one
+/// term a point to `out[g]`, [`block_reduction`]'s shape: a reduction of
+/// the rows that a row fusion runs after each row's values (a kernel
+/// gradient `Σ_c r[c]·x[c + m - 1 - g]` fused with the residual `r`).
+/// It reads of the row body only the locals declared at its top level
+/// (real scalars or one-real arrays), which the block then keeps a real
+/// per row of; nothing else the body declares or writes.
+struct Trailing {
+    /// Where it stands in the row body (its last statement).
+    at: usize,
+    cond: Option<String>,
+    g: String,
+    glo: String,
+    ghi: String,
+    inner: Vec<Stmt>,
+    target: String,
+    flags_at: String,
+    /// The row body's locals it reads: name, and whether a one-real array.
+    locals: Vec<(String, bool)>,
+}
+
+fn trailing_reduction(c: &str, body: &[Stmt]) -> Option<Trailing> {
+    let at = body.len().checked_sub(1)?;
+    let mut s = &body[at];
+    let mut cond = None;
+    loop {
+        match s {
+            Stmt::Block(b) if b.len() == 1 => s = &b[0],
+            Stmt::If { cond: k, then, els }
+                if cond.is_none() && els.is_empty() && then.len() == 1 =>
+            {
+                cond = Some(k.clone());
+                s = &then[0];
+            }
+            _ => break,
+        }
+    }
+    let Stmt::For {
+        var: g,
+        lo: glo,
+        hi: ghi,
+        body: inner,
+    } = s
+    else {
+        return None;
+    };
+    let (target, flags_at) = row_add(c, g, inner)?;
+    let rest = &body[..at];
+    // The row body does not read what the reduction adds to.
+    let name = &target[..target.find('[')?];
+    let mut read = false;
+    each_text(rest, &mut |t| read |= mentions(t, name));
+    if read {
+        return None;
+    }
+    let mut top: Vec<(String, bool)> = vec![];
+    for t in rest {
+        match t {
+            Stmt::Decl { ty, name, .. } if ty.ends_with("double") => {
+                top.push((name.clone(), false))
+            }
+            Stmt::Line(l) => {
+                if let Some(a) = l
+                    .strip_prefix("double ")
+                    .and_then(|a| a.strip_suffix("[1];"))
+                {
+                    top.push((a.to_string(), true));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut forbidden = HashSet::new();
+    declarations(rest, &mut forbidden);
+    written(rest, &mut forbidden);
+    forbidden.insert(c.to_string());
+    let outside: Vec<String> = [glo, ghi]
+        .into_iter()
+        .chain(cond.as_ref())
+        .cloned()
+        .collect();
+    let mut texts = vec![];
+    each_text(inner, &mut |t| texts.push(t.to_string()));
+    let mut locals = vec![];
+    for n in &forbidden {
+        if outside.iter().any(|t| mentions(t, n)) {
+            return None;
+        }
+        if n == c || !texts.iter().any(|t| mentions(t, n)) {
+            continue;
+        }
+        let &(_, array) = top.iter().find(|(l, _)| l == n)?;
+        // A one-real array is read only as its element.
+        if array
+            && texts
+                .iter()
+                .any(|t| t.matches(n.as_str()).count() != t.matches(&format!("{n}[0]")).count())
+        {
+            return None;
+        }
+        locals.push((n.clone(), array));
+    }
+    locals.sort();
+    Some(Trailing {
+        at,
+        cond,
+        g: g.clone(),
+        glo: glo.clone(),
+        ghi: ghi.clone(),
+        inner: inner.clone(),
+        target,
+        flags_at,
+        locals,
+    })
+}
+
+impl Trailing {
+    /// The reduction run after the block's rows (`c` from `c0` to `c1`,
+    /// its element `at` of a block buffer): a block buffer per local it
+    /// reads, declared in `out` and filled at the end of each row of
+    /// `rest`; then, for each `g`, the block's terms summed in a local and
+    /// added to `out[g]`, as [`block_reduction`] does.
+    #[allow(clippy::too_many_arguments)]
+    fn after_rows(
+        &self,
+        c: &str,
+        c0: &str,
+        c1: &str,
+        at: &str,
+        next: usize,
+        out: &mut Vec<Stmt>,
+        rest: &mut Vec<Stmt>,
+    ) -> Vec<Stmt> {
+        let mut inner = self.inner.clone();
+        for (j, (n, array)) in self.locals.iter().enumerate() {
+            let buf = format!("atlblk{next}_r{j}");
+            out.push(Stmt::Line(format!("double {buf}[{BLOCK}];")));
+            let read = if *array { format!("{n}[0]") } else { n.clone() };
+            rest.push(Stmt::Line(format!("{buf}[{at}] = {read};")));
+            let by = format!("{buf}[{at}]");
+            map_text(&mut inner, &|t: &str| replace_word(t, &read, &by));
+        }
+        let per_g = per_block_sum(c, c0, c1, &inner, &self.target, &self.flags_at, next);
+        let lp = Stmt::For {
+            var: self.g.clone(),
+            lo: self.glo.clone(),
+            hi: self.ghi.clone(),
+            body: per_g,
+        };
+        match &self.cond {
+            Some(k) => vec![Stmt::If {
+                cond: k.clone(),
+                then: vec![lp],
+                els: vec![],
+            }],
+            None => vec![lp],
+        }
+    }
+}
+
+/// `t` with every whole occurrence of `from` (an identifier, possibly
+/// followed by a subscript) replaced by `to`.
+fn replace_word(t: &str, from: &str, to: &str) -> String {
+    let ident = |ch: u8| ch.is_ascii_alphanumeric() || ch == b'_';
+    let b = t.as_bytes();
+    let mut out = String::new();
+    let mut at = 0;
+    while let Some(p) = t[at..].find(from) {
+        let start = at + p;
+        let end = start + from.len();
+        let whole = (start == 0 || !ident(b[start - 1]))
+            && (end == b.len() || !ident(b[end]) || from.ends_with(']'));
+        out.push_str(&t[at..start]);
+        out.push_str(if whole { to } else { from });
+        at = end;
+    }
+    out.push_str(&t[at..]);
+    out
+}
+
+/// For one `g`: the terms of the rows `c0..c1` (the body `inner` of the
+/// loop over `g`, its `target += x` now into a local) summed in a local, a
+/// vector loop, then added to `target` with its first-term count merged.
+fn per_block_sum(
+    c: &str,
+    c0: &str,
+    c1: &str,
+    inner: &[Stmt],
+    target: &str,
+    flags_at: &str,
+    next: usize,
+) -> Vec<Stmt> {
+    let (part, first) = (format!("atlblk{next}_s"), format!("atlblk{next}_h"));
+    let mut b = inner.to_vec();
+    b.retain(|t| !matches!(t, Stmt::Line(l) if l.starts_with("ATL_SUMADD_AT(")));
+    for t in b.iter_mut() {
+        if let Stmt::Line(l) = t {
+            if let Some(x) = l.strip_prefix(&format!("{target} += ")) {
+                *l = format!("{part} += {x}");
+            }
+        }
+    }
+    b.push(Stmt::Line(format!("ATL_SUMADD({first});")));
+    vec![
+        Stmt::Decl {
+            ty: "double",
+            name: part.clone(),
+            init: "0.0".into(),
+        },
+        Stmt::Decl {
+            ty: "int",
+            name: first.clone(),
+            init: "0".into(),
+        },
+        Stmt::Line(format!("ATL_SIMD_REDUCE({part})")),
+        Stmt::For {
+            var: c.to_string(),
+            lo: c0.to_string(),
+            hi: c1.to_string(),
+            body: b,
+        },
+        Stmt::Line(format!("{target} += {part};")),
+        Stmt::Line(format!("ATL_SUMADD_MERGE({flags_at}, {first});")),
+    ]
 }
 
 /// The bounds of the innermost loop of a sum's loops.
@@ -570,38 +815,7 @@ fn block_reduction(s: &Stmt, next: &mut usize) -> Option<Stmt> {
         format!("atlblk{next}_lo"),
         format!("atlblk{next}_hi"),
     );
-    let (part, first) = (format!("atlblk{next}_s"), format!("atlblk{next}_h"));
-    let mut b = inner.clone();
-    b.retain(|t| !matches!(t, Stmt::Line(l) if l.starts_with("ATL_SUMADD_AT(")));
-    for t in b.iter_mut() {
-        if let Stmt::Line(l) = t {
-            if let Some(x) = l.strip_prefix(&format!("{target} += ")) {
-                *l = format!("{part} += {x}");
-            }
-        }
-    }
-    b.push(Stmt::Line(format!("ATL_SUMADD({first});")));
-    let per_g = vec![
-        Stmt::Decl {
-            ty: "double",
-            name: part.clone(),
-            init: "0.0".into(),
-        },
-        Stmt::Decl {
-            ty: "int",
-            name: first.clone(),
-            init: "0".into(),
-        },
-        Stmt::Line(format!("ATL_SIMD_REDUCE({part})")),
-        Stmt::For {
-            var: var.clone(),
-            lo: c0.clone(),
-            hi: c1.clone(),
-            body: b,
-        },
-        Stmt::Line(format!("{target} += {part};")),
-        Stmt::Line(format!("ATL_SUMADD_MERGE({flags_at}, {first});")),
-    ];
+    let per_g = per_block_sum(var, &c0, &c1, inner, &target, &flags_at, *next);
     let blocked = Stmt::For {
         var: k.clone(),
         lo: "0".into(),
