@@ -24,9 +24,11 @@
 //! and every statement they run are the same: values and counts do not
 //! change, and every element of an output is still written exactly once.
 //!
-//! The loop's `ATL_PARALLEL_FOR` goes to the loop over blocks (each
-//! thread's blocks have their own buffers); a loop with another pragma (an
-//! innermost sum's `ATL_SIMD_REDUCE`) or a body longer than
+//! Only a `gen`'s loop that may run in parallel (its `ATL_PARALLEL_FOR`,
+//! which goes to the loop over blocks: each thread's blocks have their own
+//! buffers) is streamed, not the short loops the splits make at its edges;
+//! a loop with another pragma (an innermost sum's `ATL_SIMD_REDUCE`) or
+//! none, or a body longer than
 //! [`MAX_BODY`](super::edges::MAX_BODY) statements is left as it is.
 
 use super::edges::{copyable, each_text, map_text, Copyable};
@@ -132,9 +134,7 @@ fn stream_loop(
     outputs: &[String],
     next: &mut usize,
 ) -> Option<Stmt> {
-    if pragma.is_some_and(|p| !p.starts_with("ATL_PARALLEL_FOR(")) {
-        return None;
-    }
+    let pragma = pragma.filter(|p| p.starts_with("ATL_PARALLEL_FOR("))?;
     let Copyable {
         var, lo, hi, body, ..
     } = copyable(s)?;
@@ -195,7 +195,7 @@ fn stream_loop(
         &start,
         format!("{l} - atlh_line_offset({} + {l})", outs[0]),
     )];
-    streaming.extend(pragma.map(|p| Stmt::Line(p.to_string())));
+    streaming.push(Stmt::Line(pragma.to_string()));
     streaming.push(Stmt::For {
         var: k,
         lo: "0".into(),
@@ -203,10 +203,7 @@ fn stream_loop(
         body: block,
     });
     streaming.push(Stmt::Line("atlh_stream_fence();".into()));
-    let mut plain: Vec<Stmt> = pragma
-        .map(|p| Stmt::Line(p.to_string()))
-        .into_iter()
-        .collect();
+    let mut plain = vec![Stmt::Line(pragma.to_string())];
     plain.push(Stmt::For {
         var: var.clone(),
         lo: l.clone(),
