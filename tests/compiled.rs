@@ -2108,3 +2108,104 @@ fn functions_of_products_run_in_their_destination_as_evaluated() {
         assert_counted_and_evaluated(&compiled, &prog, &inputs, &what);
     }
 }
+
+/// Loops that write their outputs in order store them with streaming
+/// stores by blocks (`lower/stream.rs`); built with a threshold and a
+/// block small enough for small sizes to reach the blocked code, at sizes
+/// that leave partial lines and blocks at both ends: values equal `eval`
+/// (one and two threads, forced parallel), the counting build counts the
+/// cost.
+#[test]
+fn outputs_written_in_order_stream_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let sources = [
+        "(fn twice ((x (tensor n R))) (gen i n (* 2 (get x i))))",
+        "(fn both ((x (tensor n R)) (y (tensor n R))) (pair (gen i n (+ (get x i) (get y i))) (gen i n (* (get x i) (get y i)))))",
+        "(fn shifted ((x (tensor n R))) (gen i n (+ (get x i) (get x (+ i 1)))))",
+    ];
+    let mut progs = vec![];
+    for src in sources {
+        progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
+    }
+    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let p = all
+        .iter()
+        .find(|p| p.name == "iverson_any_type")
+        .expect("iverson_any_type");
+    let grad = derive::grad(&p.program, &p.wrt_or_all(), &options()).expect("grad");
+    progs.push(grad.program);
+    let mut flags = build::Flags::default();
+    for f in [
+        "-DATL_PAR_WORK=0",
+        "-DATL_STREAM_BYTES=8",
+        "-DATL_STREAM_BLOCK=16",
+    ] {
+        flags.flags.push(f.into());
+    }
+    for prog in &progs {
+        let what = prog.name.to_string();
+        let src = backend::generate(prog).expect("generate").source;
+        assert!(
+            src.contains("atlh_stream(t"),
+            "{what}: no output streamed:\n{src}"
+        );
+        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        for n in [0, 1, 3, 8, 15, 17, 40, 101, 259] {
+            let sizes = [(egg::Symbol::from("n"), n)].into_iter().collect();
+            let what = format!("{what} at n={n}");
+            let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
+            assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
+        }
+    }
+}
+
+/// A loop whose comparisons change at thresholds of several forms (`m`,
+/// `n`, constants; an `exists` over index arithmetic, whose closed form is
+/// such comparisons) is split by each group in turn, in its long pieces:
+/// values equal `eval` at sizes that order the thresholds every way (one
+/// and two threads, forced parallel), the counting build counts the cost.
+#[test]
+fn loops_split_by_several_groups_of_thresholds_run_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let sources = [
+        "(fn groups ((x (tensor n R)) (w (tensor m R))) (gen i n (+ (iverson (< i m) (get x i)) (+ (iverson (< (+ i 3) n) 1) (iverson (>= i 2) (* (get x i) (get x i)))))))",
+        "(fn total ((x (tensor n R)) (w (tensor m R))) (sum i n (+ (iverson (< i (* 2 m)) (get x i)) (iverson (exists k n (> k (+ i 1))) (* 3 (get x i))))))",
+    ];
+    let mut progs = vec![];
+    for src in sources {
+        progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
+    }
+    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let parity = all
+        .iter()
+        .find(|p| p.name == "exists_parity")
+        .expect("exists_parity");
+    let grad = derive::grad(&parity.program, &parity.wrt_or_all(), &options()).expect("grad");
+    progs.push(parity.program.clone());
+    progs.push(grad.program);
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    for prog in &progs {
+        let what = prog.name.to_string();
+        let src = backend::generate(prog).expect("generate").source;
+        assert!(
+            src.contains("atlpiece2_0"),
+            "{what}: not split by two groups:\n{src}"
+        );
+        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        for n in [1, 2, 3, 5, 8, 13] {
+            for m in [1, 2, 4, 9, 20] {
+                let sizes = [(egg::Symbol::from("n"), n), (egg::Symbol::from("m"), m)]
+                    .into_iter()
+                    .collect();
+                let what = format!("{what} at n={n},m={m}");
+                let inputs = random_inputs(prog, &sizes, &mut Rng::new(21)).expect("inputs");
+                assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
+            }
+        }
+    }
+}

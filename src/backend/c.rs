@@ -91,6 +91,37 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_PARALLEL_FOR(c)
 #define ATL_THREADS() 1
 #endif
+/* Loops that write at least ATL_STREAM_BYTES of outputs in order store
+   them with streaming (non-temporal) stores, by blocks of ATL_STREAM_BLOCK
+   elements (lower/stream.rs); with AVX-512 only, never in the counting
+   build. */
+#ifndef ATL_STREAM_BYTES
+#define ATL_STREAM_BYTES 4194304
+#endif
+#ifndef ATL_STREAM_BLOCK
+#define ATL_STREAM_BLOCK 1024
+#endif
+#if defined(__AVX512F__) && !defined(ATL_COUNT_OPS)
+#include <immintrin.h>
+#define ATL_STREAM_OK(n, k) ((n) >= ATL_STREAM_BYTES / (8 * (k)))
+/* d[0..n) = s[0..n): whole 64-byte lines of d by streaming stores, the
+   partial lines at its ends by ordinary ones. */
+static inline void atlh_stream(double *d, const double *s, int64_t n) {
+  int64_t i = 0;
+  for (; i < n && ((uintptr_t)(d + i) & 63) != 0; i++) d[i] = s[i];
+  for (; i + 8 <= n; i += 8) _mm512_stream_pd(d + i, _mm512_loadu_pd(s + i));
+  for (; i < n; i++) d[i] = s[i];
+}
+static inline void atlh_stream_fence(void) { _mm_sfence(); }
+#else
+#define ATL_STREAM_OK(n, k) 0
+static inline void atlh_stream(double *d, const double *s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) d[i] = s[i];
+}
+static inline void atlh_stream_fence(void) {}
+#endif
+/* Elements of p past the start of its 64-byte line. */
+static inline int64_t atlh_line_offset(const double *p) { return (int64_t)(((uintptr_t)p / sizeof(double)) % 8); }
 #ifdef ATL_COUNT_OPS
 uint64_t atlpacked_ops[5];
 #define ATL_ITER() (atlpacked_ops[3]++)

@@ -48,7 +48,9 @@
 //!   bounds are fixed (`skew.rs`);
 //! * a loop whose body tests divisibility by a few (`exists` over
 //!   `i == 2j`) runs by blocks of residues, each copy without those tests
-//!   (`residue.rs`).
+//!   (`residue.rs`);
+//! * a loop that writes large outputs in order stores them with streaming
+//!   stores, which do not read the lines they write (`stream.rs`).
 //!
 //! Where each part lives: the function's frame (parameters, results,
 //! dimensions, arena slots) in `frame.rs`; expressions, lets and stores in
@@ -76,6 +78,7 @@ mod relation;
 mod residue;
 mod skew;
 mod stored;
+mod stream;
 mod sum;
 mod tile;
 mod value;
@@ -111,6 +114,11 @@ pub fn lower(prog: &Program) -> Result<Function> {
     tile::block_rows(&mut f.body);
     edges::split(&mut f.body, &lw.range_guards);
     residue::split(&mut f.body, &lw.mod_conds.borrow());
+    let dense: Vec<String> = (f.outputs.iter().enumerate())
+        .filter(|(k, _)| !f.stored_outputs.iter().any(|(o, _)| o == k))
+        .map(|(_, (cname, _, _))| cname.clone())
+        .collect();
+    stream::split(&mut f.body, &dense);
     Ok(f)
 }
 

@@ -21,9 +21,14 @@
 //! loop's OpenMP pragma (a parallel `gen`'s `ATL_PARALLEL_FOR`, an
 //! innermost sum's `ATL_SIMD_REDUCE`); the pieces between two thresholds
 //! run at most their constant difference of iterations and carry none.
+//! Constant thresholds at or below the loop's least value (its start, or 0:
+//! loop variables are indices or positions) cut nothing, the first piece
+//! starting there. An unbounded piece whose body still tests comparisons
+//! of another group (`i < 2m` beside `i < n - 1`, as an `exists` over
+//! index arithmetic gives) is split again by that group, and so on, while
+//! the loop runs as at most [`MAX_PIECES`] pieces in all.
 //! Inner loops are split first. A body longer than [`MAX_BODY`](super::edges::MAX_BODY)
-//! statements, or a loop that would run as more than [`MAX_PIECES`]
-//! pieces, is not split.
+//! statements is not split.
 
 use super::edges::{copyable, find_from, map_text, Copyable};
 use super::ir::Stmt;
@@ -58,6 +63,16 @@ impl Lowerer {
         else {
             return;
         };
+        self.record_constraint(&c, text);
+    }
+
+    /// Record the constraint `c` (`>= 0` or `== 0`), written as `text`, for
+    /// [`split`] (when its form is known).
+    pub(crate) fn record_constraint(&mut self, c: &Constraint, text: &str) {
+        if matches!(c, Constraint::Divides(..)) || self.bracket_cmps.iter().any(|b| b.text == text)
+        {
+            return;
+        }
         let Ok(f) = self.expand(c.form()) else {
             return;
         };
@@ -162,6 +177,21 @@ fn split_loop(
     cmps: &[BracketCmp],
     next: &mut usize,
 ) -> Option<Stmt> {
+    let mut budget = MAX_PIECES;
+    split_within(s, pragma, cmps, next, &mut budget)
+}
+
+/// [`split_loop`] with at most `budget` more loops: the group of
+/// comparisons with the most thresholds first, then, in the pieces that
+/// are unbounded (the long ones), the next group, as long as the budget
+/// lasts.
+fn split_within(
+    s: &Stmt,
+    pragma: Option<&str>,
+    cmps: &[BracketCmp],
+    next: &mut usize,
+    budget: &mut usize,
+) -> Option<Stmt> {
     let copy = copyable(s)?;
     let tested = copy.tested(cmps, |c| &c.text);
     let Copyable {
@@ -196,10 +226,20 @@ fn split_loop(
             cuts.insert(th.c.checked_add(1)?);
         }
     }
+    // Thresholds that are constants at or below the loop's least value
+    // (its start if a constant, else 0: every loop variable is an index
+    // or a position, never negative) cut nothing: the first piece starts
+    // there.
+    let least = lo.parse::<i64>().map_or(0, |l| l.max(0));
+    let start = t.is_empty().then_some(least);
+    if let Some(l) = start {
+        cuts.retain(|&c| c > l);
+    }
     let cuts: Vec<i64> = cuts.into_iter().collect();
-    if cuts.len() + 1 > MAX_PIECES {
+    if cuts.len() + 1 > *budget {
         return None;
     }
+    *budget -= cuts.len();
     *next += 1;
     let mut tform = String::new();
     for (n, k) in &t {
@@ -219,24 +259,31 @@ fn split_loop(
     }
     ends.push(hi.clone());
     for j in 0..=cuts.len() {
-        let from = j.checked_sub(1).map(|p| cuts[p]);
+        let from = j.checked_sub(1).map(|p| cuts[p]).or(start);
         let to = cuts.get(j).copied();
         let mut piece = body.clone();
         for (th, up) in &group {
             let by = if holds(th, *up, from, to) { "1" } else { "0" };
             map_text(&mut piece, &|x| replace(x, th.text, by));
         }
-        if from.is_none() || to.is_none() {
-            if let Some(p) = pragma {
-                out.push(Stmt::Line(p.to_string()));
-            }
-        }
-        out.push(Stmt::For {
+        let piece = Stmt::For {
             var: var.clone(),
             lo: ends[j].clone(),
             hi: ends[j + 1].clone(),
             body: piece,
-        });
+        };
+        if from.is_some() && to.is_some() {
+            out.push(piece);
+            continue;
+        }
+        if let Some(split) = split_within(&piece, pragma, cmps, next, budget) {
+            out.push(split);
+            continue;
+        }
+        if let Some(p) = pragma {
+            out.push(Stmt::Line(p.to_string()));
+        }
+        out.push(piece);
     }
     Some(Stmt::Block(out))
 }

@@ -128,6 +128,9 @@ impl Lowerer {
     /// `∃ i < d. q` for an affine `q`, without a loop: the projected
     /// bounds of `i` are not empty (exact over the integers: one variable,
     /// its own bounds, and a divisibility guard when an equality fixes it).
+    /// Without divisions, `max(lower) <= min(upper)` is written as one
+    /// comparison `u - l >= 0` per pair of bounds, recorded for the loop
+    /// splits (`pieces.rs`).
     fn exists_closed(
         &mut self,
         i: egg::Symbol,
@@ -156,16 +159,47 @@ impl Lowerer {
         if plan.levels.iter().any(|l| !l.guards.is_empty()) {
             return Ok(None);
         }
-        let mut conds = self.constraint_conds(&plan.top)?;
+        let mut tops = plan.top.clone();
+        let mut conds = vec![];
         for l in &plan.levels {
-            let lo = self.bound_expr(&l.lower, "atlh_max", "atlh_ceildiv")?;
-            let hi = self.bound_expr(&l.upper, "atlh_min", "atlh_floordiv")?;
-            conds.push(format!("{lo} <= {hi}"));
+            match pairwise(&l.lower, &l.upper) {
+                // every lower bound at most every upper one: affine
+                // conjuncts, which loops can be split at (`pieces.rs`)
+                Some(cs) => tops.extend(cs),
+                None => {
+                    let lo = self.bound_expr(&l.lower, "atlh_max", "atlh_ceildiv")?;
+                    let hi = self.bound_expr(&l.upper, "atlh_min", "atlh_floordiv")?;
+                    conds.push(format!("{lo} <= {hi}"));
+                }
+            }
         }
+        let texts = self.constraint_conds(&tops)?;
+        for (c, t) in tops.iter().zip(&texts) {
+            self.record_constraint(c, t);
+        }
+        let mut seen = std::collections::HashSet::new();
+        let conds: Vec<String> = (texts.into_iter().chain(conds))
+            .filter(|t| seen.insert(t.clone()))
+            .collect();
         Ok(Some(if conds.is_empty() {
             "1".into()
         } else {
             format!("({})", conds.join(" && "))
         }))
     }
+}
+
+/// `max(lower) <= min(upper)` as the constraints `u - l >= 0`, one per
+/// pair, when no bound divides (`None` otherwise).
+fn pairwise(lower: &[constraints::Bound], upper: &[constraints::Bound]) -> Option<Vec<Constraint>> {
+    let mut out = vec![];
+    for l in lower {
+        for u in upper {
+            if l.div != 1 || u.div != 1 {
+                return None;
+            }
+            out.push(Constraint::Ge(u.form.combine(1, &l.form, -1)?));
+        }
+    }
+    Some(out)
 }

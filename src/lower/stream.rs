@@ -1,0 +1,303 @@
+//! Large outputs written by streaming (non-temporal) stores (done on the
+//! finished loop IR).
+//!
+//! A gradient often writes n-vectors where its function only reads them:
+//! each store first reads its cache line from memory (write-allocate), so
+//! writing a vector costs twice the traffic of reading one, and the
+//! derivative of a memory-bound function runs slower than its cost ratio
+//! says. A loop over `v` whose body writes outputs of the function only as
+//! whole statements `out[v] = e;` (each output once per iteration, in the
+//! loop's order, and read nowhere in the body) runs, when it writes at
+//! least `ATL_STREAM_BYTES` and the target has AVX-512, by blocks of
+//! `ATL_STREAM_BLOCK` iterations: each block runs the body as it was with
+//! those stores going to a buffer on the stack (the C compiler vectorizes
+//! it as it did the loop), then copies the buffers to the outputs with
+//! streaming stores (`atlh_stream`), which write whole lines without
+//! reading them. A store fence after the loop orders the calling thread's
+//! streaming stores before what follows; the other threads' (a parallel
+//! loop's) are ordered by the locked instructions of the barrier that ends
+//! the loop (x86 never moves a store, streaming or not, past a locked
+//! instruction). Blocks start where the first
+//! output's lines start, so that only the first and last block write a
+//! partial line (with ordinary stores). Smaller loops, other targets and
+//! the counting build run the loop as it was. The iterations, their order
+//! and every statement they run are the same: values and counts do not
+//! change, and every element of an output is still written exactly once.
+//!
+//! Only a `gen`'s loop that may run in parallel (its `ATL_PARALLEL_FOR`,
+//! which goes to the loop over blocks: each thread's blocks have their own
+//! buffers) is streamed, not the short loops the splits make at its edges;
+//! a loop with another pragma (an innermost sum's `ATL_SIMD_REDUCE`) or
+//! none, or a body longer than
+//! [`MAX_BODY`](super::edges::MAX_BODY) statements is left as it is.
+
+use super::edges::{copyable, each_text, map_text, Copyable};
+use super::ir::Stmt;
+
+/// Run the loops of `body` that write the outputs `outputs` (C names) in
+/// order with streaming stores when they are large.
+pub(super) fn split(body: &mut Vec<Stmt>, outputs: &[String]) {
+    if outputs.is_empty() {
+        return;
+    }
+    let mut next = 0;
+    outer_loops(body, outputs, &mut next);
+}
+
+/// Stream the loops of `ss` that no other loop encloses (a loop nested in
+/// another may write its outputs more than once).
+fn outer_loops(ss: &mut Vec<Stmt>, outputs: &[String], next: &mut usize) {
+    let mut i = 0;
+    while i < ss.len() {
+        match &mut ss[i] {
+            Stmt::Block(body) => outer_loops(body, outputs, next),
+            Stmt::If { then, els, .. } => {
+                outer_loops(then, outputs, next);
+                outer_loops(els, outputs, next);
+            }
+            _ => {}
+        }
+        let pragma = match i.checked_sub(1).map(|j| &ss[j]) {
+            Some(Stmt::Line(l))
+                if l.starts_with("ATL_PARALLEL_FOR(") || l.starts_with("ATL_SIMD_REDUCE(") =>
+            {
+                Some(l.clone())
+            }
+            _ => None,
+        };
+        if let Some(block) = stream_loop(&ss[i], pragma.as_deref(), outputs, next) {
+            ss[i] = block;
+            if pragma.is_some() {
+                ss.remove(i - 1);
+                i -= 1;
+            }
+        }
+        i += 1;
+    }
+}
+
+/// Whether `name` occurs in `t` as a whole C identifier.
+fn mentions(t: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut at = 0;
+    while let Some(p) = t[at..].find(name) {
+        let start = at + p;
+        let end = start + name.len();
+        let before = t[..start].chars().next_back();
+        let after = t[end..].chars().next();
+        if !before.is_some_and(ident) && !after.is_some_and(ident) {
+            return true;
+        }
+        at = end;
+    }
+    false
+}
+
+/// The outputs among `outputs` that `body` writes only as top-level
+/// statements `out[var] = e;` (once each, `e` not mentioning it), and
+/// mentions nowhere else; `None` if an output is mentioned otherwise.
+fn streamed<'a>(body: &[Stmt], var: &str, outputs: &'a [String]) -> Option<Vec<&'a String>> {
+    let mut found = vec![];
+    for out in outputs {
+        let prefix = format!("{out}[{var}] = ");
+        let mut stores = 0;
+        for s in body {
+            if let Stmt::Line(l) = s {
+                if let Some(rest) = l.strip_prefix(&prefix) {
+                    if !rest.ends_with(';') || mentions(rest, out) {
+                        return None;
+                    }
+                    stores += 1;
+                    continue;
+                }
+            }
+            let mut other = false;
+            each_text(std::slice::from_ref(s), &mut |t| other |= mentions(t, out));
+            if other {
+                return None;
+            }
+        }
+        match stores {
+            0 => {}
+            1 => found.push(out),
+            _ => return None,
+        }
+    }
+    Some(found)
+}
+
+/// One loop as its streaming version beside itself, if it writes outputs
+/// in order.
+fn stream_loop(
+    s: &Stmt,
+    pragma: Option<&str>,
+    outputs: &[String],
+    next: &mut usize,
+) -> Option<Stmt> {
+    let pragma = pragma.filter(|p| p.starts_with("ATL_PARALLEL_FOR("))?;
+    let Copyable {
+        var, lo, hi, body, ..
+    } = copyable(s)?;
+    let outs = streamed(body, var, outputs)?;
+    if outs.is_empty() {
+        return None;
+    }
+    *next += 1;
+    let p = format!("atlstr{next}");
+    let (l, h) = (format!("{p}_lo"), format!("{p}_hi"));
+    let (a, b, k, start) = (
+        format!("{p}_a"),
+        format!("{p}_b"),
+        format!("{p}_k"),
+        format!("{p}_s"),
+    );
+    let buf = |j: usize| format!("{p}_buf{j}");
+    let mut inner = body.clone();
+    for (j, out) in outs.iter().enumerate() {
+        let from = format!("{out}[{var}] = ");
+        let to = format!("{}[{var} - {a}] = ", buf(j));
+        map_text(&mut inner, &|t| match t.strip_prefix(&from) {
+            Some(rest) => format!("{to}{rest}"),
+            None => t.to_string(),
+        });
+    }
+    let decl = |name: &str, init: String| Stmt::Decl {
+        ty: "const int64_t",
+        name: name.to_string(),
+        init,
+    };
+    let mut block = vec![
+        decl(
+            &a,
+            format!("atlh_max({l}, {start} + {k} * ATL_STREAM_BLOCK)"),
+        ),
+        decl(
+            &b,
+            format!("atlh_min({h}, {start} + ({k} + 1) * ATL_STREAM_BLOCK)"),
+        ),
+    ];
+    for j in 0..outs.len() {
+        block.push(Stmt::Line(format!("double {}[ATL_STREAM_BLOCK];", buf(j))));
+    }
+    block.push(Stmt::For {
+        var: var.clone(),
+        lo: a.clone(),
+        hi: b.clone(),
+        body: inner,
+    });
+    for (j, out) in outs.iter().enumerate() {
+        block.push(Stmt::Line(format!(
+            "atlh_stream({out} + {a}, {}, {b} - {a});",
+            buf(j)
+        )));
+    }
+    let mut streaming = vec![decl(
+        &start,
+        format!("{l} - atlh_line_offset({} + {l})", outs[0]),
+    )];
+    streaming.push(Stmt::Line(pragma.to_string()));
+    streaming.push(Stmt::For {
+        var: k,
+        lo: "0".into(),
+        hi: format!("atlh_ceildiv({h} - {start}, ATL_STREAM_BLOCK)"),
+        body: block,
+    });
+    streaming.push(Stmt::Line("atlh_stream_fence();".into()));
+    let mut plain = vec![Stmt::Line(pragma.to_string())];
+    plain.push(Stmt::For {
+        var: var.clone(),
+        lo: l.clone(),
+        hi: h.clone(),
+        body: body.clone(),
+    });
+    Some(Stmt::Block(vec![
+        decl(&l, lo.clone()),
+        decl(&h, hi.clone()),
+        Stmt::If {
+            // the choice of a schedule, not a test of the program
+            cond: format!("ATL_SCHEDULE(ATL_STREAM_OK({h} - {l}, {}))", outs.len()),
+            then: streaming,
+            els: plain,
+        },
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lp(body: Vec<Stmt>) -> Stmt {
+        Stmt::For {
+            var: "i".into(),
+            lo: "0".into(),
+            hi: "n".into(),
+            body,
+        }
+    }
+
+    #[test]
+    fn only_outputs_written_once_at_the_loop_variable_are_streamed() {
+        let outs = vec!["out".to_string(), "out2".to_string()];
+        let store = Stmt::Line("out[i] = x[i] + 1.0;".into());
+        assert_eq!(
+            streamed(std::slice::from_ref(&store), "i", &outs),
+            Some(vec![&outs[0]])
+        );
+        // read back, written twice, or at another index: left alone
+        let read = Stmt::Line("y = out[i];".into());
+        assert_eq!(streamed(&[store.clone(), read], "i", &outs), None);
+        assert_eq!(streamed(&[store.clone(), store.clone()], "i", &outs), None);
+        let shifted = Stmt::Line("out[i + 1] = 0.0;".into());
+        assert_eq!(streamed(&[shifted], "i", &outs), None);
+        // `out2` and `out_x` are other names
+        let other = Stmt::Line("out_x[i] = out2[0];".into());
+        assert_eq!(streamed(&[other], "i", &outs[..1]), Some(vec![]));
+    }
+
+    #[test]
+    fn a_streamed_loop_keeps_its_plain_copy_and_moves_its_pragma() {
+        let outs = vec!["out".to_string()];
+        let mut ss = vec![
+            Stmt::Line("ATL_PARALLEL_FOR(w >= ATL_PAR_WORK)".into()),
+            lp(vec![Stmt::Line("out[i] = 2.0 * x[i];".into())]),
+        ];
+        split(&mut ss, &outs);
+        let [Stmt::Block(parts)] = ss.as_slice() else {
+            panic!("{ss:?}")
+        };
+        let Stmt::If { then, els, .. } = &parts[2] else {
+            panic!("{parts:?}")
+        };
+        assert!(matches!(&then[1], Stmt::Line(l) if l.starts_with("ATL_PARALLEL_FOR(")));
+        assert!(matches!(&els[0], Stmt::Line(l) if l.starts_with("ATL_PARALLEL_FOR(")));
+        let Stmt::For { body, .. } = &then[2] else {
+            panic!("{then:?}")
+        };
+        let Stmt::For { body: inner, .. } = &body[3] else {
+            panic!("{body:?}")
+        };
+        assert_eq!(
+            inner,
+            &vec![Stmt::Line(
+                "atlstr1_buf0[i - atlstr1_a] = 2.0 * x[i];".into()
+            )]
+        );
+        assert_eq!(
+            els[1],
+            Stmt::For {
+                var: "i".into(),
+                lo: "atlstr1_lo".into(),
+                hi: "atlstr1_hi".into(),
+                body: vec![Stmt::Line("out[i] = 2.0 * x[i];".into())],
+            }
+        );
+        // a reduction's loop is not streamed
+        let mut ss = vec![
+            Stmt::Line("ATL_SIMD_REDUCE(s)".into()),
+            lp(vec![Stmt::Line("out[i] = 2.0 * x[i];".into())]),
+        ];
+        let before = ss.clone();
+        split(&mut ss, &outs);
+        assert_eq!(ss, before);
+    }
+}
