@@ -229,9 +229,12 @@ fn split_within(
     // Thresholds that are constants at or below the loop's least value
     // (its start if a constant, else 0: every loop variable is an index
     // or a position, never negative) cut nothing: the first piece starts
-    // there.
-    let least = lo.parse::<i64>().map_or(0, |l| l.max(0));
-    let start = t.is_empty().then_some(least);
+    // there. A loop written to start below 0 keeps all its cuts.
+    let least = match lo.parse::<i64>() {
+        Ok(l) => (l >= 0).then_some(l),
+        Err(_) => Some(0),
+    };
+    let start = least.filter(|_| t.is_empty());
     if let Some(l) = start {
         cuts.retain(|&c| c > l);
     }
