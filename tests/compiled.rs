@@ -1637,6 +1637,67 @@ fn loops_over_relations_run_as_evaluated() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Loops over the last level of a relation's layout prefetch the rows they
+/// gather a few edges ahead (`src/lower/prefetch.rs`): rows of 1, 3 and `f`
+/// doubles, through the layout, a permuted layout and a relation of arity 1
+/// and 3, and a gradient; reads not at the loop's coordinate (the row's own
+/// `x[i]`, a shifted `x[j + 1]`) prefetch nothing. Each equals eval on
+/// relations with no tuple, a single one (the look-ahead stops at the last
+/// tuple), sparse and full.
+#[test]
+fn gathering_loops_prefetch_the_rows_they_read() {
+    if !have_cc() {
+        return;
+    }
+    let gathering = [
+        "(fn a ((E (relation n n)) (x (tensor n R))) (sum i n (sum j n (iverson (E i j) (* (get x i) (get x j))))))",
+        "(fn b ((E (relation n n)) (x (tensor n 3 R))) (sum i n (sum j n (iverson (E i j) (sum c 3 (let d (- (get x i c) (get x j c)) (* d d)))))))",
+        "(fn c ((E (relation n m)) (y (tensor n f R))) (gen j m (gen c f (sum i n (iverson (E i j) (get y i c))))))",
+        "(fn d ((S (relation n)) (x (tensor n R))) (sum i n (iverson (S i) (* (get x i) (get x i)))))",
+        "(fn e ((T (relation n m n)) (x (tensor n R))) (sum i n (sum k m (sum j n (iverson (T i k j) (* (get x i) (get x j)))))))",
+        "(fn g ((E (relation n n)) (X (tensor n f R))) (sum i n (sum c f (let z (sum j n (iverson (E i j) (get X j c))) (* z z)))))",
+    ];
+    let plain = [
+        "(fn p ((E (relation n n)) (x (tensor n R))) (sum i n (sum j n (iverson (E i j) (get x i)))))",
+        "(fn q ((E (relation n n)) (x (tensor n R))) (sum i n (sum j (- n 1) (iverson (E i j) (get x (+ j 1))))))",
+    ];
+    let mut progs = vec![];
+    for src in gathering.iter().chain(&plain) {
+        let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        if p.name.as_str() == "g" {
+            let wrt = vec![egg::Symbol::from("X")];
+            let g = derive::grad(&p, &wrt, &options()).expect("grad").program;
+            progs.push((g, true));
+        }
+        progs.push((p, !plain.contains(src)));
+    }
+    let mut failures = vec![];
+    for (k, (prog, gathers)) in progs.iter().enumerate() {
+        let src = backend::generate(prog).expect("generate").source;
+        let body = &src[src.find("int atl_").expect("function")..];
+        if body.contains("ATL_PREFETCH_ROW(") != *gathers {
+            failures.push(format!(
+                "{}: prefetch expected {gathers}:\n{body}",
+                prog.name
+            ));
+        }
+        for (density, n) in [(0.0, 4), (0.05, 5), (0.3, 6), (1.0, 3)] {
+            let mut rng = Rng::new(k as u64 + 40);
+            let sizes = prog
+                .sizes
+                .iter()
+                .map(|s| (*s, if s.as_str() == "n" { n } else { n - 1 }))
+                .collect();
+            let inputs = common::values::inputs_at(prog, &mut rng, sizes, density);
+            let what = format!("{} at density {density}", prog.name);
+            if let Err(e) = check(prog, &inputs, &what) {
+                failures.push(e);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// A loss over a graph's edges and its gradient visit the edges, not all
 /// pairs of nodes: at 300 nodes and 3 edges a node, their loop iterations
 /// and tests stay within a few times the edges and nodes (not 90,000), and

@@ -237,6 +237,26 @@ static inline int64_t atlh_advance(const int64_t *c, int64_t at, int64_t end, in
   while (at < end && c[at] < x) at++;
   return at;
 }
+/* Fetch into the cache the row of n doubles at p, which a loop over
+   stored coordinates reads ATL_PREFETCH_AHEAD iterations later
+   (lower/prefetch.rs); it changes no value. A macro, not a function: a
+   compiler takes a function whose only effect is a prefetch for one
+   without effects and drops its calls. */
+#ifndef ATL_PREFETCH_AHEAD
+#define ATL_PREFETCH_AHEAD 16
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define ATL_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define ATL_PREFETCH(p) ((void)(p))
+#endif
+#define ATL_PREFETCH_ROW(p, n) do { \
+    const double *atlv_pf = (p); \
+    const int64_t atlv_pn = (n); \
+    ATL_PREFETCH(atlv_pf); \
+    for (int64_t atlv_o = 8; atlv_o < atlv_pn - 1; atlv_o += 8) ATL_PREFETCH(atlv_pf + atlv_o); \
+    if (atlv_pn > 1) ATL_PREFETCH(atlv_pf + atlv_pn - 1); \
+  } while (0)
 /* The position of the tuple prefix idx[0 .. n) (n >= 1, idx[0] within
    the first dimension when level 0 is dense), or -1 if no tuple has it. */
 static inline int64_t atlh_rel_at(const int64_t *r, int n, const int64_t *idx) {

@@ -74,6 +74,7 @@ mod order;
 pub(crate) mod parallel;
 mod pieces;
 mod pred;
+mod prefetch;
 mod relation;
 mod residue;
 mod skew;

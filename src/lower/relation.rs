@@ -27,6 +27,7 @@
 //! step with the loop (one walk of the row per loop, no search per test).
 
 use super::ir::{PermutedRelation, Stmt};
+use super::prefetch::{prefetches, Gather};
 use super::sum::Acc;
 use super::value::V;
 use super::Lowerer;
@@ -58,6 +59,28 @@ pub(crate) struct DrivenLevel {
     scope: Option<HashMap<Symbol, String>>,
     /// Membership tests its body makes by a cursor.
     cursors: Vec<Cursor>,
+    /// The level is its layout's last (it holds one coordinate per tuple).
+    last: bool,
+    /// The C name of the loop variable, once a compressed level's loop
+    /// is open.
+    cname: Option<String>,
+    /// Rows its body reads at the loop's coordinate ([`super::prefetch`]).
+    pub(super) gathers: Vec<Gather>,
+}
+
+impl DrivenLevel {
+    /// Is it an open loop over the coordinates of a layout's last level
+    /// (whose rows [`super::prefetch`] fetches ahead)?
+    pub(super) fn gathers_rows(&self) -> bool {
+        self.last && !self.dense && self.cname.is_some()
+    }
+
+    /// Is the C index expression `idx` this loop's variable itself?
+    pub(super) fn is_var(&self, idx: &str) -> bool {
+        self.cname.as_deref().is_some_and(|c| {
+            idx == c || idx.strip_prefix('(').and_then(|r| r.strip_suffix(')')) == Some(c)
+        })
+    }
 }
 
 /// A membership test `(R b... v)` in the body of the loop of `v` over
@@ -424,6 +447,9 @@ impl Lowerer {
                 position: None,
                 scope: None,
                 cursors: vec![],
+                last: level + 1 == d.dims.len(),
+                cname: None,
+                gathers: vec![],
             };
             saved.push((*v, self.driven.insert(*v, dl)));
         }
@@ -447,6 +473,7 @@ impl Lowerer {
         if let Some(dl) = self.driven.get_mut(&v) {
             dl.position = Some(if dl.dense { c.to_string() } else { fresh });
             dl.scope = (!dl.dense).then_some(scope);
+            dl.cname = (!dl.dense).then(|| c.to_string());
         }
     }
 
@@ -577,6 +604,10 @@ impl Lowerer {
             name: c.clone(),
             init: format!("{crd}[{q}]"),
         }];
+        if dl.last && !dl.gathers.is_empty() {
+            let ahead = self.fresh("pf", "");
+            inner.extend(prefetches(&dl.index, &crd, &q, &ahead, &dl.gathers));
+        }
         inner.extend(dl.cursors.iter().map(|k| Stmt::Line(k.advance.clone())));
         inner.extend(body);
         // a pragma for the loop (ATL_SIMD_REDUCE) goes right before it,

@@ -182,6 +182,9 @@ impl V {
                     let d = lw.dim(&dims[0])?;
                     conds.push(lw.range_cond(i, &idx, &d));
                 }
+                if off == "0" {
+                    lw.note_gather(&idx, buf, &stride);
+                }
                 V::Leaf {
                     buf: buf.clone(),
                     off: V::offset(off, &idx, &stride),

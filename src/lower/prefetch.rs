@@ -1,0 +1,82 @@
+//! Software prefetch of gathered rows in loops over a relation's stored
+//! coordinates. A loop over the last level of a layout visits the edges
+//! `q` in order and reads rows of tensors at the coordinate `crd[q]`: the
+//! coordinates are sequential (the hardware prefetches them), the rows are
+//! at random places. Once the tensor outgrows the caches, each read is a
+//! miss, and how many are in flight is bounded by what the core runs ahead
+//! of, which the mispredicted exit of every short row loop cuts off. So the
+//! loop prefetches, at the top of each iteration, the rows it will read
+//! `ATL_PREFETCH_AHEAD` edges later (16; a C build may set it with `-D`):
+//! `crd[q + ATL_PREFETCH_AHEAD]` is read from the whole level's
+//! coordinate array (clipped to its last entry), not from the current row,
+//! so the prefetches run on across rows. A row is a tensor read whose first
+//! index is the loop's variable itself (`x[j]`, `x[j][c]` for all `c`); the
+//! prefetch reads nothing and writes nothing, so values, the operation
+//! counts and their determinism are unchanged.
+
+use super::ir::Stmt;
+use super::Lowerer;
+
+/// A row a loop over stored coordinates gathers: the buffer, and the
+/// number of doubles in a row (a C expression).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Gather {
+    pub buf: String,
+    pub row: String,
+}
+
+impl Lowerer {
+    /// A read of `buf` at `idx * row` (its first index `idx`, `row`
+    /// doubles a row): recorded with the open loop over the last level of
+    /// a layout whose variable `idx` is (by its C name, so that a read
+    /// through a view's parameter counts too).
+    pub(crate) fn note_gather(&mut self, idx: &str, buf: &str, row: &str) {
+        let Some(dl) = self
+            .driven
+            .values_mut()
+            .find(|dl| dl.gathers_rows() && dl.is_var(idx))
+        else {
+            return;
+        };
+        let g = Gather {
+            buf: buf.to_string(),
+            row: row.to_string(),
+        };
+        if !dl.gathers.contains(&g) {
+            dl.gathers.push(g);
+        }
+    }
+}
+
+/// The statements at the top of an iteration of the loop at position `q`
+/// over the coordinates `crd` of the last level of `index` (which holds
+/// `index[1]` tuples) that prefetch the rows of `gathers` read
+/// `ATL_PREFETCH_AHEAD` iterations later; none without gathers.
+pub(crate) fn prefetches(
+    index: &str,
+    crd: &str,
+    q: &str,
+    ahead: &str,
+    gathers: &[Gather],
+) -> Vec<Stmt> {
+    if gathers.is_empty() {
+        return vec![];
+    }
+    let mut out = vec![Stmt::Decl {
+        ty: "const int64_t",
+        name: ahead.to_string(),
+        init: format!("{crd}[atlh_min({q} + ATL_PREFETCH_AHEAD, {index}[1] - 1)]"),
+    }];
+    for g in gathers {
+        let at = if g.row == "1" {
+            ahead.to_string()
+        } else {
+            format!("{ahead}*{}", g.row)
+        };
+        out.push(Stmt::Line(format!(
+            "ATL_PREFETCH_ROW({} + {at}, {});",
+            g.buf, g.row
+        )));
+    }
+    out
+}
