@@ -2087,6 +2087,23 @@ fn loops_unrolled_by_residues_run_as_evaluated() {
         "(fn six ((x (tensor n R))) (gen i n (+ (iverson (exists j n (== i (* 2 j))) (get x i)) (iverson (exists j n (== (+ i 1) (* 3 j))) (* (get x i) (get x i))))))",
         "(fn rows ((A (tensor n m R))) (gen i n (gen j m (iverson (exists k m (== (+ j (* 2 i)) (* 2 k))) (* 2 (get A i j))))))",
     ];
+    let sizes = [
+        (1, 1),
+        (2, 1),
+        (3, 2),
+        (4, 3),
+        (5, 2),
+        (6, 4),
+        (7, 3),
+        (13, 6),
+    ];
+    let progs = with_exists_parity_and_its_gradient(&sources);
+    assert_marked_and_evaluated_forced_parallel(&progs, "atlres1_q", &sizes, 12);
+}
+
+/// The programs of `sources`, then `exists_parity` of the corpus and its
+/// gradient.
+fn with_exists_parity_and_its_gradient(sources: &[&str]) -> Vec<Program> {
     let mut progs = vec![];
     for src in sources {
         progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
@@ -2099,31 +2116,30 @@ fn loops_unrolled_by_residues_run_as_evaluated() {
     let grad = derive::grad(&parity.program, &parity.wrt_or_all(), &options()).expect("grad");
     progs.push(parity.program.clone());
     progs.push(grad.program);
+    progs
+}
+
+/// Each program's C contains `marker`, and its compiled code, parallel
+/// loops forced, equals `eval` and counts the cost at each `(n, m)`.
+fn assert_marked_and_evaluated_forced_parallel(
+    progs: &[Program],
+    marker: &str,
+    sizes: &[(i64, i64)],
+    seed: u64,
+) {
     let mut flags = build::Flags::default();
     flags.flags.push("-DATL_PAR_WORK=0".into());
-    for prog in &progs {
+    for prog in progs {
         let what = prog.name.to_string();
         let src = backend::generate(prog).expect("generate").source;
-        assert!(
-            src.contains("atlres1_q"),
-            "{what}: no loop unrolled:\n{src}"
-        );
+        assert!(src.contains(marker), "{what}: no {marker} in:\n{src}");
         let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-        for (n, m) in [
-            (1, 1),
-            (2, 1),
-            (3, 2),
-            (4, 3),
-            (5, 2),
-            (6, 4),
-            (7, 3),
-            (13, 6),
-        ] {
+        for &(n, m) in sizes {
             let sizes = [(egg::Symbol::from("n"), n), (egg::Symbol::from("m"), m)]
                 .into_iter()
                 .collect();
             let what = format!("{what} at n={n},m={m}");
-            let inputs = random_inputs(prog, &sizes, &mut Rng::new(12)).expect("inputs");
+            let inputs = random_inputs(prog, &sizes, &mut Rng::new(seed)).expect("inputs");
             assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
         }
     }
@@ -2236,37 +2252,11 @@ fn loops_split_by_several_groups_of_thresholds_run_as_evaluated() {
         "(fn groups ((x (tensor n R)) (w (tensor m R))) (gen i n (+ (iverson (< i m) (get x i)) (+ (iverson (< (+ i 3) n) 1) (iverson (>= i 2) (* (get x i) (get x i)))))))",
         "(fn total ((x (tensor n R)) (w (tensor m R))) (sum i n (+ (iverson (< i (* 2 m)) (get x i)) (iverson (exists k n (> k (+ i 1))) (* 3 (get x i))))))",
     ];
-    let mut progs = vec![];
-    for src in sources {
-        progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
-    }
-    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
-    let parity = all
-        .iter()
-        .find(|p| p.name == "exists_parity")
-        .expect("exists_parity");
-    let grad = derive::grad(&parity.program, &parity.wrt_or_all(), &options()).expect("grad");
-    progs.push(parity.program.clone());
-    progs.push(grad.program);
-    let mut flags = build::Flags::default();
-    flags.flags.push("-DATL_PAR_WORK=0".into());
-    for prog in &progs {
-        let what = prog.name.to_string();
-        let src = backend::generate(prog).expect("generate").source;
-        assert!(
-            src.contains("atlpiece2_0"),
-            "{what}: not split by two groups:\n{src}"
-        );
-        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-        for n in [1, 2, 3, 5, 8, 13] {
-            for m in [1, 2, 4, 9, 20] {
-                let sizes = [(egg::Symbol::from("n"), n), (egg::Symbol::from("m"), m)]
-                    .into_iter()
-                    .collect();
-                let what = format!("{what} at n={n},m={m}");
-                let inputs = random_inputs(prog, &sizes, &mut Rng::new(21)).expect("inputs");
-                assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
-            }
-        }
-    }
+    let sizes: Vec<(i64, i64)> = [1, 2, 3, 5, 8, 13]
+        .into_iter()
+        .flat_map(|n| [1, 2, 4, 9, 20].map(|m| (n, m)))
+        .collect();
+    let progs = with_exists_parity_and_its_gradient(&sources);
+    // split by a second group: its pieces are numbered 2_
+    assert_marked_and_evaluated_forced_parallel(&progs, "atlpiece2_0", &sizes, 21);
 }
