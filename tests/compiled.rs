@@ -1362,24 +1362,8 @@ fn stencils_split_at_their_edges_run_as_evaluated() {
             progs.push(d);
         }
     }
-    let mut flags = build::Flags::default();
-    flags.flags.push("-DATL_PAR_WORK=0".into());
-    for prog in &progs {
-        let what = prog.name.to_string();
-        let src = backend::generate(prog).expect("generate").source;
-        assert!(src.contains("atlsplit1_a"), "{what}: no loop split:\n{src}");
-        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-        for (n, m) in [(1, 1), (2, 5), (3, 3), (40, 7)] {
-            let sizes = [("n", n), ("m", m)]
-                .iter()
-                .filter(|(k, _)| prog.sizes.contains(&egg::Symbol::from(*k)))
-                .map(|(k, v)| (egg::Symbol::from(*k), *v))
-                .collect();
-            let what = format!("{what} at n={n}, m={m}");
-            let inputs = random_inputs(prog, &sizes, &mut Rng::new(7)).expect("inputs");
-            assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
-        }
-    }
+    let sizes = [(1, 1), (2, 5), (3, 3), (40, 7)];
+    assert_marked_and_evaluated_forced_parallel(&progs, "atlsplit1_a", &[], &sizes, 7);
 }
 
 /// Row loops whose bodies open with a short sum (`src/lower/tile.rs`) run
@@ -2000,37 +1984,18 @@ fn loops_split_where_brackets_change_run_as_evaluated() {
     for src in sources {
         progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
     }
-    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
-    let band = all
-        .iter()
-        .find(|p| p.name == "band_comparisons")
-        .expect("band_comparisons");
-    let grad = derive::grad(&band.program, &band.wrt_or_all(), &options()).expect("grad");
-    progs.push(grad.program);
-    let mut flags = build::Flags::default();
-    flags.flags.push("-DATL_PAR_WORK=0".into());
-    for prog in &progs {
-        let what = prog.name.to_string();
-        let src = backend::generate(prog).expect("generate").source;
-        assert!(src.contains("atlpiece1_0"), "{what}: no loop split:\n{src}");
-        if what == "band_comparisons" {
-            let f = atl_egg::lower::lower(prog).expect("lower");
-            assert!(
-                f.slots
-                    .iter()
-                    .all(|s| s.dims.len() < 2 || s.dims.iter().any(|d| d.as_constant().is_some())),
-                "{what}: an n×n intermediate: {:?}",
-                f.slots
-            );
-        }
-        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-        for n in [1, 2, 3, 4, 6, 11] {
-            let sizes = [(egg::Symbol::from("n"), n)].into_iter().collect();
-            let what = format!("{what} at n={n}");
-            let inputs = random_inputs(prog, &sizes, &mut Rng::new(11)).expect("inputs");
-            assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
-        }
-    }
+    let (_, grad) = corpus_gradient("band_comparisons");
+    let f = atl_egg::lower::lower(&grad).expect("lower");
+    assert!(
+        f.slots
+            .iter()
+            .all(|s| s.dims.len() < 2 || s.dims.iter().any(|d| d.as_constant().is_some())),
+        "band_comparisons: an n×n intermediate: {:?}",
+        f.slots
+    );
+    progs.push(grad);
+    let sizes = [1, 2, 3, 4, 6, 11].map(|n| (n, 1));
+    assert_marked_and_evaluated_forced_parallel(&progs, "atlpiece1_0", &[], &sizes, 11);
 }
 
 /// A loop every iteration of which adds into one row (the kernel adjoint of
@@ -2098,7 +2063,15 @@ fn loops_unrolled_by_residues_run_as_evaluated() {
         (13, 6),
     ];
     let progs = with_exists_parity_and_its_gradient(&sources);
-    assert_marked_and_evaluated_forced_parallel(&progs, "atlres1_q", &sizes, 12);
+    assert_marked_and_evaluated_forced_parallel(&progs, "atlres1_q", &[], &sizes, 12);
+}
+
+/// The corpus program `name` and its gradient (w.r.t. its header's inputs).
+fn corpus_gradient(name: &str) -> (Program, Program) {
+    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
+    let p = all.iter().find(|p| p.name == name).expect("in the corpus");
+    let grad = derive::grad(&p.program, &p.wrt_or_all(), &options()).expect("grad");
+    (p.program.clone(), grad.program)
 }
 
 /// The programs of `sources`, then `exists_parity` of the corpus and its
@@ -2108,35 +2081,36 @@ fn with_exists_parity_and_its_gradient(sources: &[&str]) -> Vec<Program> {
     for src in sources {
         progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
     }
-    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
-    let parity = all
-        .iter()
-        .find(|p| p.name == "exists_parity")
-        .expect("exists_parity");
-    let grad = derive::grad(&parity.program, &parity.wrt_or_all(), &options()).expect("grad");
-    progs.push(parity.program.clone());
-    progs.push(grad.program);
+    let (parity, grad) = corpus_gradient("exists_parity");
+    progs.extend([parity, grad]);
     progs
 }
 
-/// Each program's C contains `marker`, and its compiled code, parallel
-/// loops forced, equals `eval` and counts the cost at each `(n, m)`.
+/// Each program's C contains `marker`, and its compiled code (parallel
+/// loops forced, and `flags`) equals `eval` and counts the cost at each
+/// `(n, m)`; a size a program does not have is left out.
 fn assert_marked_and_evaluated_forced_parallel(
     progs: &[Program],
     marker: &str,
+    flags: &[&str],
     sizes: &[(i64, i64)],
     seed: u64,
 ) {
-    let mut flags = build::Flags::default();
-    flags.flags.push("-DATL_PAR_WORK=0".into());
+    let mut build_flags = build::Flags::default();
+    build_flags.flags.push("-DATL_PAR_WORK=0".into());
+    build_flags
+        .flags
+        .extend(flags.iter().map(|f| f.to_string()));
     for prog in progs {
         let what = prog.name.to_string();
         let src = backend::generate(prog).expect("generate").source;
         assert!(src.contains(marker), "{what}: no {marker} in:\n{src}");
-        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        let compiled = backend::compile_with_flags(prog, false, &build_flags).expect("compile");
         for &(n, m) in sizes {
-            let sizes = [(egg::Symbol::from("n"), n), (egg::Symbol::from("m"), m)]
+            let sizes = [("n", n), ("m", m)]
                 .into_iter()
+                .map(|(k, v)| (egg::Symbol::from(k), v))
+                .filter(|(k, _)| prog.sizes.contains(k))
                 .collect();
             let what = format!("{what} at n={n},m={m}");
             let inputs = random_inputs(prog, &sizes, &mut Rng::new(seed)).expect("inputs");
@@ -2206,36 +2180,10 @@ fn outputs_written_in_order_stream_as_evaluated() {
     for src in sources {
         progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
     }
-    let all = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
-    let p = all
-        .iter()
-        .find(|p| p.name == "iverson_any_type")
-        .expect("iverson_any_type");
-    let grad = derive::grad(&p.program, &p.wrt_or_all(), &options()).expect("grad");
-    progs.push(grad.program);
-    let mut flags = build::Flags::default();
-    for f in [
-        "-DATL_PAR_WORK=0",
-        "-DATL_STREAM_BYTES=8",
-        "-DATL_STREAM_BLOCK=16",
-    ] {
-        flags.flags.push(f.into());
-    }
-    for prog in &progs {
-        let what = prog.name.to_string();
-        let src = backend::generate(prog).expect("generate").source;
-        assert!(
-            src.contains("atlh_stream(t"),
-            "{what}: no output streamed:\n{src}"
-        );
-        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-        for n in [0, 1, 3, 8, 15, 17, 40, 101, 259] {
-            let sizes = [(egg::Symbol::from("n"), n)].into_iter().collect();
-            let what = format!("{what} at n={n}");
-            let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
-            assert_counted_and_evaluated(&compiled, prog, &inputs, &what);
-        }
-    }
+    progs.push(corpus_gradient("iverson_any_type").1);
+    let flags = ["-DATL_STREAM_BYTES=8", "-DATL_STREAM_BLOCK=16"];
+    let sizes = [0, 1, 3, 8, 15, 17, 40, 101, 259].map(|n| (n, 1));
+    assert_marked_and_evaluated_forced_parallel(&progs, "atlh_stream(t", &flags, &sizes, 5);
 }
 
 /// A loop whose comparisons change at thresholds of several forms (`m`,
@@ -2258,5 +2206,5 @@ fn loops_split_by_several_groups_of_thresholds_run_as_evaluated() {
         .collect();
     let progs = with_exists_parity_and_its_gradient(&sources);
     // split by a second group: its pieces are numbered 2_
-    assert_marked_and_evaluated_forced_parallel(&progs, "atlpiece2_0", &sizes, 21);
+    assert_marked_and_evaluated_forced_parallel(&progs, "atlpiece2_0", &[], &sizes, 21);
 }
