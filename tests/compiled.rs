@@ -337,9 +337,28 @@ fn sanitizers_report_nothing() {
 
 /// A `main` calling the packed entry on the inputs, written as C arrays.
 fn sanitizer_driver(src: &backend::CSource, prog: &Program, inputs: &Inputs) -> String {
+    let (mut s, outs, _) = driver_arrays(src, prog, inputs);
+    s += "  int rc = atlpacked_entry(sz + 1, re + 1, rel + 1, out + 1);\n";
+    for o in &outs {
+        s += &format!("  free({o});\n");
+    }
+    s += "  return rc;\n}\n";
+    s
+}
+
+/// The start of a C `main` holding the inputs as arrays `sz`, `re`, `rel`
+/// and the outputs as `out` (each with a leading 0 entry: pass `sz + 1`
+/// ...): the text, the outputs' names and each relation's layout length
+/// (the layout `qK + 1`).
+fn driver_arrays(
+    src: &backend::CSource,
+    prog: &Program,
+    inputs: &Inputs,
+) -> (String, Vec<String>, Vec<usize>) {
     use atl_egg::front::ast::ParamKind;
     use atl_egg::lower::ir::ParamC;
-    let mut s = String::from("#include <stdio.h>\nint main(void) {\n");
+    let mut s = String::from("#include <stdio.h>\n#include <string.h>\nint main(void) {\n");
+    let mut lens = vec![];
     let sizes: Vec<String> = src
         .function
         .params
@@ -381,6 +400,7 @@ fn sanitizer_driver(src: &backend::CSource, prog: &Program, inputs: &Inputs) -> 
                     words.join(", ")
                 );
                 rels.push(format!("q{k} + 1"));
+                lens.push(layout.len());
             }
             ParamKind::Size => {}
         }
@@ -398,7 +418,10 @@ fn sanitizer_driver(src: &backend::CSource, prog: &Program, inputs: &Inputs) -> 
                         .expect("dim")
                 })
                 .product();
-            s += &format!("  double *o{k} = malloc(sizeof(double) * {});\n", n.max(1));
+            s += &format!(
+                "  const size_t n{k} = {};\n  double *o{k} = malloc(sizeof(double) * n{k});\n",
+                n.max(1)
+            );
             format!("o{k}")
         })
         .collect();
@@ -408,11 +431,106 @@ fn sanitizer_driver(src: &backend::CSource, prog: &Program, inputs: &Inputs) -> 
         rels.iter().map(|x| format!(", {x}")).collect::<String>(),
         outs.iter().map(|x| format!(", {x}")).collect::<String>(),
     );
-    s += "  int rc = atlpacked_entry(sz + 1, re + 1, rel + 1, out + 1);\n";
-    for o in &outs {
-        s += &format!("  free({o});\n");
+    (s, outs, lens)
+}
+
+/// A relation prepared once (`atlpacked_prepare`) gives, through
+/// `atlpacked_entry_prepared`, the per-call values bit for bit, also once
+/// its source buffer is overwritten (it holds its own copy); a layout that
+/// is not valid, another parameter, other sizes or another relation
+/// buffer are refused with code 5. On graph_smoothness's gradient (a
+/// transpose) and a program walking a relation of three arguments
+/// permuted.
+#[test]
+fn prepared_relations_give_the_per_call_values_and_refuse_misuse() {
+    if !have_cc() {
+        return;
     }
-    s += "  return rc;\n}\n";
+    let arity3 = atl_egg::front::parse_program(
+        b"(fn t4 ((T (relation n m n)) (x (tensor n R)))
+            (sum i n (sum j m (sum k n (iverson (or (T i j k) (T k j i)) (* (get x i) (get x k)))))))",
+    )
+    .expect("parse");
+    let progs = [
+        (corpus_gradient("graph_smoothness").1, "n=40"),
+        (arity3, "n=9,m=4"),
+    ];
+    let dir = std::env::temp_dir().join(format!("atl-egg-prep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for (k, (prog, sizes)) in progs.iter().enumerate() {
+        let sizes: Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(prog, &sizes, &mut Rng::new(11 + k as u64)).expect("inputs");
+        let src = backend::generate(prog).expect("generate");
+        assert!(
+            src.source.contains("atlh_rel_permute(atlv_r0"),
+            "{k}: no permuted layout"
+        );
+        let (mut s, outs, lens) = driver_arrays(&src, prog, &inputs);
+        s += &prepared_checks(&outs, lens[0]);
+        let c = dir.join("p.c");
+        std::fs::write(&c, format!("{}\n{s}", src.source)).expect("write");
+        let exe = dir.join("p");
+        let flags = build::Flags::default();
+        let out = Command::new(build::compiler())
+            .args(
+                flags
+                    .flags
+                    .iter()
+                    .filter(|f| *f != "-shared" && *f != "-fPIC"),
+            )
+            .arg("-o")
+            .arg(&exe)
+            .arg(&c)
+            .arg("-lm")
+            .output()
+            .expect("cc");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let run = Command::new(&exe).output().expect("run");
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "program {k}: {}",
+            String::from_utf8_lossy(&run.stdout)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The checks of [`prepared_relations_give_the_per_call_values_and_refuse_misuse`]
+/// on the first relation (layout `q0 + 1`, `len` words), after
+/// [`driver_arrays`]: exit 0 when all hold, else the number of the first
+/// that failed.
+fn prepared_checks(outs: &[String], len: usize) -> String {
+    let mut s =
+        String::from("  if (atlpacked_entry(sz + 1, re + 1, rel + 1, out + 1) != 0) return 10;\n");
+    for (k, o) in outs.iter().enumerate() {
+        s += &format!("  double *w{k} = malloc(sizeof(double) * n{k});\n  memcpy(w{k}, {o}, sizeof(double) * n{k});\n  for (size_t i = 0; i < n{k}; i++) {o}[i] = NAN;\n");
+    }
+    s += &format!(
+        "  const int64_t len = {len};\n  int64_t *src = malloc(sizeof(int64_t) * len);\n  memcpy(src, q0 + 1, sizeof(int64_t) * len);\n  int rc = -1;\n  void *prep[] = {{0, 0, 0, 0}};\n  const int64_t *none[] = {{0, 0, 0, 0}};\n  prep[1] = atlpacked_prepare(0, sz + 1, src, len, &rc);\n  if (prep[1] == NULL || rc != 0) return 11;\n  memset(src, 0x5a, sizeof(int64_t) * len);\n  if (atlpacked_entry_prepared(sz + 1, re + 1, none + 1, prep + 1, out + 1) != 0) return 12;\n"
+    );
+    for (k, o) in outs.iter().enumerate() {
+        s += &format!("  if (memcmp(w{k}, {o}, sizeof(double) * n{k}) != 0) return 13;\n");
+    }
+    // misuse: another relation buffer, other sizes, another parameter, a
+    // short or broken layout
+    s += "  if (atlpacked_entry_prepared(sz + 1, re + 1, rel + 1, prep + 1, out + 1) != 5) return 14;\n";
+    s += "  int64_t sz2[sizeof sz / sizeof sz[0]];\n  for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) sz2[i] = sz[i] + 1;\n  if (atlpacked_entry_prepared(sz2 + 1, re + 1, none + 1, prep + 1, out + 1) != 5) return 15;\n";
+    s += "  if (atlpacked_prepare(1, sz + 1, q0 + 1, len, &rc) != NULL || rc != 5) return 16;\n";
+    s +=
+        "  if (atlpacked_prepare(0, sz + 1, q0 + 1, len - 1, &rc) != NULL || rc != 5) return 17;\n";
+    s += "  memcpy(src, q0 + 1, sizeof(int64_t) * len);\n  src[len - 1] = -1;\n  if (atlpacked_prepare(0, sz + 1, src, len, &rc) != NULL || rc != 5) return 18;\n";
+    s += "  src[len - 1] = sz[1] + 7;\n  if (atlpacked_prepare(0, sz + 1, src, len, &rc) != NULL || rc != 5) return 19;\n";
+    s += "  memcpy(src, q0 + 1, sizeof(int64_t) * len);\n  src[src[4] + 1] = src[1] + 1;\n  if (atlpacked_prepare(0, sz + 1, src, len, &rc) != NULL || rc != 5) return 20;\n";
+    s += "  atlpacked_prepared_free(prep[1]);\n  free(src);\n";
+    for (k, o) in outs.iter().enumerate() {
+        s += &format!("  free(w{k});\n  free({o});\n");
+    }
+    s += "  return 0;\n}\n";
     s
 }
 

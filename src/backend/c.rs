@@ -676,7 +676,7 @@ fn part_calls(out: &mut String, f: &Function, sp: &split::Split) {
 
 /// A dimension (affine in sizes) as a C expression over the size
 /// parameters, and its entry check.
-fn dim_form(a: &Affine, f: &Function) -> (String, IndexCheck) {
+pub(super) fn dim_form(a: &Affine, f: &Function) -> (String, IndexCheck) {
     let mut s = int_literal(a.constant);
     let mut check = IndexCheck {
         constant: a.constant,
@@ -696,7 +696,7 @@ fn dim_form(a: &Affine, f: &Function) -> (String, IndexCheck) {
 }
 
 /// The C call checking a form (see `atlh_fits`).
-fn check_call(c: &IndexCheck) -> String {
+pub(super) fn check_call(c: &IndexCheck) -> String {
     let terms: Vec<String> = c
         .terms
         .iter()
@@ -802,6 +802,7 @@ pub fn emit(f: &Function, source_name: &str) -> String {
         permuting_entry(&mut out, f, &public_args);
     }
     packed_entry(&mut out, f);
+    out += &super::prepared::emit(f);
     if f.params
         .iter()
         .any(|p| matches!(&p.kind, ParamC::Relation(d) if d.len() == 2))
@@ -1057,7 +1058,7 @@ pub fn manifest(f: &Function) -> serde_json::Value {
             j
         })
         .collect();
-    serde_json::json!({
+    let mut m = serde_json::json!({
         "function": f.name,
         "packed_entry": "atlpacked_entry",
         "params": params,
@@ -1068,7 +1069,17 @@ pub fn manifest(f: &Function) -> serde_json::Value {
             "2": "allocation failure",
             "3": "the intermediates' size overflows 64 bits",
             "4": INDEX_OVERFLOW_MESSAGE,
+            "5": super::prepared::PREPARED_MESSAGE,
         },
         "count_ops": "compile with -DATL_COUNT_OPS: uint64_t atlpacked_ops[5] = additions (max and min included), multiplications, black-box calls, loop iterations, predicate tests of the last call",
-    })
+    });
+    if f.params
+        .iter()
+        .any(|p| matches!(p.kind, ParamC::Relation(_)))
+    {
+        m["prepare"] = "atlpacked_prepare".into();
+        m["prepared_entry"] = "atlpacked_entry_prepared".into();
+        m["prepared_free"] = "atlpacked_prepared_free".into();
+    }
+    m
 }

@@ -14,6 +14,7 @@ pub mod c;
 mod gemm;
 pub mod json;
 pub mod marshal;
+pub mod prepared;
 pub mod pretty;
 pub mod sexp;
 pub mod split;
