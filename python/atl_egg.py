@@ -49,6 +49,7 @@ import json
 import os
 import subprocess
 import tempfile
+import weakref
 
 import numpy as np
 
@@ -68,7 +69,7 @@ def _load_checks():
 
 _checks = _load_checks()
 
-__all__ = ["load", "load_library", "grad", "vjp", "AtlFunction", "AtlError"]
+__all__ = ["load", "load_library", "grad", "vjp", "AtlFunction", "AtlError", "PreparedRelation"]
 
 
 def _bin():
@@ -124,6 +125,8 @@ class _Relation:
         self.reordered = reordered
         # each argument's largest coordinate, when known already
         self.maxima = maxima
+        # the PreparedRelation given for it, if any
+        self.prepared = None
 
     def resolve(self, lib, dims):
         """The relation with its pairs checked against ``dims``: their
@@ -428,6 +431,8 @@ class AtlFunction:
                 shape, rank = _checks.shape_text(p["shape"]), len(p["shape"])
                 if p["kind"] == "real":
                     leaves[p["source"]] = _checks.real_number(what, v)
+                elif p["kind"] == "relation" and isinstance(v, PreparedRelation):
+                    leaves[p["source"]] = v._leaf(self, p["source"], what)
                 elif p["kind"] == "relation":
                     leaves[p["source"]] = _relation_arg(what, v, rank, shape)
                 elif p["kind"] == "stored":
@@ -446,6 +451,8 @@ class AtlFunction:
                 by = p["source"] if p["kind"] == "relation" else p.get("stored_by")
                 if by and by not in forms:
                     v = _checks.component("input %r" % name, given[name], steps)
+                    if isinstance(v, PreparedRelation):
+                        v = v._like
                     if _is_scipy_sparse(v):
                         forms[by] = v
         return forms
@@ -479,6 +486,102 @@ class AtlFunction:
                 raise ValueError("%s: dimension %s is %d at these sizes" % (what, d, n))
         return shape
 
+    def _layout(self, p, rel, want):
+        """The compressed layout of the relation parameter ``p`` (its tuples
+        ``rel``, checked against the dimensions ``want``)."""
+        if rel.shape is not None and tuple(rel.shape) != want:
+            raise ValueError("input %s has shape %s, expected %s = %s" % (
+                p["source"], tuple(rel.shape), _checks.shape_text(p["shape"]), want))
+        if rel.layout is not None:  # checked and laid out in one pass
+            return rel.layout
+        maxima = rel.maxima
+        if maxima is None and len(rel.tuples):
+            maxima = [int(rel.tuples[:, c].max()) for c in range(len(want))]
+        if len(rel.tuples) and any(m >= w for m, w in zip(maxima, want)):
+            over = rel.tuples >= np.asarray(want, dtype=np.int64)
+            if over.any():
+                bad = tuple(int(c) for c in rel.tuples[over.any(axis=1)][0])
+                raise ValueError("input %s: the tuple %s is out of range (shape %s = %s)" % (
+                    p["source"], bad, _checks.shape_text(p["shape"]), want))
+        return _compressed_layout(rel.tuples, want)
+
+    def prepare(self, name, relation, sizes=None):
+        """The relation input ``name`` prepared once for this function: a
+        `PreparedRelation`, accepted in its place by every later call (at
+        sizes that give the same dimensions), which then skips checking the
+        tuples and building the layouts the compiled code reads (a
+        transposed or permuted layout where the program reads the relation
+        with its arguments swapped, as `(or (E i j) (E j i))` does). The
+        relation is given as in a call; ``sizes`` as in a call, where the
+        relation's dimensions need them (tuples do not fix them)."""
+        params = [p for p in self.manifest["params"] if p["kind"] == "relation"]
+        which = [k for k, p in enumerate(params) if p["source"] == name]
+        if not which:
+            raise ValueError("%s has no relation input %r (its relations: %s)" % (
+                self.manifest["function"], name, ", ".join(p["source"] for p in params) or "none"))
+        build = getattr(self._lib, "atlpacked_prepare", None)
+        if build is None or "prepare" not in self.manifest:
+            raise TypeError("this compiled library has no prepared entry points; compile it again")
+        if isinstance(relation, PreparedRelation):
+            raise TypeError("relation %r is prepared already" % name)
+        k, p = which[0], params[which[0]]
+        what = "relation %r" % name
+        rel = _relation_arg(what, relation, len(p["shape"]), _checks.shape_text(p["shape"]))
+        known = {}
+        for s, v in dict(sizes or {}).items():
+            if s not in self.sizes:
+                raise TypeError("unknown size %r (the sizes are %s)" % (s, ", ".join(self.sizes) or "none"))
+            known[s] = _checks.exact_size(s, v)
+        for s in self.sizes:
+            if s not in known and rel.shape is not None and s in p["shape"]:
+                known[s] = rel.shape[p["shape"].index(s)]
+        want = self._shape(p["shape"], known, what)
+        rel = rel.resolve(self._lib, want)
+        layout = self._layout(p, rel, want)
+        sz = np.array([known.get(s, 0) for s in self.sizes] or [0], dtype=np.int64)
+        rc = ctypes.c_int(-1)
+        build.restype = ctypes.c_void_p
+        build.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                          ctypes.POINTER(ctypes.c_int)]
+        handle = build(k, sz.ctypes.data, layout.ctypes.data, len(layout), ctypes.byref(rc))
+        if not handle:
+            meaning = self.manifest.get("returns", {}).get(str(rc.value), "an undocumented error code")
+            raise AtlError("preparing %s" % what, rc.value, meaning)
+        like = type(relation)((0, 0)) if _is_scipy_sparse(relation) else None
+        return PreparedRelation(self, name, want, rel, handle, like)
+
+    def _call_prepared(self, call, prepared, keep):
+        """The compiled function through its packed entry with prepared
+        relations (``call``: the arguments in the signature's order, None
+        for a prepared relation)."""
+        entry = self._lib.atlpacked_entry_prepared
+        entry.restype = ctypes.c_int
+        sz, re, rel, prep = [], [], [], []
+
+        def ptr(x):
+            return x.value if isinstance(x, ctypes.c_void_p) else x
+
+        params = self.manifest["params"]
+        for p, x in zip(params, call):
+            if p["kind"] == "size":
+                sz.append(x)
+            elif p["kind"] == "real":
+                box = np.array([x], dtype=np.float64)
+                keep.append(box)
+                re.append(box.ctypes.data)
+            elif p["kind"] == "relation":
+                rel.append(ptr(x))
+                h = prepared.get(p["source"])
+                prep.append(h._handle if h is not None else None)
+            else:
+                re.append(ptr(x))
+        out = [ptr(x) for x in call[len(params):]]
+
+        def arr(ty, xs):
+            return (ty * max(1, len(xs)))(*xs)
+        return entry(arr(ctypes.c_int64, sz), arr(ctypes.c_void_p, re), arr(ctypes.c_void_p, rel),
+                     arr(ctypes.c_void_p, prep), arr(ctypes.c_void_p, out))
+
     def __call__(self, *args, sizes=None, inputs=None, **kwargs):
         given = self._bind(args, inputs, kwargs)
         leaves = self._leaf_values(given)
@@ -487,7 +590,7 @@ class AtlFunction:
             if p["kind"] == "relation":
                 want = self._shape(p["shape"], known, "input %s" % p["source"])
                 leaves[p["source"]] = leaves[p["source"]].resolve(self._lib, want)
-        call, keep, rel_shapes = [], [], {}
+        call, keep, rel_shapes, prepared = [], [], {}, {}
         for p in self.manifest["params"]:
             if p["kind"] == "size":
                 call.append(known[p["source"]])
@@ -496,24 +599,15 @@ class AtlFunction:
             elif p["kind"] == "relation":
                 rel = leaves[p["source"]]
                 want = self._shape(p["shape"], known, "input %s" % p["source"])
-                if rel.shape is not None and tuple(rel.shape) != want:
-                    raise ValueError("input %s has shape %s, expected %s = %s" % (
-                        p["source"], tuple(rel.shape), _checks.shape_text(p["shape"]), want))
                 rel_shapes[p["source"]] = want
-                if rel.layout is not None:  # checked and laid out in one pass
-                    keep.append(rel.layout)
-                    call.append(rel.layout.ctypes.data_as(ctypes.c_void_p))
+                if rel.prepared is not None:
+                    if rel.shape != want:
+                        raise ValueError("input %s was prepared at shape %s = %s, but these sizes give %s" % (
+                            p["source"], _checks.shape_text(p["shape"]), rel.shape, want))
+                    prepared[p["source"]] = rel.prepared
+                    call.append(None)  # the prepared relation's own layout
                     continue
-                maxima = rel.maxima
-                if maxima is None and len(rel.tuples):
-                    maxima = [int(rel.tuples[:, c].max()) for c in range(len(want))]
-                if len(rel.tuples) and any(m >= w for m, w in zip(maxima, want)):
-                    over = rel.tuples >= np.asarray(want, dtype=np.int64)
-                    if over.any():
-                        bad = tuple(int(c) for c in rel.tuples[over.any(axis=1)][0])
-                        raise ValueError("input %s: the tuple %s is out of range (shape %s = %s)" % (
-                            p["source"], bad, _checks.shape_text(p["shape"]), want))
-                layout = _compressed_layout(rel.tuples, want)
+                layout = self._layout(p, rel, want)
                 keep.append(layout)
                 call.append(layout.ctypes.data_as(ctypes.c_void_p))
             elif p["kind"] == "stored":
@@ -536,7 +630,7 @@ class AtlFunction:
                 arr = np.empty(self._shape(o["shape"], known, "the result %s" % o["leaf"]), dtype=np.float64)
             outs.append(arr)
             call.append(arr.ctypes.data_as(ctypes.c_void_p))
-        rc = self._fn(*call)
+        rc = self._call_prepared(call, prepared, keep) if prepared else self._fn(*call)
         if rc != 0:
             meaning = self.manifest.get("returns", {}).get(str(rc), "an undocumented error code")
             raise AtlError(self.manifest["function"], rc, meaning)
@@ -547,6 +641,62 @@ class AtlFunction:
                 for o, arr in zip(self.manifest["outputs"], outs)]
         # reassemble pairs from the leaves ("out", "out.0", "out.1.0", ...)
         return _assembled({o["leaf"]: arr for o, arr in zip(self.manifest["outputs"], outs)}, "out")
+
+
+class PreparedRelation:
+    """A relation prepared once for one compiled function
+    (`AtlFunction.prepare`): give it in place of the relation to any call
+    of that function at sizes that give the same dimensions. Immutable: it
+    holds its own copies (the sorted tuples, a read-only array, and in the
+    compiled library the layouts its calls read), so changing the array it
+    was made from changes nothing. Given to another function, for another
+    input or at other dimensions, a call raises ValueError."""
+
+    __slots__ = ("function", "name", "shape", "tuples", "_reordered", "_handle", "_like", "_free",
+                 "__weakref__")
+
+    def __init__(self, function, name, shape, rel, handle, like):
+        tuples = np.array(rel.tuples, dtype=np.int64, copy=True)
+        tuples.setflags(write=False)
+        free = function._lib.atlpacked_prepared_free
+        free.restype, free.argtypes = None, [ctypes.c_void_p]
+        for k, v in (("function", function), ("name", name), ("shape", tuple(shape)),
+                     ("tuples", tuples), ("_reordered", rel.reordered), ("_handle", handle),
+                     ("_like", like),
+                     # frees the library's copies with this object (and keeps
+                     # the library loaded until then)
+                     ("_free", weakref.finalize(self, free, handle))):
+            object.__setattr__(self, k, v)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a PreparedRelation cannot be changed")
+
+    def __delattr__(self, name):
+        raise AttributeError("a PreparedRelation cannot be changed")
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError("a PreparedRelation belongs to its loaded function and cannot be pickled")
+
+    def __repr__(self):
+        return "<PreparedRelation %s of %s, shape %s, %d tuples>" % (
+            self.name, self.function.manifest["function"], self.shape, len(self.tuples))
+
+    def _leaf(self, function, source, what):
+        """The relation argument ``source`` of a call of ``function``."""
+        if function is not self.function:
+            raise ValueError("%s was prepared for another compiled function (%r): a prepared relation "
+                             "serves only the function whose prepare() made it" % (what, self.function))
+        if source != self.name:
+            raise ValueError("%s was prepared for the input %r, not %r" % (what, self.name, source))
+        rel = _Relation(self.tuples, self.shape, self._reordered)
+        rel.prepared = self
+        return rel
 
 
 def _as_scipy(values, tuples, shape, like):

@@ -151,6 +151,98 @@ class Loader(unittest.TestCase):
         for m in (sp.csr_array(E.astype(float)), sp.coo_array(E.astype(float)), sp.csr_matrix(E)):
             self.assertTrue(close(f(E=m, x=x, lam=0.25), want))
 
+    def assert_same_bits(self, got, want):
+        """Equal bit for bit (a real, an array or a tuple of them)."""
+        if isinstance(want, tuple):
+            self.assertEqual(len(got), len(want))
+            for g, w in zip(got, want):
+                self.assert_same_bits(g, w)
+            return
+        g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+        self.assertEqual(g.shape, w.shape)
+        self.assertEqual(g.tobytes(), w.tobytes())
+
+    def test_prepared_relations_give_the_unprepared_values(self):
+        path = os.path.join(CORPUS, "graph_smoothness.atl")
+        f, g = atl_egg.load(path), atl_egg.grad(path, wrt=["x"])
+        n = 300
+        E = np.unique(self.rng.integers(0, n, (1500, 2)), axis=0)
+        x = self.rng.uniform(-1, 1, n)
+        for fn in (f, g):  # the gradient reads E transposed
+            want = fn(E=E, x=x, lam=0.5, sizes={"n": n})
+            prep = fn.prepare("E", E, sizes={"n": n})
+            self.assertEqual(prep.shape, (n, n))
+            self.assert_same_bits(fn(E=prep, x=x, lam=0.5), want)
+            self.assert_same_bits(fn(prep, x, 0.5), want)  # by position
+        # a relation of three arguments read permuted ((T k j i) beside
+        # (T i j k)), its tuples given unsorted
+        T = self.rng.uniform(0, 1, (9, 4, 9)) < 0.3
+        tuples = np.argwhere(T)[::-1].copy()
+        y = self.rng.uniform(-1, 1, 9)
+        t4 = load_text("(fn t4 ((T (relation n m n)) (x (tensor n R))) (sum i n (sum j m (sum k n "
+                       "(iverson (or (T i j k) (T k j i)) (* (get x i) (get x k)))))))")
+        prep = t4.prepare("T", tuples, sizes={"n": 9, "m": 4})
+        self.assert_same_bits(t4(T=prep, x=y), t4(T=T, x=y))
+        self.assertTrue(close(t4(T=prep, x=y), t4(T=T, x=y)))
+        # a tensor stored by a prepared pattern, in and out
+        path = os.path.join(CORPUS, "sparse_matvec_stored.atl")
+        tuples, vals, xs, ys = self.stored_case()
+        gs = atl_egg.grad(path, wrt=["A", "x"])
+        S = gs.prepare("S", tuples, sizes={"n": 6, "m": 5})
+        self.assert_same_bits(gs(A=vals, S=S, x=xs, y=ys), gs(A=vals, S=tuples, x=xs, y=ys))
+        try:
+            import scipy.sparse as sp
+        except ImportError:
+            return
+        m = sp.csr_array((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
+        prep = g.prepare("E", m)  # the sizes from the matrix's shape
+        self.assert_same_bits(g(E=prep, x=x, lam=0.5), g(E=m, x=x, lam=0.5))
+        A = sp.csr_array((vals, (tuples[:, 0], tuples[:, 1])), shape=(6, 5))
+        dA, dx = gs(A=vals, S=gs.prepare("S", A), x=xs, y=ys)
+        self.assertIsInstance(dA, sp.csr_array)  # the form the relation was given in
+        wA, wx = gs(A=A, S=A, x=xs, y=ys)
+        self.assert_same_bits((dA.toarray(), dx), (wA.toarray(), wx))
+
+    def test_prepared_relations_refuse_misuse(self):
+        path = os.path.join(CORPUS, "graph_smoothness.atl")
+        f, g = atl_egg.load(path), atl_egg.grad(path, wrt=["x"])
+        E = np.array([[0, 1], [1, 2], [3, 0], [3, 2]], dtype=np.int64)
+        x = self.rng.uniform(-1, 1, 4)
+        want = g(E=E, x=x, lam=0.5, sizes={"n": 4})
+        prep = g.prepare("E", E, sizes={"n": 4})
+        # its own copies: changing the source changes nothing
+        E[:] = 0
+        self.assert_same_bits(g(E=prep, x=x, lam=0.5), want)
+        with self.assertRaises(ValueError):
+            prep.tuples[0, 0] = 2
+        with self.assertRaises(AttributeError):
+            prep.shape = (5, 5)
+        with self.assertRaises(TypeError):
+            import pickle
+            pickle.dumps(prep)
+        # another function, other sizes, another name, prepared twice
+        with self.assertRaisesRegex(ValueError, "another compiled function"):
+            f(E=prep, x=x, lam=0.5)
+        with self.assertRaisesRegex(ValueError, "prepared at shape"):
+            g(E=prep, x=np.zeros(5), lam=0.5, sizes={"n": 5})
+        with self.assertRaisesRegex(ValueError, "no relation input 'x'"):
+            g.prepare("x", E, sizes={"n": 4})
+        with self.assertRaises(TypeError):
+            g.prepare("E", prep)
+        # bad relations are refused when preparing, as in a call
+        with self.assertRaisesRegex(ValueError, "out of range"):
+            g.prepare("E", np.array([[0, 1], [1, 4]]), sizes={"n": 4})
+        with self.assertRaisesRegex(ValueError, "given twice"):
+            g.prepare("E", np.array([[0, 1], [0, 1]]), sizes={"n": 4})
+        with self.assertRaisesRegex(ValueError, "size n is not known"):
+            g.prepare("E", np.array([[0, 1]]))
+        # the library itself refuses a prepared relation of another library
+        # (its identity, not its contents)
+        other = f.prepare("E", np.array([[0, 1]]), sizes={"n": 4})
+        call = [4, None, x.ctypes.data, 0.5] + [np.empty(4).ctypes.data]
+        rc = g._call_prepared(call, {"E": other}, [])
+        self.assertEqual(rc, 5)
+
     def stored_case(self):
         """sparse_matvec_stored's inputs: a random pattern with an empty row,
         its values, x and y; and its gradient's program file."""
