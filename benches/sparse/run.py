@@ -35,9 +35,9 @@ cross-checked against atl-egg's first (relative 1e-6), then the time is the
 CPU time (user + system, all the process's threads) of the best of three
 calls after a warm-up call (JAX's compilation is in the warm-up), which a
 machine shared with other jobs distorts less than wall time; the memory is
-the process's peak resident size (VmHWM) minus its size once the inputs
-are built (and prepared: the prepared layouts, like JAX's pairs, are
-built before).
+the process's peak resident size (VmHWM, reset once the inputs are built
+and prepared) minus its size then: the calls' own, the warm-up's included
+(the prepared layouts, like JAX's pairs, are built before).
 A framework that is not installed is left out. Prints a Markdown table.
 """
 
@@ -220,11 +220,23 @@ def rss_kb(field="VmRSS"):
     raise SystemExit("no %s in /proc/self/status" % field)
 
 
+def reset_peak():
+    """Reset the process's peak resident size (VmHWM) to its current size,
+    so that the peak measured is the calls' own, not that of building and
+    preparing the inputs (Linux: /proc/self/clear_refs; else unchanged)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def measure(tool, program, n, mode, check):
     """One measurement (run in a child process): prints JSON."""
     tuples, args = inputs(program, n)
     f, g = TOOLS[tool](program, n, tuples, args)
     run = f if mode == "f" else g
+    reset_peak()
     base = rss_kb()
     value = run()  # warm-up (compiles, for JAX)
     if check:

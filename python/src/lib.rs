@@ -9,7 +9,7 @@
 //! length against the manifest before the native code runs, so no call
 //! from Python can read or write outside an array.
 
-use atl_egg::backend::{Compiled, PackedEntry};
+use atl_egg::backend::{Compiled, PackedEntry, PrepareFn, PreparedEntry, PreparedFree};
 use atl_egg::{Error, Options, Program};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -347,6 +347,51 @@ struct Kernel {
     outputs: Vec<Vec<Dim>>,
     /// For each output, the relation leaf storing it (one value per tuple).
     output_by: Vec<Option<usize>>,
+    /// The entry points for prepared relations (a function with relations).
+    prepared: Option<(PrepareFn, PreparedEntry, PreparedFree)>,
+}
+
+/// A relation prepared once for one kernel (`Kernel.prepare`): the
+/// compiled library's own copy of its layout and of the permuted layouts
+/// the function reads, freed with this object.
+#[pyclass(frozen, module = "atl_egg._native", name = "PreparedLayout")]
+struct Prepared {
+    /// The kernel it was made for (and whose library stays loaded).
+    kernel: Py<Kernel>,
+    /// The library's prepared relation (`void *`).
+    handle: usize,
+    free: PreparedFree,
+    /// The parameter leaf (not sizes) it was made for, its dimensions and
+    /// its number of tuples.
+    leaf: usize,
+    shape: Vec<usize>,
+    nnz: usize,
+}
+
+// SAFETY: the handle is only read by the library's calls, never changed.
+unsafe impl Send for Prepared {}
+unsafe impl Sync for Prepared {}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        // SAFETY: made by this library's `atlpacked_prepare`, freed once.
+        unsafe { (self.free)(self.handle as *mut std::ffi::c_void) }
+    }
+}
+
+#[pymethods]
+impl Prepared {
+    /// The relation's dimensions.
+    #[getter]
+    fn shape(&self) -> Vec<usize> {
+        self.shape.clone()
+    }
+
+    /// Its number of tuples.
+    #[getter]
+    fn nnz(&self) -> usize {
+        self.nnz
+    }
 }
 
 // SAFETY: the entry point is a plain C function of a library that `Kernel`
@@ -404,7 +449,9 @@ impl Kernel {
                 None => Ok(None),
             })
             .collect::<atl_egg::Result<_>>()?;
+        let prepared = compiled.prepared_entries();
         Ok(Kernel {
+            prepared,
             _compiled: compiled,
             entry,
             manifest: manifest.to_string(),
@@ -545,6 +592,9 @@ struct CallArgs {
     sizes: Vec<i64>,
     reals: Vec<*const f64>,
     rels: Vec<*const i64>,
+    /// Per relation leaf, its prepared relation or null (all null: the
+    /// plain entry point is called).
+    preps: Vec<*mut std::ffi::c_void>,
     outs: Vec<*mut f64>,
 }
 
@@ -630,25 +680,31 @@ impl Kernel {
         }
         // the relations first: a stored tensor has one value per tuple
         let mut layouts = vec![None; self.leaves.len()];
+        let mut counts = vec![0usize; self.leaves.len()];
+        let mut preps = vec![];
         for (k, ((kind, dims), obj)) in self.leaves.iter().zip(&inputs).enumerate() {
             if *kind == Leaf::Relation {
                 let what = format!("input buffer {k}");
                 let shape = Kernel::shape_at(dims, &sizes, &what)?;
-                layouts[k] = Some(relation_buffer_layout(py, obj, &shape, &what)?);
+                if let Some(p) = self.prepared_leaf(obj, k, &shape, &what)? {
+                    counts[k] = p.nnz;
+                    preps.push(p.handle as *mut std::ffi::c_void);
+                    continue;
+                }
+                let layout = relation_buffer_layout(py, obj, &shape, &what)?;
+                counts[k] = layout[1] as usize;
+                layouts[k] = Some(layout);
+                preps.push(std::ptr::null_mut());
             }
         }
         // the values of a leaf stored by relation leaf `r`: its tuples
-        let counts: Vec<usize> = layouts
-            .iter()
-            .map(|l| l.as_ref().map_or(0, |l| l[1] as usize))
-            .collect();
         let nnz = |r: usize| counts[r];
         let mut held_reals = vec![];
         let mut held_rels = vec![];
         for (k, ((kind, dims), obj)) in self.leaves.iter().zip(&inputs).enumerate() {
             let what = format!("input buffer {k}");
             match kind {
-                Leaf::Relation => held_rels.push(layouts[k].take().unwrap_or_default()),
+                Leaf::Relation => held_rels.push(layouts[k].take()),
                 Leaf::Stored(r) => {
                     let b = PyBuffer::<f64>::get(obj)?;
                     check_buffer(&b, &[nnz(*r)], &format!("{what} (one value per tuple)"))?;
@@ -681,8 +737,17 @@ impl Kernel {
                 .iter()
                 .map(|b| b.buf_ptr() as *const f64)
                 .collect(),
-            rels: held_rels.iter().map(|l| l.as_ptr()).collect(),
+            // a prepared relation's leaf is null: the call uses its own copy
+            rels: held_rels
+                .iter()
+                .map(|l| l.as_ref().map_or(std::ptr::null(), |l| l.as_ptr()))
+                .collect(),
+            preps,
             outs: held_outs.iter().map(|b| b.buf_ptr() as *mut f64).collect(),
+        };
+        let prepared_entry = match self.prepared {
+            Some((_, e, _)) if args.preps.iter().any(|p| !p.is_null()) => Some(e),
+            _ => None,
         };
         // the thread count is per calling thread, and the call below runs on
         // this one (detaching only releases the interpreter's lock)
@@ -694,35 +759,129 @@ impl Kernel {
         // elements the manifest gives at these sizes, C-contiguous, of the
         // C type (float64; a relation is passed as its compressed layout, built above), and the outputs writable; the buffers
         // are held until the call returns.
+        // The prepared relations are held by `inputs` until the call returns.
         let rc = py.detach(move || {
             let a = args;
             unsafe {
-                entry(
-                    a.sizes.as_ptr(),
-                    a.reals.as_ptr(),
-                    a.rels.as_ptr(),
-                    a.outs.as_ptr(),
-                )
+                match prepared_entry {
+                    Some(e) => e(
+                        a.sizes.as_ptr(),
+                        a.reals.as_ptr(),
+                        a.rels.as_ptr(),
+                        a.preps.as_ptr(),
+                        a.outs.as_ptr(),
+                    ),
+                    None => entry(
+                        a.sizes.as_ptr(),
+                        a.reals.as_ptr(),
+                        a.rels.as_ptr(),
+                        a.outs.as_ptr(),
+                    ),
+                }
             }
         });
         drop((held_reals, held_rels, held_outs));
         if rc == 0 {
             return Ok(());
         }
+        Err(self.rc_error(py, rc))
+    }
+
+    /// Prepare the relation leaf `leaf` (not sizes; its buffer as `call`
+    /// takes it) at `sizes` once for many calls: a `PreparedLayout`, which
+    /// `call` takes in place of that leaf's buffer at sizes that give the
+    /// same dimensions. The library checks the layout, keeps its own copy
+    /// and builds the permuted layouts the function reads of it.
+    fn prepare(
+        slf: &Bound<'_, Self>,
+        sizes: Vec<i64>,
+        leaf: usize,
+        relation: Bound<'_, PyAny>,
+    ) -> PyResult<Prepared> {
+        let py = slf.py();
+        let this = slf.get();
+        this.check_sizes(&sizes)?;
+        let (prepare, _, free) = this
+            .prepared
+            .ok_or_else(|| PyTypeError::new_err("this function takes no relation"))?;
+        let dims = match this.leaves.get(leaf) {
+            Some((Leaf::Relation, dims)) => dims,
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "input buffer {leaf} is not a relation"
+                )))
+            }
+        };
+        let what = format!("input buffer {leaf}");
+        let shape = Kernel::shape_at(dims, &sizes, &what)?;
+        let layout = relation_buffer_layout(py, &relation, &shape, &what)?;
+        let k = this.leaves[..leaf]
+            .iter()
+            .filter(|(l, _)| *l == Leaf::Relation)
+            .count() as i64;
+        let mut rc = 0i32;
+        // SAFETY: the sizes in the manifest's order (checked above) and the
+        // layout's words, both live for the call.
+        let handle = unsafe {
+            prepare(
+                k,
+                sizes.as_ptr(),
+                layout.as_ptr(),
+                layout.len() as i64,
+                &mut rc,
+            )
+        };
+        if handle.is_null() {
+            return Err(this.rc_error(py, rc));
+        }
+        Ok(Prepared {
+            kernel: slf.clone().unbind(),
+            handle: handle as usize,
+            free,
+            leaf,
+            shape,
+            nnz: layout[1] as usize,
+        })
+    }
+}
+
+impl Kernel {
+    /// The prepared relation given as relation leaf `k`'s buffer, checked:
+    /// made by this kernel, for this leaf, at these dimensions.
+    fn prepared_leaf<'a>(
+        &self,
+        obj: &'a Bound<'_, PyAny>,
+        k: usize,
+        shape: &[usize],
+        what: &str,
+    ) -> PyResult<Option<&'a Prepared>> {
+        let Ok(p) = obj.cast::<Prepared>() else {
+            return Ok(None);
+        };
+        let p = p.get();
+        if !std::ptr::eq(p.kernel.get(), self) {
+            return Err(PyValueError::new_err(format!(
+                "{what}: a relation prepared for another compiled function"
+            )));
+        }
+        if p.leaf != k || p.shape != shape {
+            return Err(PyValueError::new_err(format!(
+                "{what}: a relation prepared for input buffer {} of shape {:?}, not {k} of shape {shape:?}",
+                p.leaf, p.shape
+            )));
+        }
+        Ok(Some(p))
+    }
+
+    /// The error of the compiled code's return code `rc`.
+    fn rc_error(&self, py: Python<'_>, rc: i32) -> PyErr {
         let meaning: serde_json::Value = serde_json::from_str(&self.manifest).unwrap_or_default();
         let meaning = meaning["returns"][rc.to_string()]
             .as_str()
             .unwrap_or("an undocumented error code")
             .to_string();
         let text = format!("compiled code returned {rc}: {meaning}");
-        Err(make_error(
-            py,
-            &text,
-            "evaluation",
-            &meaning,
-            None,
-            Some(rc),
-        ))
+        make_error(py, &text, "evaluation", &meaning, None, Some(rc))
     }
 }
 
@@ -797,6 +956,7 @@ fn black_boxes() -> Vec<(&'static str, Option<&'static str>, &'static str)> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeProgram>()?;
     m.add_class::<Kernel>()?;
+    m.add_class::<Prepared>()?;
     m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(black_boxes, m)?)?;
     m.add_function(wrap_pyfunction!(first_nonfinite, m)?)?;

@@ -101,3 +101,86 @@ def test_stored_results_come_back_in_the_scipy_form_given(rng):
     # with out=, the given arrays are returned as they are
     out = (np.empty(len(tuples)), np.empty(5))
     assert g(A.tocsr(), tuples, x, y, out=out)[0] is out[0]
+
+
+def same_bits(got, want):
+    """Equal bit for bit (a real, an array or a tuple of them)."""
+    if isinstance(want, tuple):
+        return len(got) == len(want) and all(same_bits(g, w) for g, w in zip(got, want))
+    g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    return g.shape == w.shape and g.tobytes() == w.tobytes()
+
+
+def test_prepared_relations_give_the_unprepared_values(rng):
+    f = ae.load(corpus("graph_smoothness"))
+    g = ae.grad(f, wrt="x")  # reads E transposed
+    n = 300
+    E = np.unique(rng.integers(0, n, (1500, 2)), axis=0)
+    x = rng.uniform(-1, 1, n)
+    for fn in (f, g):
+        want = fn(E, x, 0.5, sizes={"n": n})
+        prep = fn.prepare("E", E, sizes={"n": n})
+        assert prep.shape == (n, n) and len(prep.tuples) == len(E)
+        assert same_bits(fn(prep, x, 0.5), want)
+        assert same_bits(fn(E=prep, x=x, lam=0.5), want)
+    # a relation of three arguments read permuted, its tuples unsorted
+    t4 = ae.load("(fn t4 ((T (relation n m n)) (x (tensor n R))) (sum i n (sum j m (sum k n "
+                 "(iverson (or (T i j k) (T k j i)) (* (get x i) (get x k)))))))")
+    T = rng.uniform(0, 1, (9, 4, 9)) < 0.3
+    y = rng.uniform(-1, 1, 9)
+    prep = t4.prepare("T", np.argwhere(T)[::-1].copy(), sizes={"n": 9, "m": 4})
+    assert same_bits(t4(prep, y), t4(T, y))
+    prep = t4.prepare("T", T)  # a dense map gives the sizes
+    assert same_bits(t4(prep, y), t4(T, y))
+    # a tensor stored by a prepared pattern, in and out
+    gs = ae.grad(ae.load(corpus("sparse_matvec_stored")), wrt=("A", "x"))
+    tuples, vals, xs, ys = stored_case(rng)
+    S = gs.prepare("S", tuples, sizes={"n": 6, "m": 5})
+    assert same_bits(gs(vals, S, xs, ys), gs(vals, tuples, xs, ys))
+
+
+def test_prepared_relations_from_scipy_keep_its_form(rng):
+    sp = pytest.importorskip("scipy.sparse")
+    gs = ae.grad(ae.load(corpus("sparse_matvec_stored")), wrt=("A", "x"))
+    tuples, vals, xs, ys = stored_case(rng)
+    A = sp.csr_array((vals, (tuples[:, 0], tuples[:, 1])), shape=(6, 5))
+    dA, dx = gs(vals, gs.prepare("S", A), xs, ys)
+    assert isinstance(dA, sp.csr_array)
+    wA, wx = gs(A, A, xs, ys)
+    assert same_bits((dA.toarray(), dx), (wA.toarray(), wx))
+
+
+def test_prepared_relations_refuse_misuse(rng):
+    f = ae.load(corpus("graph_smoothness"))
+    g = ae.grad(f, wrt="x")
+    E = np.array([[0, 1], [1, 2], [3, 0], [3, 2]], dtype=np.int64)
+    x = rng.uniform(-1, 1, 4)
+    want = g(E, x, 0.5, sizes={"n": 4})
+    prep = g.prepare("E", E, sizes={"n": 4})
+    E[:] = 0  # its own copies: changing the source changes nothing
+    assert same_bits(g(prep, x, 0.5), want)
+    with pytest.raises(ValueError):
+        prep.tuples[0, 0] = 2
+    with pytest.raises(AttributeError):
+        prep.name = "F"
+    with pytest.raises(TypeError):
+        import pickle
+        pickle.dumps(prep)
+    with pytest.raises(ValueError, match="another compiled function"):
+        f(prep, x, 0.5)
+    with pytest.raises(ValueError, match="shape"):
+        g(prep, np.zeros(5), 0.5)
+    with pytest.raises(ValueError, match="not a relation"):
+        g.prepare("x", E, sizes={"n": 4})
+    with pytest.raises(TypeError, match="prepared already"):
+        g.prepare("E", prep)
+    with pytest.raises(ValueError, match="out of range"):
+        g.prepare("E", np.array([[0, 1], [1, 4]]), sizes={"n": 4})
+    with pytest.raises(ValueError, match="given twice"):
+        g.prepare("E", np.array([[0, 1], [0, 1]]), sizes={"n": 4})
+    with pytest.raises(ValueError, match="size n cannot be inferred"):
+        g.prepare("E", np.array([[0, 1]]))
+    # the native call refuses another kernel's prepared relation by itself
+    other = f.prepare("E", np.array([[0, 1]]), sizes={"n": 4})
+    with pytest.raises(ValueError, match="another compiled function"):
+        g._kernel.call([4], [other._native, x, np.array([0.5])], [np.empty(4)], 1)

@@ -406,6 +406,38 @@ impl Compiled {
     }
 }
 
+/// `atlpacked_prepare(k, sz, layout, len, rc)` ([`prepared`]).
+pub type PrepareFn =
+    unsafe extern "C" fn(i64, *const i64, *const i64, i64, *mut i32) -> *mut std::ffi::c_void;
+/// `atlpacked_entry_prepared(sz, re, rel, prep, out)` ([`prepared`]).
+pub type PreparedEntry = unsafe extern "C" fn(
+    *const i64,
+    *const *const f64,
+    *const *const i64,
+    *const *mut std::ffi::c_void,
+    *const *mut f64,
+) -> i32;
+/// `atlpacked_prepared_free(p)` ([`prepared`]).
+pub type PreparedFree = unsafe extern "C" fn(*mut std::ffi::c_void);
+
+impl Compiled {
+    /// The entry points for relations prepared once for many calls
+    /// ([`prepared`]), valid while `self` lives; None when the function
+    /// takes no relation.
+    pub fn prepared_entries(&self) -> Option<(PrepareFn, PreparedEntry, PreparedFree)> {
+        // SAFETY: these symbols have these signatures (see `prepared::emit`).
+        unsafe {
+            let prepare: libloading::Symbol<PrepareFn> =
+                self.library.get(b"atlpacked_prepare\0").ok()?;
+            let entry: libloading::Symbol<PreparedEntry> =
+                self.library.get(b"atlpacked_entry_prepared\0").ok()?;
+            let free: libloading::Symbol<PreparedFree> =
+                self.library.get(b"atlpacked_prepared_free\0").ok()?;
+            Some((*prepare, *entry, *free))
+        }
+    }
+}
+
 /// The threads that parallel loops run on when none are set, as OpenMP
 /// chooses them: `OMP_NUM_THREADS` (its first number, if positive), else
 /// one per core.

@@ -21,7 +21,7 @@ docs/python.md in the repository.
 
 import builtins
 
-from ._function import AtlError, Function, load
+from ._function import AtlError, Function, PreparedRelation, load
 from ._interop import to_jax, to_torch
 from ._trace import (
     BLACK_BOXES,
@@ -44,7 +44,7 @@ from ._transforms import grad, hvp, jvp, value_and_grad, vjp
 # `sum`, `pow` and `tuple` are ATL's names but Python's builtins too: they
 # are used as `ae.sum`, never brought in by `from atl_egg import *`.
 __all__ = [
-    "AtlError", "Function", "load", "function", "TraceError",
+    "AtlError", "Function", "PreparedRelation", "load", "function", "TraceError",
     "grad", "value_and_grad", "jvp", "vjp", "hvp", "to_torch", "to_jax",
     "R", "Pair", "Relation", "sizes", "gen", "exists", "where", "let", "pair",
 ] + [name for name in BLACK_BOXES if not hasattr(builtins, name)]

@@ -138,17 +138,78 @@ class Function:
         self.compile()
         layout = self._layout
         given = bind(self.inputs, args, kwargs, expected=layout.expected)
+        for name, v in zip(self.inputs, given):
+            if isinstance(v, PreparedRelation):
+                v._check(self, name)
         leaves = layout.leaf_values(given, self._check_finite)
         size_values = layout.sizes_from(leaves, sizes)
         in_shapes, out_shapes = self._kernel.shapes(size_values)
         layout.check_shapes(leaves, in_shapes, size_values)
         outs = layout.output_buffers(out, layout.stored_shapes(leaves, out_shapes))
         # flat views: the buffer protocol wants at least one dimension
-        self._kernel.call(size_values, [a for arrays in leaves for a in arrays],
+        self._kernel.call(size_values, [a._native if isinstance(a, PreparedRelation) else a
+                                        for arrays in leaves for a in arrays],
                           [o.reshape(-1) for o in outs], self._threads)
         if out is None:
             outs = layout.sparse_results(outs, given, leaves, in_shapes)
         return _unflatten(layout.assemble(outs), self._flatten)
+
+    def prepare(self, name, relation, sizes=None):
+        """The relation input ``name`` prepared once for this function: a
+        :class:`PreparedRelation`, accepted in its place by every later
+        call of this function at sizes that give the same dimensions. The
+        calls then skip checking its tuples and building the layouts the
+        compiled code reads (a transposed one where the program reads
+        ``(E j i)`` beside ``(E i j)``). ``relation`` is given as in a call;
+        ``sizes`` as in a call, for the dimensions the relation does not
+        show (tuples show none)."""
+        self.compile()
+        layout = self._layout
+        flat = 0
+        for input_name, leaves in layout.inputs:
+            if input_name == name:
+                break
+            flat += len(leaves)
+        else:
+            raise ValueError("%s has no input %r (its inputs: %s)"
+                             % (self.name, name, ", ".join(self.inputs)))
+        leaves = dict(layout.inputs)[name]
+        if len(leaves) != 1 or leaves[0].kind != "relation":
+            raise ValueError("input %r of %s is not a relation" % (name, self.name))
+        leaf = leaves[0]
+        if isinstance(relation, PreparedRelation):
+            raise TypeError("relation %r is prepared already" % name)
+        what = _what(name, leaf)
+        if _is_tuples(relation, leaf.rank):
+            arr = _relation_tuples(what, relation, leaf.rank)
+        else:
+            arr = _leaf_array(name, leaf, relation, False)
+        # the dimensions a dense map or a SciPy matrix shows
+        shown = None if isinstance(arr, _Tuples) else arr.shape
+        if _is_scipy_sparse(relation):
+            shown = tuple(relation.shape)
+        given = dict(sizes or {})
+        for k in given:
+            if k not in layout.size_names:
+                raise TypeError("unknown size %r (the sizes are %s)"
+                                % (k, ", ".join(layout.size_names) or "none"))
+        values = []
+        for s in layout.size_names:
+            if s in given:
+                values.append(exact_size(s, given[s]))
+            elif shown is not None and s in leaf.dims:
+                values.append(shown[leaf.dims.index(s)])
+            elif any(s in d.replace("(", " ").replace(")", " ").split() for d in leaf.dims):
+                raise ValueError("size %s cannot be inferred from %s; give it with sizes={%r: ...}"
+                                 % (s, what, s))
+            else:
+                values.append(0)  # not in the relation's dimensions
+        native = self._kernel.prepare(values, flat, arr)
+        tuples = np.array(_tuples_of(arr), dtype=np.int64, copy=True).view(_Tuples)
+        tuples.reordered = getattr(arr, "reordered", False)
+        tuples.setflags(write=False)
+        like = type(relation)((0, 0)) if _is_scipy_sparse(relation) else None
+        return PreparedRelation(self, name, native, tuples, like)
 
     def output_shapes(self, *args, sizes=None, **kwargs):
         """The shapes of the result's leaves for these inputs (in the
@@ -262,6 +323,8 @@ class _Layout:
                 if leaf.kind == "stored":
                     raw[(k, j)] = v  # read once its relation is
                     row.append(None)
+                elif leaf.kind == "relation" and isinstance(v, PreparedRelation):
+                    row.append(v)  # checked by the caller, and by the native code
                 elif leaf.kind == "relation" and _is_tuples(v, leaf.rank):
                     row.append(_relation_tuples(_what(name, leaf), v, leaf.rank))
                 else:
@@ -291,6 +354,8 @@ class _Layout:
             for j, spec in enumerate(specs):
                 by = (k, j) if spec.kind == "relation" else self.stored_in.get((k, j))
                 v = component("argument %r" % name, given[k], spec.steps) if by else None
+                if isinstance(v, PreparedRelation):
+                    v = v._like
                 if by and by not in forms and _is_scipy_sparse(v):
                     forms[by] = v
         if not forms:
@@ -420,6 +485,64 @@ def _leaf_array(name, leaf, value, check_finite):
     return arr
 
 
+class PreparedRelation:
+    """A relation prepared once for one compiled function
+    (:meth:`Function.prepare`): give it in place of the relation to any
+    call of that function at sizes that give the same dimensions; the
+    result is the unprepared call's, bit for bit. Immutable: it holds its
+    own copies (``tuples``, its sorted tuples, read-only; the layouts, in
+    the compiled library, freed with it), so changing the array it was
+    made from changes nothing. Given to another function (a function and
+    its gradient are two), for another input or at other dimensions, a
+    call raises ``ValueError``."""
+
+    __slots__ = ("function", "name", "tuples", "_native", "_like")
+
+    def __init__(self, function, name, native, tuples, like):
+        for k, v in (("function", function), ("name", name), ("tuples", tuples),
+                     ("_native", native), ("_like", like)):
+            object.__setattr__(self, k, v)
+
+    @property
+    def shape(self):
+        """The relation's dimensions."""
+        return tuple(self._native.shape)
+
+    @property
+    def reordered(self):
+        """Were its tuples given in another order (or repeated)? Then
+        values given in their order do not follow the sorted tuples."""
+        return self.tuples.reordered
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a PreparedRelation cannot be changed")
+
+    def __delattr__(self, name):
+        raise AttributeError("a PreparedRelation cannot be changed")
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError("a PreparedRelation belongs to its compiled function and cannot be pickled")
+
+    def __repr__(self):
+        return "<PreparedRelation %s of %s, shape %s, %d tuples>" % (
+            self.name, self.function.name, self.shape, len(self.tuples))
+
+    def _check(self, function, name):
+        """Given for the input ``name`` of ``function``: its own?"""
+        if function is not self.function:
+            raise ValueError("argument %r was prepared for another compiled function (%r): a "
+                             "prepared relation serves only the function whose prepare() made it"
+                             % (name, self.function))
+        if name != self.name:
+            raise ValueError("argument %r was prepared for the input %r" % (name, self.name))
+
+
 class _Tuples(np.ndarray):
     """A relation's tuples, (nnz, arity) int64, sorted and distinct;
     ``reordered``: they were given in another order (or repeated)."""
@@ -494,6 +617,8 @@ def _relation_tuples(what, value, arity):
 
 def _tuples_of(rel):
     """A relation leaf's tuples (from its dense map if given so)."""
+    if isinstance(rel, PreparedRelation):
+        return rel.tuples
     if isinstance(rel, _Tuples):
         return rel
     return np.argwhere(rel).astype(np.int64).view(_Tuples)
