@@ -39,6 +39,12 @@ or in `inputs`):
 * sizes are inferred from the inputs' shapes or given as
   `sizes={"n": 4}`: exact integers in [0, 2^63) (not bool, not float).
 
+A relation fixed across many calls (a graph in a training loop) can be
+prepared once for a function, `E = f.prepare("E", tuples, sizes={"n": n})`,
+and given in its place to that function's later calls, which then skip
+checking it and building its layouts (a `PreparedRelation`: immutable,
+holding its own copies; see docs/python.md).
+
 A non-zero return code of the compiled code raises `AtlError` (its `code`,
 and the meaning the manifest gives it).
 """
@@ -547,8 +553,7 @@ class AtlFunction:
         if not handle:
             meaning = self.manifest.get("returns", {}).get(str(rc.value), "an undocumented error code")
             raise AtlError("preparing %s" % what, rc.value, meaning)
-        like = type(relation)((0, 0)) if _is_scipy_sparse(relation) else None
-        return PreparedRelation(self, name, want, rel, handle, like)
+        return PreparedRelation(self, name, want, rel, handle, _scipy_like(relation))
 
     def _call_prepared(self, call, prepared, keep):
         """The compiled function through its packed entry with prepared
@@ -697,6 +702,17 @@ class PreparedRelation:
         rel = _Relation(self.tuples, self.shape, self._reordered)
         rel.prepared = self
         return rel
+
+
+def _scipy_like(value):
+    """An empty SciPy matrix of the class and format of ``value`` (a
+    prepared relation's results come back in that form), or None."""
+    if not _is_scipy_sparse(value):
+        return None
+    try:
+        return type(value)((0, 0))
+    except (TypeError, ValueError):
+        return None
 
 
 def _as_scipy(values, tuples, shape, like):

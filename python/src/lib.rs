@@ -679,24 +679,7 @@ impl Kernel {
             )));
         }
         // the relations first: a stored tensor has one value per tuple
-        let mut layouts = vec![None; self.leaves.len()];
-        let mut counts = vec![0usize; self.leaves.len()];
-        let mut preps = vec![];
-        for (k, ((kind, dims), obj)) in self.leaves.iter().zip(&inputs).enumerate() {
-            if *kind == Leaf::Relation {
-                let what = format!("input buffer {k}");
-                let shape = Kernel::shape_at(dims, &sizes, &what)?;
-                if let Some(p) = self.prepared_leaf(obj, k, &shape, &what)? {
-                    counts[k] = p.nnz;
-                    preps.push(p.handle as *mut std::ffi::c_void);
-                    continue;
-                }
-                let layout = relation_buffer_layout(py, obj, &shape, &what)?;
-                counts[k] = layout[1] as usize;
-                layouts[k] = Some(layout);
-                preps.push(std::ptr::null_mut());
-            }
-        }
+        let (mut layouts, counts, preps) = self.relations(py, &sizes, &inputs)?;
         // the values of a leaf stored by relation leaf `r`: its tuples
         let nnz = |r: usize| counts[r];
         let mut held_reals = vec![];
@@ -845,7 +828,44 @@ impl Kernel {
     }
 }
 
+/// Per leaf, a relation's layout (None for a prepared relation and other
+/// leaves) and its number of tuples; per relation leaf, its prepared
+/// relation or null.
+type Relations = (
+    Vec<Option<Vec<i64>>>,
+    Vec<usize>,
+    Vec<*mut std::ffi::c_void>,
+);
+
 impl Kernel {
+    /// The relation leaves of a call's `inputs` at `sizes`.
+    fn relations(
+        &self,
+        py: Python<'_>,
+        sizes: &[i64],
+        inputs: &[Bound<'_, PyAny>],
+    ) -> PyResult<Relations> {
+        let mut layouts = vec![None; self.leaves.len()];
+        let mut counts = vec![0usize; self.leaves.len()];
+        let mut preps = vec![];
+        for (k, ((kind, dims), obj)) in self.leaves.iter().zip(inputs).enumerate() {
+            if *kind == Leaf::Relation {
+                let what = format!("input buffer {k}");
+                let shape = Kernel::shape_at(dims, sizes, &what)?;
+                if let Some(p) = self.prepared_leaf(obj, k, &shape, &what)? {
+                    counts[k] = p.nnz;
+                    preps.push(p.handle as *mut std::ffi::c_void);
+                    continue;
+                }
+                let layout = relation_buffer_layout(py, obj, &shape, &what)?;
+                counts[k] = layout[1] as usize;
+                layouts[k] = Some(layout);
+                preps.push(std::ptr::null_mut());
+            }
+        }
+        Ok((layouts, counts, preps))
+    }
+
     /// The prepared relation given as relation leaf `k`'s buffer, checked:
     /// made by this kernel, for this leaf, at these dimensions.
     fn prepared_leaf<'a>(

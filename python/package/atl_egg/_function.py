@@ -208,7 +208,12 @@ class Function:
         tuples = np.array(_tuples_of(arr), dtype=np.int64, copy=True).view(_Tuples)
         tuples.reordered = getattr(arr, "reordered", False)
         tuples.setflags(write=False)
-        like = type(relation)((0, 0)) if _is_scipy_sparse(relation) else None
+        like = None
+        if _is_scipy_sparse(relation):
+            try:  # an empty matrix of its class and format: the results' form
+                like = type(relation)((0, 0))
+            except (TypeError, ValueError):
+                pass
         return PreparedRelation(self, name, native, tuples, like)
 
     def output_shapes(self, *args, sizes=None, **kwargs):
