@@ -17,7 +17,9 @@
 //! atlpacked_ops[5]` (reset on every call).
 //! `atlpacked_entry` is the same function with its arguments in arrays,
 //! for callers that do not know the signature at compile time;
-//! `atlpacked_threads(n)` sets the threads of its parallel loops.
+//! `atlpacked_threads(n)` sets the threads of its parallel loops; a
+//! function with relations also has the entry points of relations
+//! prepared once for many calls ([`super::prepared`]).
 
 use super::split;
 use crate::front::affine::Affine;
