@@ -174,6 +174,15 @@ class Loader(unittest.TestCase):
             self.assertEqual(prep.shape, (n, n))
             self.assert_same_bits(fn(E=prep, x=x, lam=0.5), want)
             self.assert_same_bits(fn(prep, x, 0.5), want)  # by position
+        # no tuple, one tuple, a loop
+        for few in (np.zeros((0, 2), dtype=np.int64), np.array([[3, 1]]), np.array([[4, 4]])):
+            prep = g.prepare("E", few, sizes={"n": n})
+            self.assert_same_bits(g(E=prep, x=x, lam=0.5), g(E=few, x=x, lam=0.5, sizes={"n": n}))
+        # a relation of one argument
+        s = load_text("(fn s ((S (relation n)) (x (tensor n R))) "
+                      "(sum i n (iverson (S i) (* (get x i) (get x i)))))")
+        prep = s.prepare("S", np.array([[1], [4], [5]]), sizes={"n": n})
+        self.assert_same_bits(s(S=prep, x=x), s(S=np.array([[1], [4], [5]]), x=x, sizes={"n": n}))
         # a relation of three arguments read permuted ((T k j i) beside
         # (T i j k)), its tuples given unsorted
         T = self.rng.uniform(0, 1, (9, 4, 9)) < 0.3
