@@ -1167,7 +1167,8 @@ fn parallel_loops_run_as_evaluated_at_one_and_two_threads() {
 
 /// Matrix products run by the tiled contraction kernel (`src/lower/contract.rs`):
 /// plain, with either operand transposed, narrow (12 and 3 columns: fewer
-/// than a panel), under another expression, into a batch's slice and in
+/// than a panel), under another expression, under `relu` (applied by the
+/// kernel to its tiles, wide and narrow), into a batch's slice and in
 /// matmul's gradient, at sizes with remainders in every
 /// blocking (rows, columns, more than one block of the summed index). The
 /// kernel is called; values equal `eval` (within 1e-12 relative to the
@@ -1186,6 +1187,8 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
         "(fn atb ((A (tensor k n R)) (X (tensor k m R))) (gen i n (gen j m (sum l k (* (get X l j) (get A l i))))))",
         "(fn abt ((A (tensor n k R)) (X (tensor m k R))) (gen i n (gen j m (+ 1.0 (exp (* 0.01 (sum l k (* (get A i l) (get X j l)))))))))",
         "(fn batch ((A (tensor B n k R)) (X (tensor B k m R))) (gen b B (gen i n (gen j m (sum l k (* (get A b i l) (get X b l j)))))))",
+        "(fn relu_ab ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (relu (sum l k (* (get A i l) (get X l j)))))))",
+        "(fn relu_narrow ((A (tensor n k R)) (X (tensor k w R))) (gen i n (gen j w (relu (sum l k (* (get A i l) (get X l j)))))))",
     ];
     let mut progs = vec![];
     for src in sources {
@@ -1208,9 +1211,17 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
         let what = prog.name.to_string();
         let src = backend::generate(prog).expect("generate").source;
         assert!(
-            src.contains("  atlh_gemm("),
+            src.contains("  atlh_gemm(") || src.contains("  atlh_gemm_relu("),
             "{what}: no kernel call:\n{src}"
         );
+        // relu of a product is applied by the kernel: no pass after it.
+        if what.starts_with("relu") {
+            let body = &src[src.find(&format!("int atl_{what}(")).expect("function")..];
+            assert!(
+                body.contains("  atlh_gemm_relu(") && !body.contains("atlh_relu("),
+                "{what}: relu not applied by the kernel:\n{body}"
+            );
+        }
         let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
         let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ops, c, "{what}: executed operations differ from the cost");

@@ -14,7 +14,9 @@
 //! the whole body or the argument of a call that is (`relu` of a
 //! product: the gen then reads each element where it writes it, so no
 //! intermediate matrix is kept and one pass over memory less is made),
-//! else a fresh `I×J` slot that the gen then reads.
+//! else a fresh `I×J` slot that the gen then reads. `relu` of a plain
+//! product is applied by the kernel (`atlh_gemm_relu`) to each tile of
+//! the destination as its sums are complete, not by a pass after it.
 //!
 //! Exactly two factors qualify, each a read of a materialized tensor whose
 //! two dimensions are exactly the ranges of its two variables (no read out
@@ -36,6 +38,7 @@ use super::Lowerer;
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred, Type};
+use crate::front::blackbox::Func;
 use egg::Symbol;
 
 /// A factor of a contraction: its buffer (with offset) and its strides
@@ -358,6 +361,11 @@ impl Lowerer {
             let call_of_sum = whole
                 && outer.is_none()
                 && matches!(&**body, Expr::Call(_, a) if std::ptr::eq(&**a, s));
+            // `relu` of a plain product is applied by the kernel itself, to
+            // each tile of the destination as its sums are complete.
+            let relu_of_sum = call_of_sum
+                && matches!(kind, Kind::Plain)
+                && matches!(&**body, Expr::Call(f, _) if *f == Func::named("relu"));
             let (out, csi) = match dest {
                 V::Leaf { buf, off, dims, .. } if into_dest || call_of_sum => {
                     let base = if off == "0" {
@@ -365,7 +373,7 @@ impl Lowerer {
                     } else {
                         format!("{buf} + {off}")
                     };
-                    if call_of_sum {
+                    if call_of_sum && !relu_of_sum {
                         let read = self.product_read(*i, di, *j, dj, dest.clone());
                         repl.push((s as *const Expr, read));
                     }
@@ -381,8 +389,12 @@ impl Lowerer {
             let (ab, bb) = (&a.base, &b.base);
             let line = match &kind {
                 Kind::Plain => format!(
-                    "atlh_gemm({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {});",
-                    a.s_gen, a.s_sum, b.s_sum, b.s_gen
+                    "atlh_gemm{}({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {});",
+                    if relu_of_sum { "_relu" } else { "" },
+                    a.s_gen,
+                    a.s_sum,
+                    b.s_sum,
+                    b.s_gen
                 ),
                 Kind::Out(band) => format!(
                     "atlh_gemm_band({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {}, {}, 1);",
@@ -399,7 +411,7 @@ impl Lowerer {
                 ),
             };
             self.line(line);
-            if into_dest {
+            if into_dest || relu_of_sum {
                 return Ok(true);
             }
         }
