@@ -1236,7 +1236,8 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
 /// output's elements `j` around `i` (attention's `[j <= i]·QKᵀ`), or each
 /// element's terms `k` around `i` or around `j` (`PV`), lower and upper,
 /// strict and not, shifted, both bounds at once; at sizes smaller than a
-/// block of rows, odd, and several blocks. Values equal `eval` at one and
+/// block of rows, odd, several blocks and more than one block of the summed
+/// index (`B` packed once per call). Values equal `eval` at one and
 /// two threads (every call parallel), the counting build counts the cost:
 /// the bracketed terms only.
 #[test]
@@ -1290,6 +1291,9 @@ fn banded_contractions_run_by_the_kernel_as_evaluated() {
         [("n", 5), ("k", 3), ("m", 4), ("t", 5), ("d", 3)],
         [("n", 77), ("k", 70), ("m", 131), ("t", 77), ("d", 13)],
         [("n", 150), ("k", 200), ("m", 67), ("t", 150), ("d", 9)],
+        // More than one block of the summed index (B is packed once per
+        // call, in blocks that the row blocks' calls start on or not).
+        [("n", 300), ("k", 300), ("m", 29), ("t", 70), ("d", 5)],
     ];
     for prog in &progs {
         let what = prog.name.to_string();
