@@ -2134,8 +2134,9 @@ fn assert_marked_and_evaluated_forced_parallel(
     }
 }
 
-/// A gen of a function of a matrix product, `relu(A·X)`, runs the kernel
-/// into its destination and the function over it in place: no
+/// A gen of a function of a matrix product, `tanh(A·X)`, runs the kernel
+/// into its destination and the function over it in place (`relu` is
+/// applied by the kernel itself, `atlh_gemm_relu`): no
 /// intermediate matrix; values equal `eval` (one and two threads, forced
 /// parallel), the counting build counts the cost. A destination stored
 /// transposed for its reader, and a body that is not a call of the sum,
@@ -2162,7 +2163,10 @@ fn functions_of_products_run_in_their_destination_as_evaluated() {
         let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
         let what = prog.name.to_string();
         let c = backend::generate(&prog).expect("generate").source;
-        assert!(c.contains("  atlh_gemm("), "{what}: no kernel call:\n{c}");
+        assert!(
+            c.contains("  atlh_gemm(") || c.contains("  atlh_gemm_relu("),
+            "{what}: no kernel call:\n{c}"
+        );
         if in_place {
             assert!(
                 !c.contains("_mm = atlv_arena"),
@@ -2173,6 +2177,60 @@ fn functions_of_products_run_in_their_destination_as_evaluated() {
         let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
         assert_counted_and_evaluated(&compiled, &prog, &inputs, &what);
     }
+}
+
+/// A let whose gen holds a contraction inside its body (`exp` of a scaled
+/// product, attention's scores under their bracket) runs the kernel into a
+/// slot first and binds the gen reading it as any other gen, so that row
+/// fusion takes it with what reads its rows next: the `exp` of attention's
+/// scores and their row sums are one loop over the rows (one parallel loop
+/// between its two banded calls, where they were two), and so are a
+/// product's `exp` and its row sums. Values equal `eval` (one and two
+/// threads, forced parallel), the counting build counts the cost.
+#[test]
+fn contractions_inside_a_let_run_first_and_its_rows_fuse() {
+    if !have_cc() {
+        return;
+    }
+    let attention = CorpusProgram::load_dir(Path::new("corpus"))
+        .expect("corpus")
+        .into_iter()
+        .find(|p| p.name == "causal_attention")
+        .expect("causal_attention");
+    let c = backend::generate(&attention.program)
+        .expect("generate")
+        .source;
+    let body = &c[c.find("int atl_causal_attention(").expect("function")..];
+    let first = body.find("atlh_gemm_band(").expect("a banded call");
+    let second = first
+        + 1
+        + body[first + 1..]
+            .find("atlh_gemm_band(")
+            .expect("two banded calls");
+    let between = &body[first..second];
+    assert!(
+        between.matches("ATL_PARALLEL_FOR(").count() == 1 && between.contains("atlh_exp("),
+        "the scores' exp and row sums are not one loop:\n{between}"
+    );
+    let src = "(fn rowsum ((A (tensor n k R)) (X (tensor k m R))) (let e (gen i n (gen j m (exp (* 0.01 (sum l k (* (get A i l) (get X l j))))))) (gen i1 n (sum j1 m (get e i1 j1)))))";
+    let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+    let c = backend::generate(&prog).expect("generate").source;
+    let body = &c[c.find("int atl_rowsum(").expect("function")..];
+    let after = &body[body.find("  atlh_gemm(").expect("a kernel call")..];
+    assert_eq!(
+        after.matches("ATL_PARALLEL_FOR(").count(),
+        1,
+        "exp and row sums are not one loop:\n{after}"
+    );
+    let sizes = [("n", 29), ("k", 300), ("m", 37)]
+        .iter()
+        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .collect();
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    let inputs = random_inputs(&prog, &sizes, &mut Rng::new(8)).expect("inputs");
+    let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+    assert_counted_and_evaluated(&compiled, &prog, &inputs, "rowsum");
 }
 
 /// Loops that write their outputs in order store them with streaming
