@@ -1285,7 +1285,8 @@ fn parallel_loops_run_as_evaluated_at_one_and_two_threads() {
 
 /// Matrix products run by the tiled contraction kernel (`src/lower/contract.rs`):
 /// plain, with either operand transposed, narrow (12 and 3 columns: fewer
-/// than a panel), under another expression, into a batch's slice and in
+/// than a panel), under another expression, under `relu` (applied by the
+/// kernel to its tiles, wide and narrow), into a batch's slice and in
 /// matmul's gradient, at sizes with remainders in every
 /// blocking (rows, columns, more than one block of the summed index). The
 /// kernel is called; values equal `eval` (within 1e-12 relative to the
@@ -1304,6 +1305,8 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
         "(fn atb ((A (tensor k n R)) (X (tensor k m R))) (gen i n (gen j m (sum l k (* (get X l j) (get A l i))))))",
         "(fn abt ((A (tensor n k R)) (X (tensor m k R))) (gen i n (gen j m (+ 1.0 (exp (* 0.01 (sum l k (* (get A i l) (get X j l)))))))))",
         "(fn batch ((A (tensor B n k R)) (X (tensor B k m R))) (gen b B (gen i n (gen j m (sum l k (* (get A b i l) (get X b l j)))))))",
+        "(fn relu_ab ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (relu (sum l k (* (get A i l) (get X l j)))))))",
+        "(fn relu_narrow ((A (tensor n k R)) (X (tensor k w R))) (gen i n (gen j w (relu (sum l k (* (get A i l) (get X l j)))))))",
     ];
     let mut progs = vec![];
     for src in sources {
@@ -1326,9 +1329,17 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
         let what = prog.name.to_string();
         let src = backend::generate(prog).expect("generate").source;
         assert!(
-            src.contains("  atlh_gemm("),
+            src.contains("  atlh_gemm(") || src.contains("  atlh_gemm_relu("),
             "{what}: no kernel call:\n{src}"
         );
+        // relu of a product is applied by the kernel: no pass after it.
+        if what.starts_with("relu") {
+            let body = &src[src.find(&format!("int atl_{what}(")).expect("function")..];
+            assert!(
+                body.contains("  atlh_gemm_relu(") && !body.contains("atlh_relu("),
+                "{what}: relu not applied by the kernel:\n{body}"
+            );
+        }
         let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
         let (ops, c) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ops, c, "{what}: executed operations differ from the cost");
@@ -1343,7 +1354,8 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
 /// output's elements `j` around `i` (attention's `[j <= i]·QKᵀ`), or each
 /// element's terms `k` around `i` or around `j` (`PV`), lower and upper,
 /// strict and not, shifted, both bounds at once; at sizes smaller than a
-/// block of rows, odd, and several blocks. Values equal `eval` at one and
+/// block of rows, odd, several blocks and more than one block of the summed
+/// index (`B` packed once per call). Values equal `eval` at one and
 /// two threads (every call parallel), the counting build counts the cost:
 /// the bracketed terms only.
 #[test]
@@ -1397,6 +1409,9 @@ fn banded_contractions_run_by_the_kernel_as_evaluated() {
         [("n", 5), ("k", 3), ("m", 4), ("t", 5), ("d", 3)],
         [("n", 77), ("k", 70), ("m", 131), ("t", 77), ("d", 13)],
         [("n", 150), ("k", 200), ("m", 67), ("t", 150), ("d", 9)],
+        // More than one block of the summed index (B is packed once per
+        // call, in blocks that the row blocks' calls start on or not).
+        [("n", 300), ("k", 300), ("m", 29), ("t", 70), ("d", 5)],
     ];
     for prog in &progs {
         let what = prog.name.to_string();
@@ -2237,8 +2252,9 @@ fn assert_marked_and_evaluated_forced_parallel(
     }
 }
 
-/// A gen of a function of a matrix product, `relu(A·X)`, runs the kernel
-/// into its destination and the function over it in place: no
+/// A gen of a function of a matrix product, `tanh(A·X)`, runs the kernel
+/// into its destination and the function over it in place (`relu` is
+/// applied by the kernel itself, `atlh_gemm_relu`): no
 /// intermediate matrix; values equal `eval` (one and two threads, forced
 /// parallel), the counting build counts the cost. A destination stored
 /// transposed for its reader, and a body that is not a call of the sum,
@@ -2265,7 +2281,10 @@ fn functions_of_products_run_in_their_destination_as_evaluated() {
         let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
         let what = prog.name.to_string();
         let c = backend::generate(&prog).expect("generate").source;
-        assert!(c.contains("  atlh_gemm("), "{what}: no kernel call:\n{c}");
+        assert!(
+            c.contains("  atlh_gemm(") || c.contains("  atlh_gemm_relu("),
+            "{what}: no kernel call:\n{c}"
+        );
         if in_place {
             assert!(
                 !c.contains("_mm = atlv_arena"),
@@ -2276,6 +2295,60 @@ fn functions_of_products_run_in_their_destination_as_evaluated() {
         let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
         assert_counted_and_evaluated(&compiled, &prog, &inputs, &what);
     }
+}
+
+/// A let whose gen holds a contraction inside its body (`exp` of a scaled
+/// product, attention's scores under their bracket) runs the kernel into a
+/// slot first and binds the gen reading it as any other gen, so that row
+/// fusion takes it with what reads its rows next: the `exp` of attention's
+/// scores and their row sums are one loop over the rows (one parallel loop
+/// between its two banded calls, where they were two), and so are a
+/// product's `exp` and its row sums. Values equal `eval` (one and two
+/// threads, forced parallel), the counting build counts the cost.
+#[test]
+fn contractions_inside_a_let_run_first_and_its_rows_fuse() {
+    if !have_cc() {
+        return;
+    }
+    let attention = CorpusProgram::load_dir(Path::new("corpus"))
+        .expect("corpus")
+        .into_iter()
+        .find(|p| p.name == "causal_attention")
+        .expect("causal_attention");
+    let c = backend::generate(&attention.program)
+        .expect("generate")
+        .source;
+    let body = &c[c.find("int atl_causal_attention(").expect("function")..];
+    let first = body.find("atlh_gemm_band(").expect("a banded call");
+    let second = first
+        + 1
+        + body[first + 1..]
+            .find("atlh_gemm_band(")
+            .expect("two banded calls");
+    let between = &body[first..second];
+    assert!(
+        between.matches("ATL_PARALLEL_FOR(").count() == 1 && between.contains("atlh_exp("),
+        "the scores' exp and row sums are not one loop:\n{between}"
+    );
+    let src = "(fn rowsum ((A (tensor n k R)) (X (tensor k m R))) (let e (gen i n (gen j m (exp (* 0.01 (sum l k (* (get A i l) (get X l j))))))) (gen i1 n (sum j1 m (get e i1 j1)))))";
+    let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+    let c = backend::generate(&prog).expect("generate").source;
+    let body = &c[c.find("int atl_rowsum(").expect("function")..];
+    let after = &body[body.find("  atlh_gemm(").expect("a kernel call")..];
+    assert_eq!(
+        after.matches("ATL_PARALLEL_FOR(").count(),
+        1,
+        "exp and row sums are not one loop:\n{after}"
+    );
+    let sizes = [("n", 29), ("k", 300), ("m", 37)]
+        .iter()
+        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .collect();
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    let inputs = random_inputs(&prog, &sizes, &mut Rng::new(8)).expect("inputs");
+    let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+    assert_counted_and_evaluated(&compiled, &prog, &inputs, "rowsum");
 }
 
 /// Loops that write their outputs in order store them with streaming

@@ -14,7 +14,9 @@
 //! the whole body or the argument of a call that is (`relu` of a
 //! product: the gen then reads each element where it writes it, so no
 //! intermediate matrix is kept and one pass over memory less is made),
-//! else a fresh `I×J` slot that the gen then reads.
+//! else a fresh `I×J` slot that the gen then reads. `relu` of a plain
+//! product is applied by the kernel (`atlh_gemm_relu`) to each tile of
+//! the destination as its sums are complete, not by a pass after it.
 //!
 //! Exactly two factors qualify, each a read of a materialized tensor whose
 //! two dimensions are exactly the ranges of its two variables (no read out
@@ -36,6 +38,7 @@ use super::Lowerer;
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred, Type};
+use crate::front::blackbox::Func;
 use egg::Symbol;
 
 /// A factor of a contraction: its buffer (with offset) and its strides
@@ -358,6 +361,11 @@ impl Lowerer {
             let call_of_sum = whole
                 && outer.is_none()
                 && matches!(&**body, Expr::Call(_, a) if std::ptr::eq(&**a, s));
+            // `relu` of a plain product is applied by the kernel itself, to
+            // each tile of the destination as its sums are complete.
+            let relu_of_sum = call_of_sum
+                && matches!(kind, Kind::Plain)
+                && matches!(&**body, Expr::Call(f, _) if *f == Func::named("relu"));
             let (out, csi) = match dest {
                 V::Leaf { buf, off, dims, .. } if into_dest || call_of_sum => {
                     let base = if off == "0" {
@@ -365,7 +373,7 @@ impl Lowerer {
                     } else {
                         format!("{buf} + {off}")
                     };
-                    if call_of_sum {
+                    if call_of_sum && !relu_of_sum {
                         let read = self.product_read(*i, di, *j, dj, dest.clone());
                         repl.push((s as *const Expr, read));
                     }
@@ -377,29 +385,9 @@ impl Lowerer {
                     (t, self.dim(dj)?)
                 }
             };
-            let (ni, nj, nk) = (self.dim(di)?, self.dim(dj)?, self.dim(c.dk)?);
-            let (ab, bb) = (&a.base, &b.base);
-            let line = match &kind {
-                Kind::Plain => format!(
-                    "atlh_gemm({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {});",
-                    a.s_gen, a.s_sum, b.s_sum, b.s_gen
-                ),
-                Kind::Out(band) => format!(
-                    "atlh_gemm_band({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {}, {}, 1);",
-                    a.s_gen, a.s_sum, b.s_sum, b.s_gen, self.band_args(band, &ni, &nj)?
-                ),
-                Kind::Rows(band) => format!(
-                    "atlh_gemm_band({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {}, {}, 0);",
-                    a.s_gen, a.s_sum, b.s_sum, b.s_gen, self.band_args(band, &ni, &nk)?
-                ),
-                // The transpose: rows j, columns i, `y` as the left factor.
-                Kind::Cols(band) => format!(
-                    "atlh_gemm_band({out}, 1, {csi}, {nj}, {ni}, {nk}, {bb}, {}, {}, {ab}, {}, {}, {}, 0);",
-                    b.s_gen, b.s_sum, a.s_sum, a.s_gen, self.band_args(band, &nj, &nk)?
-                ),
-            };
+            let line = self.kernel_line(&kind, relu_of_sum, &out, &csi, &a, &b, [di, dj, c.dk])?;
             self.line(line);
-            if into_dest {
+            if into_dest || relu_of_sum {
                 return Ok(true);
             }
         }
@@ -410,6 +398,116 @@ impl Lowerer {
         let rest = Expr::Gen(*j, dj.clone(), Box::new(body));
         self.store_gen(*i, di, &rest, dest)?;
         Ok(true)
+    }
+
+    /// The kernel call that stores the contraction of kind `kind` of the
+    /// operands `a` (rows) and `b` (columns) into `out` (rows `csi` apart),
+    /// its extents `[rows, columns, summed]`; with `relu`, relu of it.
+    #[allow(clippy::too_many_arguments)]
+    fn kernel_line(
+        &mut self,
+        kind: &Kind,
+        relu: bool,
+        out: &str,
+        csi: &str,
+        a: &Operand,
+        b: &Operand,
+        dims: [&Affine; 3],
+    ) -> Result<String> {
+        let (ni, nj, nk) = (self.dim(dims[0])?, self.dim(dims[1])?, self.dim(dims[2])?);
+        let (ab, bb) = (&a.base, &b.base);
+        Ok(match kind {
+            Kind::Plain => format!(
+                "atlh_gemm{}({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {});",
+                if relu { "_relu" } else { "" },
+                a.s_gen,
+                a.s_sum,
+                b.s_sum,
+                b.s_gen
+            ),
+            Kind::Out(band) => format!(
+                "atlh_gemm_band({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {}, {}, 1);",
+                a.s_gen,
+                a.s_sum,
+                b.s_sum,
+                b.s_gen,
+                self.band_args(band, &ni, &nj)?
+            ),
+            Kind::Rows(band) => format!(
+                "atlh_gemm_band({out}, {csi}, 1, {ni}, {nj}, {nk}, {ab}, {}, {}, {bb}, {}, {}, {}, 0);",
+                a.s_gen,
+                a.s_sum,
+                b.s_sum,
+                b.s_gen,
+                self.band_args(band, &ni, &nk)?
+            ),
+            // The transpose: rows j, columns i, `y` as the left factor.
+            Kind::Cols(band) => format!(
+                "atlh_gemm_band({out}, 1, {csi}, {nj}, {ni}, {nk}, {bb}, {}, {}, {ab}, {}, {}, {}, 0);",
+                b.s_gen,
+                b.s_sum,
+                a.s_sum,
+                a.s_gen,
+                self.band_args(band, &nj, &nk)?
+            ),
+        })
+    }
+
+    /// A let's value `e0`, `(gen i di (gen j dj body))`, whose contractions
+    /// all sit inside its body (none is the body or the argument of a call
+    /// that is, which [`Self::store_contraction`] stores into the let's
+    /// own slot): each is run by the kernel into a fresh slot now, and the
+    /// gen reading them is returned, to be bound as any other gen (so that
+    /// row fusion may take it: attention's `exp` of the scores and their
+    /// row sums in one pass while each row is in cache). `None`: nothing
+    /// emitted.
+    pub(crate) fn contractions_to_slots(&mut self, e0: &Expr) -> Result<Option<Expr>> {
+        let Expr::Gen(i, di, inner) = e0 else {
+            return Ok(None);
+        };
+        let Expr::Gen(j, dj, body) = &**inner else {
+            return Ok(None);
+        };
+        let mut found = vec![];
+        sites(body, None, &mut found);
+        let mut calls = vec![];
+        for (s, outer) in found {
+            let Some(c) = contraction_sum(*i, *j, s) else {
+                continue;
+            };
+            let Some(kind) = kind(*i, *j, &c, outer) else {
+                continue;
+            };
+            let Some(a) = self.operand(c.x, *i, di, c.dk)? else {
+                continue;
+            };
+            let Some(b) = self.operand(c.y, *j, dj, c.dk)? else {
+                continue;
+            };
+            let whole_or_call = std::ptr::eq(s, &**body)
+                || matches!(&**body, Expr::Call(_, a) if std::ptr::eq(&**a, s));
+            if outer.is_none() && whole_or_call {
+                return Ok(None);
+            }
+            calls.push((s, kind, a, b, c.dk));
+        }
+        if calls.is_empty() {
+            return Ok(None);
+        }
+        let mut repl = vec![];
+        for (s, kind, a, b, dk) in calls {
+            let (t, read) = self.product_slot(*i, di, *j, dj)?;
+            let csi = self.dim(dj)?;
+            let line = self.kernel_line(&kind, false, &t, &csi, &a, &b, [di, dj, dk])?;
+            self.line(line);
+            repl.push((s as *const Expr, read));
+        }
+        let body = replace_sites(body, &repl);
+        Ok(Some(Expr::Gen(
+            *i,
+            di.clone(),
+            Box::new(Expr::Gen(*j, dj.clone(), Box::new(body))),
+        )))
     }
 
     /// A fresh `di×dj` slot for a product and its read at `[i][j]`.

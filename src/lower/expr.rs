@@ -112,6 +112,11 @@ impl Lowerer {
                 if matches!(&**body, Expr::Var(y) if y == x) {
                     return self.store(e0, dest);
                 }
+                if super::contract::is_contraction(e0) && !super::stored::has_stored_out(dest) {
+                    if let Some(e0) = self.contractions_to_slots(e0)? {
+                        return self.store(&Expr::Let(*x, Box::new(e0), body.clone()), dest);
+                    }
+                }
                 let old = match self.bind_pattern_view(*x, e0, body)? {
                     Some(old) => old,
                     None if !super::stored::has_stored_out(dest)
