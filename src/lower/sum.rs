@@ -18,21 +18,39 @@ use egg::Symbol;
 
 impl Lowerer {
     /// A maximal chain of nested sums with its bracket: loops bounded by
-    /// the bracket's affine conjuncts; returns the accumulator.
+    /// the bracket's affine conjuncts; returns the accumulator. Sums in
+    /// its body that walk memory better interchanged run first, into rows
+    /// ([`Lowerer::sum_rows`]); rows of a relation walk only when short
+    /// enough, chosen at run time.
     pub(super) fn sum_chain(&mut self, e: &Expr, base: &str) -> Result<String> {
-        let rows = self.sum_rows(e)?;
-        let e = rows.as_ref().unwrap_or(e);
         let acc = self.fresh("acc", base);
         let first = self.fresh("h", "");
         self.decl("double", &acc, "0.0".into());
         self.decl("int", &first, "0".into());
-        self.sum_nest(
-            e,
-            &Acc::Scalar {
-                acc: acc.clone(),
-                first,
-            },
-        )?;
+        let into = Acc::Scalar {
+            acc: acc.clone(),
+            first,
+        };
+        match self.sum_rows(e) {
+            None => self.sum_nest(e, &into)?,
+            Some(rows) if !rows.bounded => {
+                let e = self.run_rows(&rows)?;
+                self.sum_nest(&e, &into)?;
+            }
+            Some(rows) => {
+                let dn = self.dim(rows.d)?;
+                let (then, ()) = self.block(|lw| {
+                    let e = lw.run_rows(&rows)?;
+                    lw.sum_nest(&e, &into)
+                })?;
+                let (els, ()) = self.block(|lw| lw.sum_nest(e, &into))?;
+                self.out.push(Stmt::If {
+                    cond: format!("{dn} <= ATL_ROW_LIMIT"),
+                    then,
+                    els,
+                });
+            }
+        }
         Ok(acc)
     }
 
@@ -195,7 +213,8 @@ impl Lowerer {
                     lw.line(format!("ATL_SIMD_REDUCE({acc})"));
                 }
             }
-            lw.level_loop(v, c, lo, hi, stmts)
+            let unclipped = lw.unclipped_bounds(v, level);
+            lw.level_loop(v, c, lo, hi, unclipped, stmts)
         };
         if conds.is_empty() {
             inner(self)
