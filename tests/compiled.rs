@@ -2216,7 +2216,8 @@ fn loops_split_by_several_groups_of_thresholds_run_as_evaluated() {
 /// feature extent is at most `ATL_ROW_LIMIT`; above it (built with the limit
 /// 0) each feature walks the row as written. A walk over a whole row, its
 /// bounds the relation's own dimension, searches nothing (no `atlh_seek`).
-/// Sums and gens, square and not, feature extents of 1 and 5, relations
+/// Sums (under a `let`, or directly under the sum over rows) and gens,
+/// square and not, feature extents of 0, 1 and 5, relations
 /// with no tuple, empty rows among full ones, sparse and full: both builds
 /// count exactly the cost (iterations and tests within the bound) and equal
 /// `eval` at one and two threads.
@@ -2234,11 +2235,13 @@ fn feature_loops_walk_each_relation_row_once() {
     for src in [
         // a gen, over a relation that is not square, the row under a let
         "(fn rect ((E (relation n m)) (Y (tensor m h R))) (gen i n (gen c h (let z (sum j m (iverson (E i j) (get Y j c))) (* z (relu z))))))",
+        // the loop over features directly under the loop over rows
+        "(fn chain ((E (relation n m)) (Y (tensor m h R))) (sum i n (sum c h (let z (sum j m (iverson (E i j) (get Y j c))) (* z (relu z))))))",
         // two rows in one feature loop, one of them in the let's body
         "(fn two ((E (relation n m)) (x (tensor n R)) (Y (tensor m h R)) (V (tensor m h R))) (sum i n (* (get x i) (sum c h (let a (sum j m (iverson (E i j) (get Y j c))) (* a (sum j m (iverson (E i j) (get V j c)))))))))",
     ] {
         let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
-        let is_sum = p.name.as_str() == "two";
+        let is_sum = p.name.as_str() != "rect";
         progs.push((p, is_sum));
     }
     // rows 1 and 3 empty, row 2 full (4 columns fit n x n and n x m)
@@ -2263,6 +2266,7 @@ fn feature_loops_walk_each_relation_row_once() {
             let counted = backend::compile_with_flags(prog, true, &flags).expect("compile");
             for (h, density) in [
                 (5, 0.0f64),
+                (0, 0.3),
                 (1, 0.3),
                 (5, 0.3),
                 (5, 1.0),

@@ -32,7 +32,17 @@ impl Lowerer {
             first,
         };
         match self.sum_rows(e) {
-            None => self.sum_nest(e, &into)?,
+            None => match nested_rows(self, e) {
+                Some((outer, inner, h)) => {
+                    // each inner sum has h terms: its partial sums added
+                    // over the outer loops take as many additions as the
+                    // one chain, h·N - 1, when h >= 1 (none when h = 0)
+                    let dn = self.dim(h)?;
+                    let (then, ()) = self.block(|lw| lw.loop_nest(outer, None, inner, &into))?;
+                    self.guarded(&[format!("{dn} >= 1")], then);
+                }
+                None => self.sum_nest(e, &into)?,
+            },
             Some(rows) if !rows.bounded => {
                 let e = self.run_rows(&rows)?;
                 self.sum_nest(&e, &into)?;
@@ -309,6 +319,32 @@ impl Lowerer {
         }
         Ok(())
     }
+}
+
+/// The outer sums of a chain (variables and dimensions), its innermost
+/// sum and that sum's extent ([`nested_rows`]).
+type NestedRows<'a> = (Vec<(Symbol, &'a Affine)>, &'a Expr, &'a Affine);
+
+/// `(sum v1 d1 ... (sum c h body))` without brackets whose innermost sum
+/// runs rows ([`Lowerer::sum_rows`]): the outer sums' variables and
+/// dimensions, the innermost sum and `h`. The outer loops then add one
+/// partial sum per point, each computed with its rows (a sum over features
+/// of a relation walk, `Σ_i Σ_c relu(Σ_j [E i j]·Y[j][c])²`), instead of
+/// running as one chain with the walk under the loop over `c`.
+fn nested_rows<'a>(lw: &Lowerer, e: &'a Expr) -> Option<NestedRows<'a>> {
+    let mut outer = vec![];
+    let mut x = e;
+    while let Expr::Sum(v, d, b) = x {
+        if !matches!(&**b, Expr::Sum(..)) {
+            break;
+        }
+        outer.push((*v, d));
+        x = b;
+    }
+    let Expr::Sum(_, h, _) = x else {
+        return None;
+    };
+    (!outer.is_empty() && lw.sum_rows(x).is_some()).then_some((outer, x, h))
 }
 
 /// The conjuncts of a bracket: affine ones join `system`; the first
