@@ -2399,3 +2399,86 @@ fn loops_split_by_several_groups_of_thresholds_run_as_evaluated() {
     // split by a second group: its pieces are numbered 2_
     assert_marked_and_evaluated_forced_parallel(&progs, "atlpiece2_0", &[], &sizes, 21);
 }
+
+/// A reduction over a relation's row inside a loop over features (a graph
+/// convolution's `Σ_c relu(s·Σ_j [E i j]·XW[j][c])²`, through the `let` of
+/// its non-linearity, and its gradient) walks each row once into a row of
+/// accumulators, the feature loop innermost (`Lowerer::sum_rows`), when the
+/// feature extent is at most `ATL_ROW_LIMIT`; above it (built with the limit
+/// 0) each feature walks the row as written. A walk over a whole row, its
+/// bounds the relation's own dimension, searches nothing (no `atlh_seek`).
+/// Sums (under a `let`, or directly under the sum over rows) and gens,
+/// square and not, feature extents of 0, 1 and 5, relations
+/// with no tuple, empty rows among full ones, sparse and full: both builds
+/// count exactly the cost (iterations and tests within the bound) and equal
+/// `eval` at one and two threads.
+#[test]
+fn feature_loops_walk_each_relation_row_once() {
+    if !have_cc() {
+        return;
+    }
+    let gcn = std::fs::read_to_string("benches/sparse/gcn_mean.atl").expect("gcn_mean");
+    let f = atl_egg::front::parse_program(gcn.as_bytes()).expect("parse");
+    let wrt = vec![egg::Symbol::from("X"), egg::Symbol::from("W")];
+    let g = derive::grad(&f, &wrt, &options()).expect("grad").program;
+    // (program, whether a sum's rows are chosen at run time)
+    let mut progs = vec![(f, true), (g, false)];
+    for src in [
+        // a gen, over a relation that is not square, the row under a let
+        "(fn rect ((E (relation n m)) (Y (tensor m h R))) (gen i n (gen c h (let z (sum j m (iverson (E i j) (get Y j c))) (* z (relu z))))))",
+        // the loop over features directly under the loop over rows
+        "(fn chain ((E (relation n m)) (Y (tensor m h R))) (sum i n (sum c h (let z (sum j m (iverson (E i j) (get Y j c))) (* z (relu z))))))",
+        // two rows in one feature loop, one of them in the let's body
+        "(fn two ((E (relation n m)) (x (tensor n R)) (Y (tensor m h R)) (V (tensor m h R))) (sum i n (* (get x i) (sum c h (let a (sum j m (iverson (E i j) (get Y j c))) (* a (sum j m (iverson (E i j) (get V j c)))))))))",
+    ] {
+        let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+        let is_sum = p.name.as_str() != "rect";
+        progs.push((p, is_sum));
+    }
+    // rows 1 and 3 empty, row 2 full (4 columns fit n x n and n x m)
+    let tuples: Vec<Vec<i64>> = [(0, 1), (0, 3), (2, 0), (2, 1), (2, 2), (2, 3), (4, 3)]
+        .iter()
+        .map(|&(a, b)| vec![a, b])
+        .collect();
+    for (prog, sum_rows) in &progs {
+        let name = prog.name.as_str();
+        let body = backend::generate(prog).expect("generate").source;
+        let body = &body[body.find("int atl_").expect("function")..];
+        assert!(
+            body.contains("_row[") && !body.contains("atlh_seek("),
+            "{name}: no row of accumulators, or a seek:\n{body}"
+        );
+        assert_eq!(body.contains("ATL_ROW_LIMIT"), *sum_rows, "{name}:\n{body}");
+        for limit in ["4096", "0"] {
+            let mut flags = build::Flags::default();
+            flags.flags.push("-DATL_PAR_WORK=0".into());
+            flags.flags.push(format!("-DATL_ROW_LIMIT={limit}"));
+            let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+            let counted = backend::compile_with_flags(prog, true, &flags).expect("compile");
+            for (h, density) in [
+                (5, 0.0f64),
+                (0, 0.3),
+                (1, 0.3),
+                (5, 0.3),
+                (5, 1.0),
+                (1, -1.0),
+                (5, -1.0),
+            ] {
+                let sizes: Sizes = [("n", 5), ("m", 4), ("f", 3), ("h", h)]
+                    .iter()
+                    .map(|(k, v)| (egg::Symbol::from(*k), *v))
+                    .collect();
+                let mut rng = Rng::new(h as u64 + 17);
+                let mut inputs = common::values::inputs_at(prog, &mut rng, sizes, density.max(0.0));
+                if density < 0.0 {
+                    let rel = inputs.relations.values_mut().next().expect("a relation");
+                    let dims = rel.dims().to_vec();
+                    *rel = atl_egg::semantics::value::Relation::from_tuples(dims, &tuples)
+                        .expect("tuples");
+                }
+                let what = format!("{name} at h={h}, density {density}, ATL_ROW_LIMIT={limit}");
+                assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
+            }
+        }
+    }
+}

@@ -85,6 +85,63 @@ pub(super) fn candidates<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     }
 }
 
+/// Sums of `e` that run whenever `e` does, as [`candidates`], and also
+/// through scalar `let`s: in a let's definition (a let is computed where
+/// it stands, [`Lowerer::bind_let`]) and in its body when the sum does not
+/// read the let's variable (nor does the let shadow `v`, the variable of
+/// the loop around `e`, whose reads replace the sums). `(let z (relu (* s (sum j ...))) (* z z))`
+/// runs its sum once per evaluation, as `(relu (* s (sum j ...)))` does.
+pub(super) fn let_candidates<'a>(e: &'a Expr, v: Symbol, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::Sum(..) => out.push(e),
+        Expr::Add(a, b) | Expr::Mul(a, b) | Expr::MaxMin(_, a, b) => {
+            let_candidates(a, v, out);
+            let_candidates(b, v, out);
+        }
+        Expr::Call(_, a) => let_candidates(a, v, out),
+        Expr::Let(x, e0, body) => {
+            let_candidates(e0, v, out);
+            if *x == v {
+                return; // the loop's variable is shadowed in the body
+            }
+            let mut inner = vec![];
+            let_candidates(body, v, &mut inner);
+            out.extend(
+                inner
+                    .into_iter()
+                    .filter(|s| !crate::front::subst::free_names(s).contains(x)),
+            );
+        }
+        _ => {}
+    }
+}
+
+/// The sums of a `(sum j d body)` to run first into rows over `j`
+/// ([`Lowerer::sum_rows`]). `bounded`: one of them walks a relation's
+/// stored tuples, so the row of accumulators is used only when `d` is at
+/// most `ATL_ROW_LIMIT` at run time (the order as written re-walks a short
+/// fibre per `j`, where a dense sum's would walk a matrix by columns).
+pub(super) struct SumRows<'a> {
+    j: Symbol,
+    pub(super) d: &'a Affine,
+    body: &'a Expr,
+    sums: Vec<&'a Expr>,
+    pub(super) bounded: bool,
+}
+
+/// Does the sum chain `s` have a relation atom over one of its variables
+/// in its bracket (so that the atom drives its loop over stored tuples)?
+fn walks_relation(s: &Expr) -> bool {
+    let (chain, p, _) = crate::semantics::eval::sum_chain(s);
+    p.is_some_and(|p| {
+        crate::terms::brackets::conjuncts(p).into_iter().any(|q| {
+            matches!(q, Pred::Rel(_, args) if args.iter().any(|a| {
+                a.terms.iter().any(|(v, _)| chain.iter().any(|(c, _)| c == v))
+            }))
+        })
+    })
+}
+
 /// `e` with the given subexpressions (by address) replaced.
 pub(super) fn replace(e: &Expr, repl: &[(*const Expr, Expr)]) -> Expr {
     if let Some((_, r)) = repl.iter().find(|(p, _)| std::ptr::eq(*p, e)) {
@@ -97,6 +154,11 @@ pub(super) fn replace(e: &Expr, repl: &[(*const Expr, Expr)]) -> Expr {
             Expr::MaxMin(*m, Box::new(replace(a, repl)), Box::new(replace(b, repl)))
         }
         Expr::Call(f, a) => Expr::Call(*f, Box::new(replace(a, repl))),
+        Expr::Let(x, e0, body) => Expr::Let(
+            *x,
+            Box::new(replace(e0, repl)),
+            Box::new(replace(body, repl)),
+        ),
         _ => e.clone(),
     }
 }
@@ -357,7 +419,7 @@ impl Lowerer {
             matches!(dest, V::Leaf { dims, conds, .. } if dims.len() == 1 && conds.is_empty());
         let mut cands = vec![];
         if row {
-            candidates(body, &mut cands);
+            let_candidates(body, i, &mut cands);
         }
         let chosen: Vec<(&Expr, bool)> = cands
             .into_iter()
@@ -418,44 +480,59 @@ impl Lowerer {
 
     /// A sum `(sum j d body)` (no bracket, one variable) whose body holds
     /// sums that walk memory better with `j` innermost (a quadratic form's
-    /// `sum j (* (sum k (* A[k][i] A[k][j])) x[j])`): those sums are run
-    /// first into rows over `j`, interchanged, and the sum reads the rows.
-    /// Every `j < d` is a term, so each row element is computed once by the
-    /// operations it would have taken in place, in the same order.
-    pub(super) fn sum_rows(&mut self, e: &Expr) -> Result<Option<Expr>> {
+    /// `sum j (* (sum k (* A[k][i] A[k][j])) x[j])`, a graph convolution's
+    /// `sum c (let z (relu (* s (sum j [E i j] XW[j][c]))) (* z z))`):
+    /// those sums, to be run first into rows over `j`, interchanged, which
+    /// the sum then reads ([`Self::run_rows`]). Every `j < d` is a term, so
+    /// each row element is computed once by the operations it would have
+    /// taken in place, in the same order.
+    pub(super) fn sum_rows<'a>(&self, e: &'a Expr) -> Option<SumRows<'a>> {
         let Expr::Sum(j, d, body) = e else {
-            return Ok(None);
+            return None;
         };
         if matches!(&**body, Expr::Sum(..) | Expr::Iverson(..)) {
-            return Ok(None);
+            return None;
         }
         let mut cands = vec![];
-        candidates(body, &mut cands);
-        let chosen: Vec<&Expr> = cands
+        let_candidates(body, *j, &mut cands);
+        let sums: Vec<&Expr> = cands
             .into_iter()
             .filter(|s| self.interchange(*j, s) == Some(true))
             .collect();
-        if chosen.is_empty() {
-            return Ok(None);
+        if sums.is_empty() {
+            return None;
         }
+        let bounded = sums.iter().any(|s| walks_relation(s));
+        Some(SumRows {
+            j: *j,
+            d,
+            body,
+            sums,
+            bounded,
+        })
+    }
+
+    /// The rows of [`Self::sum_rows`] computed (a slot of `d` reals each,
+    /// reused by every evaluation of the sum), and the sum reading them.
+    pub(super) fn run_rows(&mut self, r: &SumRows) -> Result<Expr> {
         let mut repl = vec![];
-        for s in chosen {
-            let t = self.slot("row", std::slice::from_ref(d))?;
-            self.accumulate_row(*j, d, s, &t, "0")?;
+        for s in &r.sums {
+            let t = self.slot("row", std::slice::from_ref(r.d))?;
+            self.accumulate_row(r.j, r.d, s, &t, "0")?;
             let sym = self.internal_symbol("row");
-            self.vals.insert(sym, V::leaf(t, vec![d.clone()]));
+            self.vals.insert(sym, V::leaf(t, vec![r.d.clone()]));
             self.tenv
-                .insert(sym, Type::Tensor(d.clone(), Box::new(Type::Real)));
+                .insert(sym, Type::Tensor(r.d.clone(), Box::new(Type::Real)));
             repl.push((
-                s as *const Expr,
-                Expr::Get(Box::new(Expr::Var(sym)), Affine::var(*j)),
+                *s as *const Expr,
+                Expr::Get(Box::new(Expr::Var(sym)), Affine::var(r.j)),
             ));
         }
-        Ok(Some(Expr::Sum(
-            *j,
-            d.clone(),
-            Box::new(replace(body, &repl)),
-        )))
+        Ok(Expr::Sum(
+            r.j,
+            r.d.clone(),
+            Box::new(replace(r.body, &repl)),
+        ))
     }
 
     /// `buf[off + i] = s` for every `i < d`, the sum's loops outside.

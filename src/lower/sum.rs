@@ -18,21 +18,49 @@ use egg::Symbol;
 
 impl Lowerer {
     /// A maximal chain of nested sums with its bracket: loops bounded by
-    /// the bracket's affine conjuncts; returns the accumulator.
+    /// the bracket's affine conjuncts; returns the accumulator. Sums in
+    /// its body that walk memory better interchanged run first, into rows
+    /// ([`Lowerer::sum_rows`]); rows of a relation walk only when short
+    /// enough, chosen at run time.
     pub(super) fn sum_chain(&mut self, e: &Expr, base: &str) -> Result<String> {
-        let rows = self.sum_rows(e)?;
-        let e = rows.as_ref().unwrap_or(e);
         let acc = self.fresh("acc", base);
         let first = self.fresh("h", "");
         self.decl("double", &acc, "0.0".into());
         self.decl("int", &first, "0".into());
-        self.sum_nest(
-            e,
-            &Acc::Scalar {
-                acc: acc.clone(),
-                first,
+        let into = Acc::Scalar {
+            acc: acc.clone(),
+            first,
+        };
+        match self.sum_rows(e) {
+            None => match nested_rows(self, e) {
+                Some((outer, inner, h)) => {
+                    // each inner sum has h terms: its partial sums added
+                    // over the outer loops take as many additions as the
+                    // one chain, h·N - 1, when h >= 1 (none when h = 0)
+                    let dn = self.dim(h)?;
+                    let (then, ()) = self.block(|lw| lw.loop_nest(outer, None, inner, &into))?;
+                    self.guarded(&[format!("{dn} >= 1")], then);
+                }
+                None => self.sum_nest(e, &into)?,
             },
-        )?;
+            Some(rows) if !rows.bounded => {
+                let e = self.run_rows(&rows)?;
+                self.sum_nest(&e, &into)?;
+            }
+            Some(rows) => {
+                let dn = self.dim(rows.d)?;
+                let (then, ()) = self.block(|lw| {
+                    let e = lw.run_rows(&rows)?;
+                    lw.sum_nest(&e, &into)
+                })?;
+                let (els, ()) = self.block(|lw| lw.sum_nest(e, &into))?;
+                self.out.push(Stmt::If {
+                    cond: format!("{dn} <= ATL_ROW_LIMIT"),
+                    then,
+                    els,
+                });
+            }
+        }
         Ok(acc)
     }
 
@@ -195,7 +223,8 @@ impl Lowerer {
                     lw.line(format!("ATL_SIMD_REDUCE({acc})"));
                 }
             }
-            lw.level_loop(v, c, lo, hi, stmts)
+            let unclipped = lw.unclipped_bounds(v, level);
+            lw.level_loop(v, c, lo, hi, unclipped, stmts)
         };
         if conds.is_empty() {
             inner(self)
@@ -290,6 +319,32 @@ impl Lowerer {
         }
         Ok(())
     }
+}
+
+/// The outer sums of a chain (variables and dimensions), its innermost
+/// sum and that sum's extent ([`nested_rows`]).
+type NestedRows<'a> = (Vec<(Symbol, &'a Affine)>, &'a Expr, &'a Affine);
+
+/// `(sum v1 d1 ... (sum c h body))` without brackets whose innermost sum
+/// runs rows ([`Lowerer::sum_rows`]): the outer sums' variables and
+/// dimensions, the innermost sum and `h`. The outer loops then add one
+/// partial sum per point, each computed with its rows (a sum over features
+/// of a relation walk, `Σ_i Σ_c relu(Σ_j [E i j]·Y[j][c])²`), instead of
+/// running as one chain with the walk under the loop over `c`.
+fn nested_rows<'a>(lw: &Lowerer, e: &'a Expr) -> Option<NestedRows<'a>> {
+    let mut outer = vec![];
+    let mut x = e;
+    while let Expr::Sum(v, d, b) = x {
+        if !matches!(&**b, Expr::Sum(..)) {
+            break;
+        }
+        outer.push((*v, d));
+        x = b;
+    }
+    let Expr::Sum(_, h, _) = x else {
+        return None;
+    };
+    (!outer.is_empty() && lw.sum_rows(x).is_some()).then_some((outer, x, h))
 }
 
 /// The conjuncts of a bracket: affine ones join `system`; the first
