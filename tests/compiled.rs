@@ -303,27 +303,12 @@ fn sanitizers_report_nothing() {
     for ((name, prog, inputs), count) in sample().iter().flat_map(|s| [(s, false), (s, true)]) {
         let src = backend::generate(prog).expect("generate");
         let driver = sanitizer_driver(&src, prog, inputs);
-        let c = dir.join("p.c");
-        std::fs::write(&c, format!("{}\n{driver}", src.source)).expect("write");
-        let exe = dir.join("p");
-        let out = Command::new(build::compiler())
-            .args(
-                flags
-                    .flags
-                    .iter()
-                    .filter(|f| *f != "-shared" && *f != "-fPIC"),
-            )
-            .args(count.then_some("-DATL_COUNT_OPS"))
-            .arg("-o")
-            .arg(&exe)
-            .arg(&c)
-            .arg("-lm")
-            .output()
-            .expect("cc");
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let exe = executable(
+            &dir,
+            &format!("{}\n{driver}", src.source),
+            &flags,
+            count.then_some("-DATL_COUNT_OPS"),
+            name,
         );
         let run = Command::new(&exe).output().expect("run");
         assert!(
@@ -333,6 +318,41 @@ fn sanitizers_report_nothing() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `source` (generated C with a `main`) built as the executable `dir/p`
+/// with `flags` (those of a shared library left out) and `extra`; the
+/// build must succeed (`what` names the program in the message).
+fn executable(
+    dir: &std::path::Path,
+    source: &str,
+    flags: &build::Flags,
+    extra: Option<&str>,
+    what: &str,
+) -> std::path::PathBuf {
+    let c = dir.join("p.c");
+    std::fs::write(&c, source).expect("write");
+    let exe = dir.join("p");
+    let out = Command::new(build::compiler())
+        .args(
+            flags
+                .flags
+                .iter()
+                .filter(|f| *f != "-shared" && *f != "-fPIC"),
+        )
+        .args(extra)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&c)
+        .arg("-lm")
+        .output()
+        .expect("cc");
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
 }
 
 /// A `main` calling the packed entry on the inputs, written as C arrays.
@@ -467,27 +487,12 @@ fn prepared_relations_give_the_per_call_values_and_refuse_misuse() {
         );
         let (mut s, outs, lens) = driver_arrays(&src, prog, &inputs);
         s += &prepared_checks(&outs, lens[0]);
-        let c = dir.join("p.c");
-        std::fs::write(&c, format!("{}\n{s}", src.source)).expect("write");
-        let exe = dir.join("p");
-        let flags = build::Flags::default();
-        let out = Command::new(build::compiler())
-            .args(
-                flags
-                    .flags
-                    .iter()
-                    .filter(|f| *f != "-shared" && *f != "-fPIC"),
-            )
-            .arg("-o")
-            .arg(&exe)
-            .arg(&c)
-            .arg("-lm")
-            .output()
-            .expect("cc");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let exe = executable(
+            &dir,
+            &format!("{}\n{s}", src.source),
+            &build::Flags::default(),
+            None,
+            &format!("program {k}"),
         );
         let run = Command::new(&exe).output().expect("run");
         assert_eq!(

@@ -889,16 +889,21 @@ fn arena(out: &mut String, f: &Function) {
     }
 }
 
-/// `atlpacked_entry`: the function called with its arguments packed in
-/// arrays by kind (sizes, reals and tensors, relations, outputs).
-fn packed_entry(out: &mut String, f: &Function) {
-    let mut call = vec![];
+/// The arguments of `f`'s parameters, in order, read from a packed
+/// entry's arrays: the `k`-th size as `size(k, its C name)`, reals and
+/// tensors from `re`, the `k`-th relation as `relation(k)`.
+pub(super) fn packed_args(
+    f: &Function,
+    size: impl Fn(usize, &str) -> String,
+    relation: impl Fn(usize) -> String,
+) -> Vec<String> {
     let (mut ns, mut nr, mut nrel) = (0, 0, 0);
+    let mut call = vec![];
     for p in &f.params {
         call.push(match p.kind {
             ParamC::Size => {
                 ns += 1;
-                format!("sz[{}]", ns - 1)
+                size(ns - 1, &p.cname)
             }
             ParamC::Real => {
                 nr += 1;
@@ -910,10 +915,17 @@ fn packed_entry(out: &mut String, f: &Function) {
             }
             ParamC::Relation(_) => {
                 nrel += 1;
-                format!("rel[{}]", nrel - 1)
+                relation(nrel - 1)
             }
         });
     }
+    call
+}
+
+/// `atlpacked_entry`: the function called with its arguments packed in
+/// arrays by kind (sizes, reals and tensors, relations, outputs).
+fn packed_entry(out: &mut String, f: &Function) {
+    let mut call = packed_args(f, |k, _| format!("sz[{k}]"), |k| format!("rel[{k}]"));
     for k in 0..f.outputs.len() {
         call.push(format!("out[{k}]"));
     }

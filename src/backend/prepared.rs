@@ -29,7 +29,7 @@
 //!   looked up by address or content; a prepared relation is what its
 //!   caller holds, and it cannot go stale (its source is copied).
 
-use super::c::{check_call, dim_form, RET_ALLOCATION, RET_INDEX_OVERFLOW};
+use super::c::{check_call, dim_form, packed_args, RET_ALLOCATION, RET_INDEX_OVERFLOW};
 use crate::front::affine::Affine;
 use crate::lower::ir::{Function, ParamC};
 use std::fmt::Write as _;
@@ -258,25 +258,7 @@ fn entry(out: &mut String, f: &Function) {
         );
         built.push(format!("atlv_b{j}"));
     }
-    let (mut nr, mut nrel) = (0, 0);
-    let mut call: Vec<String> = vec![];
-    for p in &f.params {
-        call.push(match p.kind {
-            ParamC::Size => p.cname.clone(),
-            ParamC::Real => {
-                nr += 1;
-                format!("re[{}][0]", nr - 1)
-            }
-            ParamC::Tensor(_) | ParamC::Stored { .. } => {
-                nr += 1;
-                format!("re[{}]", nr - 1)
-            }
-            ParamC::Relation(_) => {
-                nrel += 1;
-                format!("atlv_r{}", nrel - 1)
-            }
-        });
-    }
+    let mut call = packed_args(f, |_, cname| cname.to_string(), |k| format!("atlv_r{k}"));
     call.extend((0..f.permuted.len()).map(|j| format!("atlv_q{j}")));
     call.extend((0..f.outputs.len()).map(|k| format!("out[{k}]")));
     let callee = if f.permuted.is_empty() {

@@ -341,16 +341,7 @@ impl Lowerer {
             if dims.len() == 2 && dims[0] == *di && dims[1] == *dj && conds.is_empty());
         let mut repl = vec![];
         for (s, outer) in found {
-            let Some(c) = contraction_sum(*i, *j, s) else {
-                continue;
-            };
-            let Some(kind) = kind(*i, *j, &c, outer) else {
-                continue;
-            };
-            let Some(a) = self.operand(c.x, *i, di, c.dk)? else {
-                continue;
-            };
-            let Some(b) = self.operand(c.y, *j, dj, c.dk)? else {
+            let Some((kind, a, b, dk)) = self.kernel_site(*i, di, *j, dj, s, outer)? else {
                 continue;
             };
             let into_dest = whole && outer.is_none() && std::ptr::eq(s, &**body);
@@ -385,7 +376,7 @@ impl Lowerer {
                     (t, self.dim(dj)?)
                 }
             };
-            let line = self.kernel_line(&kind, relu_of_sum, &out, &csi, &a, &b, [di, dj, c.dk])?;
+            let line = self.kernel_line(&kind, relu_of_sum, &out, &csi, &a, &b, [di, dj, dk])?;
             self.line(line);
             if into_dest || relu_of_sum {
                 return Ok(true);
@@ -398,6 +389,35 @@ impl Lowerer {
         let rest = Expr::Gen(*j, dj.clone(), Box::new(body));
         self.store_gen(*i, di, &rest, dest)?;
         Ok(true)
+    }
+
+    /// A candidate sum `s` of the body of `(gen i di (gen j dj ...))`, under
+    /// the bracket `outer`, as the kernel runs it: its kind, its operands
+    /// (the factor reading `i`, then the one reading `j`) and its summed
+    /// extent. `None` when it does not qualify.
+    #[allow(clippy::type_complexity)]
+    fn kernel_site<'a>(
+        &mut self,
+        i: Symbol,
+        di: &Affine,
+        j: Symbol,
+        dj: &Affine,
+        s: &'a Expr,
+        outer: Option<&Pred>,
+    ) -> Result<Option<(Kind, Operand, Operand, &'a Affine)>> {
+        let Some(c) = contraction_sum(i, j, s) else {
+            return Ok(None);
+        };
+        let Some(kind) = kind(i, j, &c, outer) else {
+            return Ok(None);
+        };
+        let Some(a) = self.operand(c.x, i, di, c.dk)? else {
+            return Ok(None);
+        };
+        let Some(b) = self.operand(c.y, j, dj, c.dk)? else {
+            return Ok(None);
+        };
+        Ok(Some((kind, a, b, c.dk)))
     }
 
     /// The kernel call that stores the contraction of kind `kind` of the
@@ -472,16 +492,7 @@ impl Lowerer {
         sites(body, None, &mut found);
         let mut calls = vec![];
         for (s, outer) in found {
-            let Some(c) = contraction_sum(*i, *j, s) else {
-                continue;
-            };
-            let Some(kind) = kind(*i, *j, &c, outer) else {
-                continue;
-            };
-            let Some(a) = self.operand(c.x, *i, di, c.dk)? else {
-                continue;
-            };
-            let Some(b) = self.operand(c.y, *j, dj, c.dk)? else {
+            let Some((kind, a, b, dk)) = self.kernel_site(*i, di, *j, dj, s, outer)? else {
                 continue;
             };
             let whole_or_call = std::ptr::eq(s, &**body)
@@ -489,7 +500,7 @@ impl Lowerer {
             if outer.is_none() && whole_or_call {
                 return Ok(None);
             }
-            calls.push((s, kind, a, b, c.dk));
+            calls.push((s, kind, a, b, dk));
         }
         if calls.is_empty() {
             return Ok(None);
