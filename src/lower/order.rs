@@ -392,7 +392,7 @@ impl Lowerer {
         let (si, sj) = (strided(i), strided(j));
         if si < sj {
             Some(true)
-        } else if si == sj {
+        } else if si == sj && !p.is_some_and(|p| crossed_relation_atoms(p, i, j)) {
             Some(false)
         } else {
             None
@@ -561,4 +561,28 @@ impl Lowerer {
         self.line(format!("ATL_FIRST_AT_END({flags});"));
         Ok(())
     }
+}
+
+/// Whether the bracket `p` tests relations with `i` and `j` in both
+/// orders (`(E i j)` beside `(E j i)`, as a union does). Then the order as
+/// written walks one atom's layout and the other's transposed layout with
+/// a cursor, and running `i` innermost would test one of them by a search
+/// per pair instead: a tie is kept as written.
+fn crossed_relation_atoms(p: &Pred, i: Symbol, j: Symbol) -> bool {
+    fn atoms(p: &Pred, i: Symbol, j: Symbol, orders: &mut [bool; 2]) {
+        match p {
+            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| atoms(q, i, j, orders)),
+            Pred::Exists(_, _, q) => atoms(q, i, j, orders),
+            Pred::Rel(_, args) => {
+                let at = |v: Symbol| args.iter().position(|a| a.coeff(v) != 0);
+                if let (Some(pi), Some(pj)) = (at(i), at(j)) {
+                    orders[usize::from(pj < pi)] |= pi != pj;
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut orders = [false; 2];
+    atoms(p, i, j, &mut orders);
+    orders[0] && orders[1]
 }
