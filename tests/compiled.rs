@@ -1743,20 +1743,37 @@ fn loops_over_relations_run_as_evaluated() {
     let mut failures = vec![];
     for (k, src) in programs.iter().enumerate() {
         let prog = atl_egg::front::parse_program(src.as_bytes()).expect("program");
-        for (density, n) in [(0.0, 4), (0.3, 5), (1.0, 3), (0.2, 9)] {
-            let mut rng = Rng::new(k as u64);
-            let sizes = prog
-                .sizes
-                .iter()
-                .map(|s| (*s, if s.as_str() == "m" { n - 1 } else { n }))
-                .collect();
-            let inputs = common::values::inputs_at(&prog, &mut rng, sizes, density);
-            if let Err(e) = check(&prog, &inputs, &format!("{src} at density {density}")) {
-                failures.push(e);
-            }
-        }
+        let cases = [(0.0, 4), (0.3, 5), (1.0, 3), (0.2, 9)];
+        let size = |s: &str, n| if s == "m" { n - 1 } else { n };
+        failures.extend(failures_at_densities(&prog, k as u64, &cases, size, src));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The failures of `check` on `prog` at each `(density, n)` of `cases`:
+/// random inputs from `seed`, each size named `s` set to `size(s, n)`,
+/// relations of that density; `label` names the program.
+fn failures_at_densities(
+    prog: &Program,
+    seed: u64,
+    cases: &[(f64, i64)],
+    size: impl Fn(&str, i64) -> i64,
+    label: &str,
+) -> Vec<String> {
+    let mut failures = vec![];
+    for &(density, n) in cases {
+        let mut rng = Rng::new(seed);
+        let sizes = prog
+            .sizes
+            .iter()
+            .map(|s| (*s, size(s.as_str(), n)))
+            .collect();
+        let inputs = common::values::inputs_at(prog, &mut rng, sizes, density);
+        if let Err(e) = check(prog, &inputs, &format!("{label} at density {density}")) {
+            failures.push(e);
+        }
+    }
+    failures
 }
 
 /// Loops over the last level of a relation's layout prefetch the rows they
@@ -1803,19 +1820,16 @@ fn gathering_loops_prefetch_the_rows_they_read() {
                 prog.name
             ));
         }
-        for (density, n) in [(0.0, 4), (0.05, 5), (0.3, 6), (1.0, 3)] {
-            let mut rng = Rng::new(k as u64 + 40);
-            let sizes = prog
-                .sizes
-                .iter()
-                .map(|s| (*s, if s.as_str() == "n" { n } else { n - 1 }))
-                .collect();
-            let inputs = common::values::inputs_at(prog, &mut rng, sizes, density);
-            let what = format!("{} at density {density}", prog.name);
-            if let Err(e) = check(prog, &inputs, &what) {
-                failures.push(e);
-            }
-        }
+        let cases = [(0.0, 4), (0.05, 5), (0.3, 6), (1.0, 3)];
+        let size = |s: &str, n| if s == "n" { n } else { n - 1 };
+        let seed = k as u64 + 40;
+        failures.extend(failures_at_densities(
+            prog,
+            seed,
+            &cases,
+            size,
+            prog.name.as_str(),
+        ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -1843,15 +1857,15 @@ fn union_brackets_keep_their_cursor_order_in_gens() {
         if body.contains("ATL_REL_HAS(") {
             failures.push(format!("{}: a search per pair:\n{body}", prog.name));
         }
-        for (density, n) in [(0.0, 4), (0.3, 7), (1.0, 5)] {
-            let mut rng = Rng::new(k as u64 + 60);
-            let sizes = prog.sizes.iter().map(|s| (*s, n)).collect();
-            let inputs = common::values::inputs_at(prog, &mut rng, sizes, density);
-            let what = format!("{} at density {density}", prog.name);
-            if let Err(e) = check(prog, &inputs, &what) {
-                failures.push(e);
-            }
-        }
+        let cases = [(0.0, 4), (0.3, 7), (1.0, 5)];
+        let seed = k as u64 + 60;
+        failures.extend(failures_at_densities(
+            prog,
+            seed,
+            &cases,
+            |_, n| n,
+            prog.name.as_str(),
+        ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
