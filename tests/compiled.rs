@@ -1472,6 +1472,53 @@ fn gens_fixed_by_an_equality_fill_and_store_their_points() {
     }
 }
 
+/// A bracket around a gen's body that reads none of the gens' variables
+/// (a derivative's `[0 < n]` around its sum over `n`) is tested once, outside
+/// the gens, so that the sum is interchanged as it would be without it: the
+/// column sum walks `A` by rows, and `nearest_centre`'s gradient adds its
+/// rows of `e` into a row per centre instead of walking `e` once per
+/// coordinate. Values and counted operations as `eval` and the cost, also at
+/// `n = 0` (the bracket false).
+#[test]
+fn brackets_free_of_the_gens_variables_are_tested_outside_them() {
+    if !have_cc() {
+        return;
+    }
+    let prog = atl_egg::front::parse_program(
+        b"(fn colsum ((A (tensor n m R)))
+            (gen j m (iverson (< 0 n) (* 2 (sum i n (get A i j))))))",
+    )
+    .expect("parse");
+    let src = backend::generate(&prog).expect("generate").source;
+    let f = &src[src.find("int atl_colsum(").expect("the function")..];
+    let (i, j) = (
+        f.find("_i = ").expect("i loop"),
+        f.find("_j = ").expect("j loop"),
+    );
+    assert!(i < j, "the sum's loop should be outer:\n{f}");
+    for (n, m) in [(0, 3), (1, 1), (7, 5)] {
+        let sizes = [(egg::Symbol::from("n"), n), (egg::Symbol::from("m"), m)]
+            .into_iter()
+            .collect();
+        let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
+        let (ops, cost) = check(&prog, &inputs, "colsum").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "colsum at n = {n}: executed operations differ");
+    }
+    let (_, grad) = corpus_gradient("nearest_centre");
+    let src = backend::generate(&grad).expect("generate").source;
+    assert!(
+        src.contains("ATL_SUMADD_AT("),
+        "nearest_centre's gradient should add rows of e into a row:\n{src}"
+    );
+    for sizes in ["P=3,K=2,d=2", "P=20,K=4,d=3", "P=0,K=2,d=2", "P=9,K=1,d=0"] {
+        let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(6)).expect("inputs");
+        let what = format!("nearest_centre grad {sizes}");
+        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "{what}: executed operations differ");
+    }
+}
+
 /// Stencils and convolutions (`src/lower/edges.rs`): their loops are split
 /// at the edges so the interior runs without range guards. At sizes where
 /// the interior is empty (a kernel wider than the signal), a single point,
