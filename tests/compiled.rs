@@ -1472,6 +1472,86 @@ fn gens_fixed_by_an_equality_fill_and_store_their_points() {
     }
 }
 
+/// A bracket around a gen's body that reads none of the gens' variables
+/// (a derivative's `[0 < n]` around its sum over `n`) is tested once, outside
+/// the gens, so that the sum is interchanged as it would be without it: the
+/// column sum walks `A` by rows, and `nearest_centre`'s gradient adds its
+/// rows of `e` into a row per centre instead of walking `e` once per
+/// coordinate. Values and counted operations as `eval` and the cost, also at
+/// `n = 0` (the bracket false).
+#[test]
+fn brackets_free_of_the_gens_variables_are_tested_outside_them() {
+    if !have_cc() {
+        return;
+    }
+    let prog = atl_egg::front::parse_program(
+        b"(fn colsum ((A (tensor n m R)))
+            (gen j m (iverson (< 0 n) (* 2 (sum i n (get A i j))))))",
+    )
+    .expect("parse");
+    let src = backend::generate(&prog).expect("generate").source;
+    let f = &src[src.find("int atl_colsum(").expect("the function")..];
+    let (i, j) = (
+        f.find("_i = ").expect("i loop"),
+        f.find("_j = ").expect("j loop"),
+    );
+    assert!(i < j, "the sum's loop should be outer:\n{f}");
+    for (n, m) in [(0, 3), (1, 1), (7, 5)] {
+        let sizes = [(egg::Symbol::from("n"), n), (egg::Symbol::from("m"), m)]
+            .into_iter()
+            .collect();
+        let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
+        let (ops, cost) = check(&prog, &inputs, "colsum").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "colsum at n = {n}: executed operations differ");
+    }
+    let (_, grad) = corpus_gradient("nearest_centre");
+    let src = backend::generate(&grad).expect("generate").source;
+    assert!(
+        src.contains("ATL_SUMADD_AT("),
+        "nearest_centre's gradient should add rows of e into a row:\n{src}"
+    );
+    for sizes in ["P=3,K=2,d=2", "P=20,K=4,d=3", "P=0,K=2,d=2", "P=9,K=1,d=0"] {
+        let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(6)).expect("inputs");
+        let what = format!("nearest_centre grad {sizes}");
+        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "{what}: executed operations differ");
+    }
+}
+
+/// A library keeps the last call's arena for the next call up to 1 GiB:
+/// `logsumexp_tree`'s gradient binds 85 n-vectors (544 MB at n = 800,000),
+/// which a call would otherwise map and fault in afresh (130,000 pages)
+/// every time. Minor page faults of the third call, from the kernel's count
+/// for this process (Linux).
+#[test]
+fn a_large_arena_is_kept_for_the_next_call() {
+    if !have_cc() || !Path::new("/proc/self/stat").exists() {
+        return;
+    }
+    fn minor_faults() -> u64 {
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `u` is a valid rusage for the kernel to fill.
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) }, 0);
+        u.ru_minflt as u64
+    }
+    let (_, grad) = corpus_gradient("logsumexp_tree");
+    let sizes = [(egg::Symbol::from("n"), 800_000)].into_iter().collect();
+    let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
+    let compiled = backend::compile(&grad).expect("compile");
+    compiled.set_threads(1).expect("threads");
+    for _ in 0..2 {
+        compiled.call(&inputs).expect("run");
+    }
+    let before = minor_faults();
+    compiled.call(&inputs).expect("run");
+    let faults = minor_faults() - before;
+    assert!(
+        faults < 30_000,
+        "{faults} page faults in a call: the arena was not kept"
+    );
+}
+
 /// Stencils and convolutions (`src/lower/edges.rs`): their loops are split
 /// at the edges so the interior runs without range guards. At sizes where
 /// the interior is empty (a kernel wider than the signal), a single point,

@@ -159,7 +159,7 @@ uint64_t atlpacked_ops[5];
    malloc is an mmap). Calls on several threads at once take it in turn or
    allocate their own; the size is stored in front of the arena. */
 #ifndef ATL_ARENA_KEEP
-#define ATL_ARENA_KEEP ((size_t)1 << 26)
+#define ATL_ARENA_KEEP ((size_t)1 << 27)
 #endif
 #if defined(__GNUC__) || defined(__clang__)
 static double *atlh_arena_kept;

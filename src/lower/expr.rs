@@ -89,6 +89,9 @@ impl Lowerer {
         }
         match e {
             Expr::Gen(i, d, body) => {
+                if let Some(hoisted) = hoist_bracket(e) {
+                    return self.store(&hoisted, dest);
+                }
                 if self.store_contraction(e, dest)? || self.store_gen_pattern(e, dest)? {
                     return Ok(());
                 }
@@ -366,6 +369,32 @@ impl Lowerer {
         });
         Ok((t, Some(cv)))
     }
+}
+
+/// `(gen i d ... (gen j m (iverson p body)))` as `(iverson p (gen i d ...
+/// (gen j m body)))` when `p` reads none of the gens' variables (a
+/// `[0 < n]` a derivative puts around a sum over `n`): the bracket is tested
+/// once, and the gens' bodies (their sums) are again what the loop-order
+/// choices and the contractions look at. The same elements are written, by
+/// the same operations. `None` when there is no such bracket.
+pub(super) fn hoist_bracket(e: &Expr) -> Option<Expr> {
+    let Expr::Gen(i, d, body) = e else {
+        return None;
+    };
+    let inner = match &**body {
+        Expr::Iverson(..) => (**body).clone(),
+        Expr::Gen(..) => hoist_bracket(body)?,
+        _ => return None,
+    };
+    let Expr::Iverson(p, rest) = inner else {
+        return None;
+    };
+    let mut free = std::collections::BTreeSet::new();
+    crate::front::subst::pred_free(&p, &mut free);
+    if free.contains(i) {
+        return None;
+    }
+    Some(Expr::Iverson(p, Box::new(Expr::Gen(*i, d.clone(), rest))))
 }
 
 /// Does `e` do no arithmetic and bind nothing (a read, a projection, a
