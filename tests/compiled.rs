@@ -1860,9 +1860,10 @@ fn failures_at_densities(
 /// gather a few edges ahead (`src/lower/prefetch.rs`): rows of 1, 3 and `f`
 /// doubles, through the layout, a permuted layout and a relation of arity 1
 /// and 3, and a gradient; reads not at the loop's coordinate (the row's own
-/// `x[i]`, a shifted `x[j + 1]`) prefetch nothing. Each equals eval on
-/// relations with no tuple, a single one (the look-ahead stops at the last
-/// tuple), sparse and full.
+/// `x[i]`, a shifted `x[j + 1]`) prefetch nothing. A loop whose rows are all
+/// one double looks further ahead (`ATL_PREFETCH_AHEAD_SCALAR`), the others
+/// `ATL_PREFETCH_AHEAD`. Each equals eval on relations with no tuple, a
+/// single one (the look-ahead stops at the last tuple), sparse and full.
 #[test]
 fn gathering_loops_prefetch_the_rows_they_read() {
     if !have_cc() {
@@ -1897,6 +1898,17 @@ fn gathering_loops_prefetch_the_rows_they_read() {
         if body.contains("ATL_PREFETCH_ROW(") != *gathers {
             failures.push(format!(
                 "{}: prefetch expected {gathers}:\n{body}",
+                prog.name
+            ));
+        }
+        // rows of one double: the functions a, d and e
+        let scalar = *gathers && ["a", "d", "e"].contains(&prog.name.as_str());
+        let wide = *gathers && !scalar;
+        if body.contains("+ ATL_PREFETCH_AHEAD_SCALAR,") != scalar
+            || body.contains("+ ATL_PREFETCH_AHEAD,") != wide
+        {
+            failures.push(format!(
+                "{}: expected the look-ahead of rows of one double {scalar}, of wider rows {wide}:\n{body}",
                 prog.name
             ));
         }

@@ -240,12 +240,16 @@ static inline int64_t atlh_advance(const int64_t *c, int64_t at, int64_t end, in
   return at;
 }
 /* Fetch into the cache the row of n doubles at p, which a loop over
-   stored coordinates reads ATL_PREFETCH_AHEAD iterations later
+   stored coordinates reads ATL_PREFETCH_AHEAD iterations later, or
+   ATL_PREFETCH_AHEAD_SCALAR when each row it gathers is one double
    (lower/prefetch.rs); it changes no value. A macro, not a function: a
    compiler takes a function whose only effect is a prefetch for one
    without effects and drops its calls. */
 #ifndef ATL_PREFETCH_AHEAD
 #define ATL_PREFETCH_AHEAD 16
+#endif
+#ifndef ATL_PREFETCH_AHEAD_SCALAR
+#define ATL_PREFETCH_AHEAD_SCALAR 32
 #endif
 #if defined(__GNUC__) || defined(__clang__)
 #define ATL_PREFETCH(p) __builtin_prefetch(p)
