@@ -2537,3 +2537,32 @@ fn feature_loops_walk_each_relation_row_once() {
         }
     }
 }
+
+/// A relation of arity 2 given as a few tuples over a first dimension near
+/// 2^63: its layout's row offsets cannot be allocated, which `run` reports
+/// as an error naming the relation (the layout's allocation panicked on a
+/// capacity overflow before); at a small size the same call runs.
+#[test]
+fn a_relation_too_large_to_lay_out_is_an_error() {
+    if !have_cc() {
+        return;
+    }
+    let src =
+        "(fn f ((n size) (E (relation n n))) (sum i n (sum j n (iverson (E i j) (real (+ i j))))))";
+    let prog = atl_egg::front::parse_program(src.as_bytes()).unwrap();
+    let compiled = backend::compile(&prog).unwrap();
+    for (n, want) in [(i64::MAX, None), (6, Some(9.0))] {
+        let mut inputs = Inputs::new([(egg::Symbol::from("n"), n)].into_iter().collect());
+        let rel = atl_egg::semantics::value::Relation::from_tuples(
+            vec![n as usize; 2],
+            &[vec![0, 1], vec![5, 3]],
+        )
+        .unwrap();
+        inputs.relations.insert(egg::Symbol::from("E"), rel);
+        match (compiled.call(&inputs), want) {
+            (Ok(v), Some(w)) => assert_eq!(v.real().unwrap(), w),
+            (Err(e), None) => assert!(e.msg.contains("relation 'E'"), "{e}"),
+            (got, _) => panic!("n = {n}: {got:?}"),
+        }
+    }
+}
