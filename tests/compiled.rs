@@ -2629,3 +2629,69 @@ fn feature_loops_walk_each_relation_row_once() {
         }
     }
 }
+
+/// A relation of arity 2 given as a few tuples over a first dimension near
+/// 2^63: its layout's row offsets cannot be allocated, which `run` reports
+/// as an error naming the relation (the layout's allocation panicked on a
+/// capacity overflow before); at a small size the same call runs.
+#[test]
+fn a_relation_too_large_to_lay_out_is_an_error() {
+    if !have_cc() {
+        return;
+    }
+    let src =
+        "(fn f ((n size) (E (relation n n))) (sum i n (sum j n (iverson (E i j) (real (+ i j))))))";
+    let prog = atl_egg::front::parse_program(src.as_bytes()).unwrap();
+    let compiled = backend::compile(&prog).unwrap();
+    for (n, want) in [(i64::MAX, None), (6, Some(9.0))] {
+        let mut inputs = Inputs::new([(egg::Symbol::from("n"), n)].into_iter().collect());
+        let rel = atl_egg::semantics::value::Relation::from_tuples(
+            vec![n as usize; 2],
+            &[vec![0, 1], vec![5, 3]],
+        )
+        .unwrap();
+        inputs.relations.insert(egg::Symbol::from("E"), rel);
+        match (compiled.call(&inputs), want) {
+            (Ok(v), Some(w)) => assert_eq!(v.real().unwrap(), w),
+            (Err(e), None) => assert!(e.msg.contains("relation 'E'"), "{e}"),
+            (got, _) => panic!("n = {n}: {got:?}"),
+        }
+    }
+}
+
+/// The column sums of a matrix (the vjp of copying a vector into every
+/// row): a loop whose rows add into one buffer, run in chunks with a copy
+/// of the buffer each. Its value is the same bytes at one and at two
+/// threads (the single thread ran the loop as written, another association
+/// of the sums, before).
+#[test]
+fn chunked_buffer_sums_are_the_same_at_every_thread_count() {
+    if !have_cc() {
+        return;
+    }
+    let src = "(fn f ((ct (tensor n n R))) (gen g n (sum i n (get ct i g))))";
+    let prog = atl_egg::front::parse_program(src.as_bytes()).unwrap();
+    let compiled = backend::compile(&prog).unwrap();
+    let n = 700usize;
+    let mut rng = Rng::new(7);
+    let rows: Vec<atl_egg::semantics::value::Value> = (0..n)
+        .map(|_| {
+            let xs: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+            atl_egg::semantics::value::Value::reals(&xs)
+        })
+        .collect();
+    let mut inputs = Inputs::new([(egg::Symbol::from("n"), n as i64)].into_iter().collect());
+    inputs.values.insert(
+        egg::Symbol::from("ct"),
+        atl_egg::semantics::value::Value::tensor(rows),
+    );
+    let mut got = vec![];
+    for threads in [1, 2] {
+        compiled.set_threads(threads).expect("threads");
+        got.push(compiled.call(&inputs).expect("run"));
+    }
+    assert_eq!(
+        got[0], got[1],
+        "the values differ between one and two threads"
+    );
+}

@@ -86,6 +86,14 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_ROW_LIMIT 4096
 #endif
 #define ATL_SCRATCH_MAX 8388608
+/* Chunk copies are made at every thread count (one included), so that a
+   value does not depend on the number of threads; the counting build runs
+   the loop as written. */
+#ifdef ATL_COUNT_OPS
+#define ATL_CHUNK_SCRATCH 0
+#else
+#define ATL_CHUNK_SCRATCH 1
+#endif
 #if defined(_OPENMP) && !defined(ATL_COUNT_OPS)
 #define ATL_PARALLEL_FOR(c) ATL_PRAGMA(omp parallel for schedule(guided) if(c))
 #define ATL_THREADS() omp_get_max_threads()

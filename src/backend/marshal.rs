@@ -101,6 +101,32 @@ pub fn value_from_leaves(t: &Type, sizes: &Sizes, leaves: &[Vec<f64>]) -> Result
     go(t, sizes, leaves, &mut pos)
 }
 
+/// [`compressed_layout`] of the relation `name`, or an error when its dense
+/// first level (one row offset per index of the first dimension, plus one)
+/// would not fit in the memory a process can address: a relation of arity 2
+/// or more over a first dimension near 2^63 (`(relation n n)` at
+/// `n = 2^63 - 1`), whatever its tuples.
+pub fn checked_layout<T: AsRef<[usize]>>(
+    name: &str,
+    dims: &[usize],
+    tuples: &[T],
+) -> Result<Vec<i64>> {
+    if dims.len() >= 2 {
+        let words = dims[0].checked_add(3 + 2 * dims.len());
+        let fits = words
+            .and_then(|w| w.checked_mul(std::mem::size_of::<i64>()))
+            .is_some_and(|b| b <= isize::MAX as usize);
+        if !fits {
+            return Err(Error::eval(format!(
+                "relation '{name}': its first dimension, {}, is too large for the compiled \
+                 code's layout (one 64-bit row offset per index does not fit in memory)",
+                dims[0]
+            )));
+        }
+    }
+    Ok(compressed_layout(dims, tuples))
+}
+
 /// The compressed layout of a relation the compiled code reads (one
 /// `int64_t` array, see `docs/cli.md`): a header `arity, nnz`, then per
 /// level `l` the offsets of its position and coordinate arrays, then the

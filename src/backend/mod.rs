@@ -348,10 +348,11 @@ fn marshal_inputs(prog: &Program, inputs: &Inputs) -> Result<Marshalled> {
                     .relations
                     .get(&p.name)
                     .ok_or_else(|| Error::input(format!("missing input '{}'", p.name)))?;
-                rels.push(marshal::compressed_layout(
+                rels.push(marshal::checked_layout(
+                    p.name.as_str(),
                     r.dims(),
                     &marshal::relation_tuples(r),
-                ));
+                )?);
             }
             ParamKind::Real(t) => match prog.stored.param(p.name) {
                 // one value per tuple, in the layout's order

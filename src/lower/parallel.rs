@@ -273,7 +273,7 @@ fn with_scratch(
             init: total.join(" + "),
         },
         Stmt::Line(format!(
-            "double *{scratch} = (ATL_THREADS() > 1 && {per_chunk} <= ATL_SCRATCH_MAX / ATL_CHUNKS && {cond}) ? (double *)malloc((size_t)({per_chunk} * ATL_CHUNKS) * sizeof(double)) : NULL;"
+            "double *{scratch} = (ATL_CHUNK_SCRATCH && {per_chunk} <= ATL_SCRATCH_MAX / ATL_CHUNKS && {cond}) ? (double *)malloc((size_t)({per_chunk} * ATL_CHUNKS) * sizeof(double)) : NULL;"
         )),
         Stmt::If {
             cond: format!("{scratch} != NULL"),

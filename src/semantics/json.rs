@@ -461,6 +461,12 @@ mod tests {
         // --sizes wins over the inputs
         let sz2 = resolve_sizes(&p, &sizes(&[("n", 5)]), Some(&j)).unwrap();
         assert_eq!(sz2[&s("n")], 5);
+        // inputs that are not an object are named as such, even where a
+        // size would have been inferred from them
+        for bad in [json!([1, 2]), json!(null), json!(5)] {
+            let e = resolve_sizes(&p, &Sizes::new(), Some(&bad)).unwrap_err();
+            assert!(e.msg.contains("must be a JSON object"), "{}", e.msg);
+        }
     }
 
     #[test]

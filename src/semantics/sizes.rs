@@ -168,6 +168,13 @@ pub fn resolve_sizes_from(
             )));
         }
     }
+    // inputs that are not an object give no size: say what is wrong with
+    // them rather than that a size cannot be inferred
+    if json.is_some_and(|j| !j.is_object()) {
+        return Err(Error::input(
+            "the inputs must be a JSON object from parameter names to values",
+        ));
+    }
     let obj = json.and_then(|j| j.as_object());
     let mut out = Sizes::new();
     for &s in &prog.sizes {
