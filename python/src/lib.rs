@@ -584,7 +584,8 @@ fn relation_layout_of_tuples(
         }
         tuples.push(u);
     }
-    Ok(atl_egg::backend::marshal::compressed_layout(shape, &tuples))
+    atl_egg::backend::marshal::checked_layout(what, shape, &tuples)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// The pointers of one call, moved to the thread that runs without the GIL.

@@ -184,3 +184,12 @@ def test_prepared_relations_refuse_misuse(rng):
     other = f.prepare("E", np.array([[0, 1]]), sizes={"n": 4})
     with pytest.raises(ValueError, match="another compiled function"):
         g._kernel.call([4], [other._native, x, np.array([0.5])], [np.empty(4)], 1)
+
+
+def test_a_relation_too_large_to_lay_out_is_an_error():
+    # One 64-bit row offset per index of the first dimension does not fit
+    # in memory at n = 2^63 - 1, whatever the tuples: an error, not a panic.
+    f = ae.load("(fn f ((n size) (E (relation n n))) (sum i n (sum j n (iverson (E i j) 1.0))))")
+    with pytest.raises(ValueError, match="too large"):
+        f(np.array([[0, 1]], dtype=np.int64), sizes={"n": 2**63 - 1})
+    assert close(f(np.array([[0, 1]], dtype=np.int64), sizes={"n": 3}), 1.0)
