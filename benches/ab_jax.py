@@ -16,7 +16,12 @@ size in the full run (-1: the largest); each library is called through its
 `atl_PROGRAM` entry with the peers benchmark's inputs.  Every round calls
 each library and the jitted JAX function once; prints the best CPU time of
 each and JAX's time divided by each library's, and the largest difference
-of each library's value to JAX's (relative).
+of each library's value to JAX's (relative to JAX's largest magnitude).
+
+With `--grad` after REPS, the libraries are the gradient's
+(`atl-egg grad --wrt` the program's `wrt: ...` inputs, comma-separated, then
+compiled as above) and JAX's function is `jax.jit(jax.grad(f))` in those
+inputs.
 """
 
 import ctypes
@@ -37,7 +42,8 @@ import programs  # noqa: E402
 
 def main():
     name, size_at, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    libs = sys.argv[4:]
+    grad = sys.argv[4:5] == ["--grad"]
+    libs = sys.argv[5:] if grad else sys.argv[4:]
     programs.bind()
     import jax
 
@@ -45,16 +51,21 @@ def main():
     size = prog.full[size_at]
     inputs = [np.ascontiguousarray(a, dtype=np.float64) for a in prog.make_inputs(size, np.random.default_rng(0))]
     sizes = [size[k] for k in sizes_of(prog.atl)]
-    out = np.zeros(1)
+    wrt = tuple(prog.params.index(w) for w in prog.wrt)
+    outs = [np.zeros_like(inputs[i]) for i in wrt] if grad else [np.zeros(1)]
     calls = []
     for path in libs:
         f = getattr(ctypes.CDLL(os.path.abspath(path)), "atl_" + name)
         args = [ctypes.c_int64(s) for s in sizes] + [a.ctypes.data_as(ctypes.c_void_p) for a in inputs]
-        args.append(out.ctypes.data_as(ctypes.c_void_p))
-        calls.append((path, lambda f=f, args=args: (f(*args), out[0])[1]))
-    jf = jax.jit(prog.jax_f)
+        args += [o.ctypes.data_as(ctypes.c_void_p) for o in outs]
+        calls.append((path, lambda f=f, args=args: (f(*args), [o.copy() for o in outs])[1]))
     jin = [jax.numpy.asarray(a) for a in inputs]
-    calls.append(("jax.jit", lambda: float(jf(*jin).block_until_ready())))
+    if grad:
+        jg = jax.jit(jax.grad(prog.jax_f, argnums=wrt))
+        calls.append(("jax.jit(grad)", lambda: [np.asarray(g) for g in jax.block_until_ready(jg(*jin))]))
+    else:
+        jf = jax.jit(prog.jax_f)
+        calls.append(("jax.jit", lambda: [np.asarray([float(jf(*jin).block_until_ready())])]))
     values = [c() for _, c in calls]
     best = [float("inf")] * len(calls)
     for _ in range(reps):
@@ -63,9 +74,12 @@ def main():
             c()
             best[n] = min(best[n], time.process_time() - t0)
     jax_t, jax_v = best[-1], values[-1]
+    label = ("grad " if grad else "") + prog.label(size)
     for n, (path, _) in enumerate(calls):
-        rel = abs(values[n] - jax_v) / max(abs(jax_v), 1e-300)
-        print(f"| {name} {prog.label(size)} | {path} | {best[n] * 1e3:.2f} ms | {jax_t / best[n]:.2f} | {rel:.1e} |")
+        rel = max(
+            float(np.max(np.abs(a - b))) / max(float(np.max(np.abs(b))), 1e-300) for a, b in zip(values[n], jax_v)
+        )
+        print(f"| {name} {label} | {path} | {best[n] * 1e3:.2f} ms | {jax_t / best[n]:.2f} | {rel:.1e} |")
 
 
 def sizes_of(path):
