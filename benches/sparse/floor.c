@@ -180,18 +180,24 @@ static void gemm(const double *a, const double *b, double *c, int64_t rows) { /*
     memcpy(c + F * i, r, sizeof r);
   }
 }
+/* Row i of the mean aggregation: r = sum of XW's rows over row i's edges;
+   returns the row's scale 1 / (1 + degree). */
+static inline double gcn_row(int64_t i, double r[F], int D) {
+  for (int c = 0; c < F; c++) r[c] = 0.0;
+  for (int64_t q = pos[i]; q < pos[i + 1]; q++) {
+    if (D) PF(XW + F * AHEAD(crd, q, D)), PF(XW + F * AHEAD(crd, q, D) + 8);
+    const double *row = XW + F * crd[q];
+    for (int c = 0; c < F; c++) r[c] += row[c];
+  }
+  return 1.0 / (1.0 + (double)(pos[i + 1] - pos[i]));
+}
 static double gcn_f(const double *X, double *out, int D) {
   (void)out;
   gemm(X, W, XW, n);
   double acc = 0.0;
   for (int64_t i = 0; i < n; i++) {
-    double r[F] = {0};
-    const double s = 1.0 / (1.0 + (double)(pos[i + 1] - pos[i]));
-    for (int64_t q = pos[i]; q < pos[i + 1]; q++) {
-      if (D) PF(XW + F * AHEAD(crd, q, D)), PF(XW + F * AHEAD(crd, q, D) + 8);
-      const double *row = XW + F * crd[q];
-      for (int c = 0; c < F; c++) r[c] += row[c];
-    }
+    double r[F];
+    const double s = gcn_row(i, r, D);
     for (int c = 0; c < F; c++) {
       const double z = s * r[c] > 0 ? s * r[c] : 0.0;
       acc += z * z;
@@ -205,13 +211,8 @@ static double gcn_f(const double *X, double *out, int D) {
 static double gcn_g(const double *X, double *Xbar, int D) {
   gemm(X, W, XW, n);
   for (int64_t i = 0; i < n; i++) {
-    double r[F] = {0};
-    const double s = 1.0 / (1.0 + (double)(pos[i + 1] - pos[i]));
-    for (int64_t q = pos[i]; q < pos[i + 1]; q++) {
-      if (D) PF(XW + F * AHEAD(crd, q, D)), PF(XW + F * AHEAD(crd, q, D) + 8);
-      const double *row = XW + F * crd[q];
-      for (int c = 0; c < F; c++) r[c] += row[c];
-    }
+    double r[F];
+    const double s = gcn_row(i, r, D);
     for (int c = 0; c < F; c++) {
       const double t = s * r[c];
       Tb[F * i + c] = t > 0 ? s * 2.0 * t : 0.0;
