@@ -111,16 +111,57 @@ pub fn lower(prog: &Program) -> Result<Function> {
         }
     }
     parallel::parallelize(&mut f.body, &lw.disjoint, &lw.scratch, &sized, &f.dims);
-    pieces::split(&mut f.body, &lw.bracket_cmps);
-    tile::block_rows(&mut f.body);
-    edges::split(&mut f.body, &lw.range_guards);
-    residue::split(&mut f.body, &lw.mod_conds.borrow());
+    let budget = (statements(&f.body) * CODE_GROWTH).max(CODE_FLOOR);
+    within(&mut f.body, budget, |b| pieces::split(b, &lw.bracket_cmps));
+    within(&mut f.body, budget, tile::block_rows);
+    within(&mut f.body, budget, |b| edges::split(b, &lw.range_guards));
+    within(&mut f.body, budget, |b| {
+        residue::split(b, &lw.mod_conds.borrow())
+    });
     let dense: Vec<String> = (f.outputs.iter().enumerate())
         .filter(|(k, _)| !f.stored_outputs.iter().any(|(o, _)| o == k))
         .map(|(_, (cname, _, _))| cname.clone())
         .collect();
-    stream::split(&mut f.body, &dense);
+    within(&mut f.body, budget, |b| stream::split(b, &dense));
     Ok(f)
+}
+
+/// How much code the schedules applied after lowering (pieces where a
+/// bracket changes, blocks of rows, loops split at their edges, unrolled by
+/// residues, streamed outputs) may make of a function: at most this many
+/// times the statements it had, and [`CODE_FLOOR`] statements whatever it
+/// had. Each schedule copies loop bodies, and copies of copies multiply: a
+/// small program whose brackets nest could otherwise give tens of thousands
+/// of lines of C that take the C compiler minutes. A schedule that would
+/// take the function past the budget is not applied to it; the values and
+/// the operations executed are the same either way, only the speed differs.
+const CODE_GROWTH: usize = 16;
+/// See [`CODE_GROWTH`].
+const CODE_FLOOR: usize = 4096;
+
+/// Apply `schedule` to `body` unless it leaves more than `budget`
+/// statements ([`CODE_GROWTH`]), in which case `body` is left as it was.
+fn within(body: &mut Vec<Stmt>, budget: usize, schedule: impl FnOnce(&mut Vec<Stmt>)) {
+    let before = body.clone();
+    schedule(body);
+    if statements(body) > budget {
+        *body = before;
+    }
+}
+
+/// The statements of `body`, nested ones included.
+fn statements(body: &[Stmt]) -> usize {
+    body.iter()
+        .map(|s| {
+            1 + match s {
+                Stmt::Line(_) | Stmt::Decl { .. } => 0,
+                Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
+                    statements(body)
+                }
+                Stmt::If { then, els, .. } => statements(then) + statements(els),
+            }
+        })
+        .sum()
 }
 
 #[derive(Default)]
