@@ -518,10 +518,11 @@ fn bad_inputs_reports() {
         let r = std::panic::catch_unwind(|| {
             insta::with_settings!({
                 snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
-                prepend_module_to_snapshot => true,
+                // named after this file, whichever test binary runs it
+                prepend_module_to_snapshot => false,
                 omit_expression => true,
             }, {
-                insta::assert_snapshot!(case.name, text);
+                insta::assert_snapshot!(format!("diagnostics__{}", case.name), text);
             });
         });
         if r.is_err() {
@@ -577,10 +578,10 @@ fn deep_programs_report_briefly() {
         assert!(text.len() < 2000, "{name}: {} bytes of report", text.len());
         insta::with_settings!({
             snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
-            prepend_module_to_snapshot => true,
+            prepend_module_to_snapshot => false,
             omit_expression => true,
         }, {
-            insta::assert_snapshot!(name, text);
+            insta::assert_snapshot!(format!("diagnostics__{name}"), text);
         });
     }
 }

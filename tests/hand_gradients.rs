@@ -84,10 +84,11 @@ fn comparison() {
     }
     insta::with_settings!({
         snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
-        prepend_module_to_snapshot => true,
+        // named after this file, whichever test binary runs it
+        prepend_module_to_snapshot => false,
         omit_expression => true,
     }, {
-        insta::assert_snapshot!("comparison", table);
+        insta::assert_snapshot!("hand_gradients__comparison", table);
     });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -1,0 +1,97 @@
+//! Every integration test in one test binary: `cargo test --release` builds
+//! and links one program instead of one per file, and runs all the tests
+//! side by side on every core (a long test of one file no longer leaves a
+//! core idle while the files after it wait).
+//!
+//! Each file of `tests/` is a module here, named after the file; run one
+//! file's tests with `cargo test --release --test all NAME::` (or build the
+//! file alone, as a target of its own: `cargo test --release --test NAME`).
+//! A file of `tests/` must be listed both here and in `Cargo.toml`
+//! (`every_test_file_runs` checks it).
+//!
+//! Each file declares `mod common;` itself, so that it also builds alone:
+//! here every module has its own copy of the shared test code.
+#![allow(clippy::duplicate_mod)]
+
+#[path = "adjoint_rules.rs"]
+mod adjoint_rules;
+#[path = "black_boxes.rs"]
+mod black_boxes;
+#[path = "cache.rs"]
+mod cache;
+#[path = "cheap_gradients.rs"]
+mod cheap_gradients;
+#[path = "cli.rs"]
+mod cli;
+#[path = "compiled.rs"]
+mod compiled;
+#[path = "derivative_forms.rs"]
+mod derivative_forms;
+#[path = "derivatives.rs"]
+mod derivatives;
+#[path = "determinism.rs"]
+mod determinism;
+#[path = "diagnostics.rs"]
+mod diagnostics;
+#[path = "functions.rs"]
+mod functions;
+#[path = "gradients_always.rs"]
+mod gradients_always;
+#[path = "growth_bound.rs"]
+mod growth_bound;
+#[path = "hand_gradients.rs"]
+mod hand_gradients;
+#[path = "layering.rs"]
+mod layering;
+#[path = "limits.rs"]
+mod limits;
+#[path = "names.rs"]
+mod names;
+#[path = "npz.rs"]
+mod npz;
+#[path = "optimize_examples.rs"]
+mod optimize_examples;
+#[path = "properties.rs"]
+mod properties;
+#[path = "readme.rs"]
+mod readme;
+#[path = "rule_validation.rs"]
+mod rule_validation;
+#[path = "snapshots.rs"]
+mod snapshots;
+#[path = "stored.rs"]
+mod stored;
+
+/// Every `tests/*.rs` file is a module of this binary and a target of its
+/// own in `Cargo.toml` (with `autotests = false`, cargo would silently skip
+/// a file listed in neither).
+#[test]
+fn every_test_file_runs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let here = include_str!("all.rs");
+    let manifest = std::fs::read_to_string(format!("{root}/Cargo.toml")).expect("Cargo.toml");
+    let mut missing = vec![];
+    for entry in std::fs::read_dir(format!("{root}/tests")).expect("tests/") {
+        let name = entry.expect("a directory entry").file_name();
+        let name = name.to_string_lossy();
+        let Some(stem) = name.strip_suffix(".rs") else {
+            continue;
+        };
+        if stem == "all" {
+            continue;
+        }
+        if !here.contains(&format!("#[path = \"{name}\"]\nmod {stem};")) {
+            missing.push(format!(
+                "tests/all.rs does not declare `mod {stem};` (tests/{name})"
+            ));
+        }
+        if !manifest.contains(&format!(
+            "name = \"{stem}\"\npath = \"tests/{name}\"\ntest = false"
+        )) {
+            missing.push(format!(
+                "Cargo.toml has no `[[test]]` target for tests/{name}"
+            ));
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
