@@ -1454,6 +1454,80 @@ fn contractions_keep_their_sums_in_registers_under_avx2() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// On AVX2 CPUs whose GCC tuning prefers 128-bit vectors (`-march=znver1`,
+/// AMD Zen 1) the generated C's vector loops still use 256-bit ones: the
+/// convolution loss's blocked rows, built for `znver1`, multiply and add in
+/// ymm registers, and the values equal `eval` at one and two threads, the
+/// counting build counting the cost. Skipped off x86-64, with Clang, or
+/// with a compiler without the target.
+#[test]
+fn vector_loops_use_256_bits_on_avx2_tuned_for_128() {
+    if !have_cc() || !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let version = Command::new(build::compiler())
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    if version.contains("clang") {
+        eprintln!("skipped: Clang");
+        return;
+    }
+    let src = "(fn conv ((x (tensor (- (+ m n) 1) R)) (c (tensor m R)) (z (tensor n R)))
+  (sum i n
+    (let d (+ (sum j m (* (get x (- (+ i m) (+ j 1))) (get c j))) (* -1 (get z i))) (* d d))))";
+    let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+    let c = backend::generate(&prog).expect("generate").source;
+    let dir = std::env::temp_dir().join(format!("atl-egg-znver1-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("p.c"), &c).expect("write");
+    let out = Command::new(build::compiler())
+        .args([
+            "-O3",
+            "-march=znver1",
+            "-ffp-contract=off",
+            "-fno-math-errno",
+        ])
+        .args(["-fopenmp", "-DATL_SIMD", "-S", "-o"])
+        .arg(dir.join("p.s"))
+        .arg(dir.join("p.c"))
+        .output()
+        .expect("cc");
+    if !out.status.success() {
+        eprintln!(
+            "skipped: no znver1 target: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let asm = std::fs::read_to_string(dir.join("p.s")).expect("read");
+    let wide = asm
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            (l.starts_with("vmulpd") || l.starts_with("vaddpd")) && l.contains("%ymm")
+        })
+        .count();
+    assert!(wide >= 2, "no 256-bit vector multiplies and adds:\n{asm}");
+    let mut flags = build::Flags::default();
+    flags.flags.retain(|f| f != "-march=native");
+    flags.flags.push("-march=znver1".into());
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    flags.flags.push("-DATL_ROW_BLOCK=64".into());
+    let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
+    for (n, m) in [(1, 1), (7, 3), (300, 9), (1000, 9)] {
+        let sizes = [("n", n), ("m", m)]
+            .iter()
+            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .collect();
+        let inputs = random_inputs(&prog, &sizes, &mut Rng::new(n as u64)).expect("inputs");
+        assert_counted_and_evaluated(&compiled, &prog, &inputs, &format!("n={n} m={m}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Contractions confined by a bracket to a band (`atlh_gemm_band`): the
 /// output's elements `j` around `i` (attention's `[j <= i]·QKᵀ`), or each
 /// element's terms `k` around `i` or around `j` (`PV`), lower and upper,

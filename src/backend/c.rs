@@ -47,6 +47,12 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+/* Vector loops use 256-bit vectors on AVX2 without AVX-512: GCC's tuning
+   for some of these CPUs (AMD Zen 1, -march=native) prefers 128-bit ones,
+   which run the convolutions' and stencils' loops slower. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__) && !defined(__AVX512F__)
+#pragma GCC target("prefer-vector-width=256")
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define ATL_MAYBE_UNUSED __attribute__((unused))
