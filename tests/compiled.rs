@@ -1651,6 +1651,41 @@ fn a_large_arena_is_kept_for_the_next_call() {
     );
 }
 
+/// A large arena asks for transparent huge pages (Linux, when the kernel
+/// gives them on request): `logsumexp_tree`'s gradient at n = 100,000 binds
+/// 68 MB of intermediates, and the process's anonymous huge pages grow by
+/// at least one 2 MiB page over its first call. Gathers of rows at random
+/// places in such intermediates (a sparse gradient's) otherwise miss the
+/// TLB on nearly every row.
+#[test]
+fn a_large_arena_asks_for_huge_pages() {
+    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    let on_request = mode.is_ok_and(|m| m.contains("[madvise]") || m.contains("[always]"));
+    if !have_cc() || !on_request || !Path::new("/proc/self/smaps_rollup").exists() {
+        return;
+    }
+    fn huge_kib() -> u64 {
+        let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").expect("smaps_rollup");
+        rollup
+            .lines()
+            .find_map(|l| l.strip_prefix("AnonHugePages:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("AnonHugePages")
+    }
+    let (_, grad) = corpus_gradient("logsumexp_tree");
+    let sizes = [(egg::Symbol::from("n"), 100_000)].into_iter().collect();
+    let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
+    let compiled = backend::compile(&grad).expect("compile");
+    compiled.set_threads(1).expect("threads");
+    let before = huge_kib();
+    compiled.call(&inputs).expect("run");
+    let after = huge_kib();
+    assert!(
+        after >= before + 2048,
+        "anonymous huge pages {before} kB before the call, {after} kB after: the arena has none"
+    );
+}
+
 /// Stencils and convolutions (`src/lower/edges.rs`): their loops are split
 /// at the edges so the interior runs without range guards. At sizes where
 /// the interior is empty (a kernel wider than the signal), a single point,
