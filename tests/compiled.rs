@@ -1726,6 +1726,71 @@ fn a_large_arena_is_kept_for_the_next_call() {
     );
 }
 
+/// A stored result computed by a loop over every tuple of its relation
+/// (the bracket is the relation alone, over its whole extent) is written
+/// once per tuple with no zero fill before: `sparse_matvec_stored`'s
+/// gradient w.r.t. `A` (10⁷ values at 10⁶ nodes) has no loop setting its
+/// values to zero, and still equals the evaluator (the output buffers start
+/// as NaN, so a tuple left unwritten would show) and counts its cost.
+#[test]
+fn a_stored_result_written_at_every_tuple_is_not_zeroed_first() {
+    let (_, grad) = corpus_gradient("sparse_matvec_stored");
+    let src = backend::generate(&grad).expect("generate").source;
+    let zeroed: Vec<&str> = src
+        .lines()
+        .filter(|l| l.contains("_out_0[k") && l.contains("= 0.0;"))
+        .collect();
+    assert!(
+        zeroed.is_empty(),
+        "the stored gradient is zeroed before its loop writes every tuple: {zeroed:?}"
+    );
+    if !have_cc() {
+        return;
+    }
+    for sizes in ["n=3,m=4", "n=8,m=6", "n=20,m=15", "n=0,m=3", "n=5,m=0"] {
+        let sizes: Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(9)).expect("inputs");
+        let what = format!("sparse_matvec_stored grad {sizes}");
+        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "{what}: executed operations differ");
+    }
+}
+
+/// A large arena asks for transparent huge pages (Linux, when the kernel
+/// gives them on request): `logsumexp_tree`'s gradient at n = 100,000 binds
+/// 68 MB of intermediates, and the process's anonymous huge pages grow by
+/// at least one 2 MiB page over its first call. Gathers of rows at random
+/// places in such intermediates (a sparse gradient's) otherwise miss the
+/// TLB on nearly every row.
+#[test]
+fn a_large_arena_asks_for_huge_pages() {
+    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    let on_request = mode.is_ok_and(|m| m.contains("[madvise]") || m.contains("[always]"));
+    if !have_cc() || !on_request || !Path::new("/proc/self/smaps_rollup").exists() {
+        return;
+    }
+    fn huge_kib() -> u64 {
+        let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").expect("smaps_rollup");
+        rollup
+            .lines()
+            .find_map(|l| l.strip_prefix("AnonHugePages:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("AnonHugePages")
+    }
+    let (_, grad) = corpus_gradient("logsumexp_tree");
+    let sizes = [(egg::Symbol::from("n"), 100_000)].into_iter().collect();
+    let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
+    let compiled = backend::compile(&grad).expect("compile");
+    compiled.set_threads(1).expect("threads");
+    let before = huge_kib();
+    compiled.call(&inputs).expect("run");
+    let after = huge_kib();
+    assert!(
+        after >= before + 2048,
+        "anonymous huge pages {before} kB before the call, {after} kB after: the arena has none"
+    );
+}
+
 /// Stencils and convolutions (`src/lower/edges.rs`): their loops are split
 /// at the edges so the interior runs without range guards. At sizes where
 /// the interior is empty (a kernel wider than the signal), a single point,

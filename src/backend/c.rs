@@ -44,6 +44,9 @@ pub const INDEX_OVERFLOW_MESSAGE: &str =
 const PRELUDE: &str = r#"#include <stdint.h>
 #include <stdlib.h>
 #include <math.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -171,18 +174,38 @@ uint64_t atlpacked_ops[5];
    ATL_ARENA_KEEP doubles) and reused by the next call it is large enough
    for, so a call does not map and fault in fresh pages each time (a large
    malloc is an mmap). Calls on several threads at once take it in turn or
-   allocate their own; the size is stored in front of the arena. */
+   allocate their own; the size is stored in front of the arena. On Linux
+   an arena of at least ATL_ARENA_HUGE bytes is aligned to 2 MiB and asks
+   for transparent huge pages (madvise): loops that gather rows of an
+   intermediate at random places (a relation's far ends) then take a TLB
+   miss per 2 MiB instead of one per 4 KiB page. */
 #ifndef ATL_ARENA_KEEP
 #define ATL_ARENA_KEEP ((size_t)1 << 27)
 #endif
+#ifndef ATL_ARENA_HUGE
+#define ATL_ARENA_HUGE ((size_t)1 << 22)
+#endif
 #if defined(__GNUC__) || defined(__clang__)
 static double *atlh_arena_kept;
+static double *atlh_arena_alloc(size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (bytes >= ATL_ARENA_HUGE) {
+    const size_t page = (size_t)1 << 21;
+    if (bytes > SIZE_MAX - page) return NULL;
+    const size_t whole = (bytes + page - 1) / page * page;
+    void *p = aligned_alloc(page, whole);
+    if (p != NULL) (void)madvise(p, whole, MADV_HUGEPAGE);
+    return (double *)p;
+  }
+#endif
+  return (double *)malloc(bytes);
+}
 static ATL_MAYBE_UNUSED double *atlh_arena_take(size_t n) {
   double *p = __atomic_exchange_n(&atlh_arena_kept, (double *)NULL, __ATOMIC_ACQ_REL);
   if (p != NULL && *(size_t *)p >= n) return p + 1;
   free(p);
   if (n > SIZE_MAX / sizeof(double) - 1) return NULL;
-  p = (double *)malloc((n + 1) * sizeof(double));
+  p = atlh_arena_alloc((n + 1) * sizeof(double));
   if (p == NULL) return NULL;
   *(size_t *)p = n;
   return p + 1;

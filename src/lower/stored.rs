@@ -128,9 +128,17 @@ impl Lowerer {
                 ),
                 _ => (vec![], x),
             };
+            // The loops visit every stored tuple, and store each one's
+            // value, when the bracket is the relation alone over its whole
+            // extent: no element stays zero, so none is zeroed first.
+            let covers = ps.is_empty()
+                && !matches!(body, Expr::Iverson(..))
+                && chain.iter().zip(dims).all(|((_, d), a)| *d == a);
             ps.insert(0, atom);
             let p = Pred::And(ps);
-            dest.zero_fill(self)?;
+            if !covers {
+                dest.zero_fill(self)?;
+            }
             let acc = Acc::Store {
                 dest: dest.clone(),
                 gens: vars,
