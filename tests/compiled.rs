@@ -1609,9 +1609,45 @@ fn brackets_free_of_the_gens_variables_are_tested_outside_them() {
         src.contains("ATL_SUMADD_AT("),
         "nearest_centre's gradient should add rows of e into a row:\n{src}"
     );
-    for sizes in ["P=3,K=2,d=2", "P=20,K=4,d=3", "P=0,K=2,d=2", "P=9,K=1,d=0"] {
+    for sizes in ["P=3,K=2,d=2", "P=20,K=4,d=3", "P=0,K=2,d=2", "P=2,K=3,d=0"] {
         let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
         let inputs = random_inputs(&grad, &sizes, &mut Rng::new(6)).expect("inputs");
+        let what = format!("nearest_centre grad {sizes}");
+        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "{what}: executed operations differ");
+    }
+}
+
+/// A result that is a gen of gens over one sum over the rows of a fused run
+/// joins the run: `nearest_centre`'s gradient `dC[g][g1] = [0 < P]·-2·Σp
+/// h[p][g]·e[p][g][g1]` adds each point's row of differences into a block
+/// of K×d accumulators, so neither the P×K×d differences `e` nor the
+/// one-hot `h` is stored whole. Values and counted operations as `eval`
+/// and the cost, also at `P = 0` (the bracket false) and `d = 0`.
+#[test]
+fn reductions_of_gens_of_gens_join_their_row_fusion() {
+    if !have_cc() {
+        return;
+    }
+    let (_, grad) = corpus_gradient("nearest_centre");
+    let f = backend::generate(&grad).expect("generate").function;
+    let p = egg::Symbol::from("P");
+    assert!(
+        f.slots
+            .iter()
+            .all(|s| s.dims.iter().all(|d| d.terms.iter().all(|(v, _)| *v != p))),
+        "nearest_centre's gradient stored a P-sized intermediate: {:?}",
+        f.slots
+    );
+    for sizes in [
+        "P=3,K=2,d=2",
+        "P=20,K=4,d=3",
+        "P=0,K=2,d=2",
+        "P=2,K=3,d=0",
+        "P=5,K=0,d=2",
+    ] {
+        let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(7)).expect("inputs");
         let what = format!("nearest_centre grad {sizes}");
         let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ops, cost, "{what}: executed operations differ");
