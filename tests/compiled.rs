@@ -1652,6 +1652,32 @@ fn reductions_of_gens_of_gens_join_their_row_fusion() {
         let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ops, cost, "{what}: executed operations differ");
     }
+    // blur3x3's gradient: the kernel's 3×3 adjoint joins the loop over the
+    // rows of `b_bar`; the image's adjoint, whose bracket bounds its outer
+    // gen's variable by the row's, does not (most of an h-long loop per
+    // row would be empty).
+    let progs = CorpusProgram::load_dir(Path::new("examples/programs")).expect("examples");
+    let blur = progs.iter().find(|p| p.name == "blur3x3").expect("blur3x3");
+    let grad = derive::grad(&blur.program, &blur.wrt_or_all(), &options())
+        .expect("grad")
+        .program;
+    let f = backend::generate(&grad).expect("generate").function;
+    let (h, w) = (egg::Symbol::from("h"), egg::Symbol::from("w"));
+    assert!(
+        !f.slots.iter().any(|s| s.dims.len() == 2
+            && s.dims.iter().any(|d| d.terms.iter().any(|(v, _)| *v == h))
+            && s.dims.iter().any(|d| d.terms.iter().any(|(v, _)| *v == w))
+            && s.cname.ends_with("_row")),
+        "blur3x3's image adjoint should not accumulate into an h×w block: {:?}",
+        f.slots
+    );
+    for sizes in ["h=1,w=1", "h=5,w=7", "h=0,w=3", "h=4,w=0"] {
+        let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
+        let what = format!("blur3x3 grad {sizes}");
+        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "{what}: executed operations differ");
+    }
 }
 
 /// A library keeps the last call's arena for the next call up to 1 GiB:

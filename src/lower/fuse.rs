@@ -260,7 +260,17 @@ impl Lowerer {
             return None;
         }
         let (sum, inner) = self.reduced_sum(g, e, n, names)?;
-        if gens.iter().any(|(o, _)| *o == inner.0) {
+        // The outer gens' loops run inside the row loop whole: a bracket
+        // of the sum that bounds them (a convolution's adjoint, `i1` near
+        // `i2`) would leave most of their iterations empty.
+        let mut bounded = std::collections::BTreeSet::new();
+        if let (_, Some(p), _) = crate::semantics::eval::sum_chain(sum) {
+            crate::front::subst::pred_free(p, &mut bounded);
+        }
+        if gens
+            .iter()
+            .any(|(o, _)| *o == inner.0 || bounded.contains(o))
+        {
             return None;
         }
         Some(Member::Reduce {
