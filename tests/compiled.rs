@@ -1683,10 +1683,72 @@ fn brackets_free_of_the_gens_variables_are_tested_outside_them() {
         src.contains("ATL_SUMADD_AT("),
         "nearest_centre's gradient should add rows of e into a row:\n{src}"
     );
-    for sizes in ["P=3,K=2,d=2", "P=20,K=4,d=3", "P=0,K=2,d=2", "P=9,K=1,d=0"] {
+    for sizes in ["P=3,K=2,d=2", "P=20,K=4,d=3", "P=0,K=2,d=2", "P=2,K=3,d=0"] {
         let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
         let inputs = random_inputs(&grad, &sizes, &mut Rng::new(6)).expect("inputs");
         let what = format!("nearest_centre grad {sizes}");
+        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "{what}: executed operations differ");
+    }
+}
+
+/// A result that is a gen of gens over one sum over the rows of a fused run
+/// joins the run: `nearest_centre`'s gradient `dC[g][g1] = [0 < P]·-2·Σp
+/// h[p][g]·e[p][g][g1]` adds each point's row of differences into a block
+/// of K×d accumulators, so neither the P×K×d differences `e` nor the
+/// one-hot `h` is stored whole. Values and counted operations as `eval`
+/// and the cost, also at `P = 0` (the bracket false) and `d = 0`.
+#[test]
+fn reductions_of_gens_of_gens_join_their_row_fusion() {
+    if !have_cc() {
+        return;
+    }
+    let (_, grad) = corpus_gradient("nearest_centre");
+    let f = backend::generate(&grad).expect("generate").function;
+    let p = egg::Symbol::from("P");
+    assert!(
+        f.slots
+            .iter()
+            .all(|s| s.dims.iter().all(|d| d.terms.iter().all(|(v, _)| *v != p))),
+        "nearest_centre's gradient stored a P-sized intermediate: {:?}",
+        f.slots
+    );
+    for sizes in [
+        "P=3,K=2,d=2",
+        "P=20,K=4,d=3",
+        "P=0,K=2,d=2",
+        "P=2,K=3,d=0",
+        "P=5,K=0,d=2",
+    ] {
+        let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(7)).expect("inputs");
+        let what = format!("nearest_centre grad {sizes}");
+        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "{what}: executed operations differ");
+    }
+    // blur3x3's gradient: the kernel's 3×3 adjoint joins the loop over the
+    // rows of `b_bar`; the image's adjoint, whose bracket bounds its outer
+    // gen's variable by the row's, does not (most of an h-long loop per
+    // row would be empty).
+    let progs = CorpusProgram::load_dir(Path::new("examples/programs")).expect("examples");
+    let blur = progs.iter().find(|p| p.name == "blur3x3").expect("blur3x3");
+    let grad = derive::grad(&blur.program, &blur.wrt_or_all(), &options())
+        .expect("grad")
+        .program;
+    let f = backend::generate(&grad).expect("generate").function;
+    let (h, w) = (egg::Symbol::from("h"), egg::Symbol::from("w"));
+    assert!(
+        !f.slots.iter().any(|s| s.dims.len() == 2
+            && s.dims.iter().any(|d| d.terms.iter().any(|(v, _)| *v == h))
+            && s.dims.iter().any(|d| d.terms.iter().any(|(v, _)| *v == w))
+            && s.cname.ends_with("_row")),
+        "blur3x3's image adjoint should not accumulate into an h×w block: {:?}",
+        f.slots
+    );
+    for sizes in ["h=1,w=1", "h=5,w=7", "h=0,w=3", "h=4,w=0"] {
+        let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
+        let what = format!("blur3x3 grad {sizes}");
         let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ops, cost, "{what}: executed operations differ");
     }

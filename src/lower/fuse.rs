@@ -147,6 +147,13 @@ enum Member<'a> {
     /// A result leaf `(gen g dim body)` whose one sum `sum` (reached through
     /// `+`, `*`, calls) runs over the rows, `(sum v n inner)`, interchanged:
     /// each row adds its terms to the accumulator row of `g`.
+    ///
+    /// Also a gen of gens `(gen g0 d0 ... (gen g dim body))`, with brackets
+    /// that hold whenever the loop runs between the gens and `body`
+    /// (`leaf`, the whole leaf): each row then adds its terms into a block
+    /// of accumulator rows, one per point of the `outer` gens, and the leaf
+    /// is stored after the loop reading its sum from the block
+    /// (`nearest_centre`'s `dC[g][g1] = [0 < P]·-2·Σp h[p][g]·e[p][g][g1]`).
     Reduce {
         g: Symbol,
         dim: &'a Affine,
@@ -154,6 +161,8 @@ enum Member<'a> {
         sum: &'a Expr,
         inner: (Symbol, &'a Expr),
         dest: V,
+        outer: Vec<(Symbol, &'a Affine)>,
+        leaf: Option<&'a Expr>,
     },
 }
 
@@ -183,6 +192,19 @@ impl Lowerer {
         {
             return None;
         }
+        self.reduced_sum(g, body, n, names)
+    }
+
+    /// The one sum of `body` (under a gen over `g`) that runs over the
+    /// rows `n`, with its variable and summand, when the summand reads the
+    /// members only at its row and `body` reads them nowhere else.
+    fn reduced_sum<'a>(
+        &self,
+        g: Symbol,
+        body: &'a Expr,
+        n: &Affine,
+        names: &[Symbol],
+    ) -> Option<(&'a Expr, (Symbol, &'a Expr))> {
         let mut cands = vec![];
         super::order::candidates(body, &mut cands);
         let [s] = cands.as_slice() else { return None };
@@ -201,6 +223,111 @@ impl Lowerer {
                 names.iter().all(|x| !free.contains(x))
             };
         ok.then_some((*s, (*v, &**inner)))
+    }
+
+    /// A result leaf that is a gen of gens, or a gen with brackets that
+    /// hold whenever the loop over `n` runs above its body, whose innermost
+    /// body has one sum over the rows, reading the members only at its row
+    /// (so with the row loop outside, the members' rows are read once and
+    /// the block of accumulators, as large as one row of the summand's
+    /// reads, stays in cache): a [`Member::Reduce`] over a block of rows,
+    /// stored into `dest` after the loop.
+    fn block_reduction<'a>(
+        &self,
+        le: &'a Expr,
+        n: &Affine,
+        names: &[Symbol],
+        dest: &V,
+    ) -> Option<Member<'a>> {
+        let mut gens = vec![];
+        let mut bracketed = false;
+        let mut e = le;
+        loop {
+            match e {
+                Expr::Gen(g, d, b) => {
+                    gens.push((*g, d));
+                    e = b;
+                }
+                Expr::Iverson(p, b) if implied_by_rows(p, n) => {
+                    bracketed = true;
+                    e = b;
+                }
+                _ => break,
+            }
+        }
+        let (g, dim) = gens.pop()?;
+        if gens.is_empty() && !bracketed {
+            return None;
+        }
+        let (sum, inner) = self.reduced_sum(g, e, n, names)?;
+        // The outer gens' loops run inside the row loop whole: a bracket
+        // of the sum that bounds them (a convolution's adjoint, `i1` near
+        // `i2`) would leave most of their iterations empty.
+        let mut bounded = std::collections::BTreeSet::new();
+        if let (_, Some(p), _) = crate::semantics::eval::sum_chain(sum) {
+            crate::front::subst::pred_free(p, &mut bounded);
+        }
+        if gens
+            .iter()
+            .any(|(o, _)| *o == inner.0 || bounded.contains(o))
+        {
+            return None;
+        }
+        Some(Member::Reduce {
+            g,
+            dim,
+            body: e,
+            sum,
+            inner,
+            dest: dest.clone(),
+            outer: gens,
+            leaf: Some(le),
+        })
+    }
+
+    /// The loops of the gens `outer` around a reduction's sum nest into
+    /// its block of rows `r` (`lin`: the row's index so far).
+    fn block_rows(
+        &mut self,
+        outer: &[(Symbol, &Affine)],
+        lin: Option<String>,
+        body: &Expr,
+        g: Symbol,
+        dim: &Affine,
+        r: &ReductionRow,
+    ) -> Result<()> {
+        let Some(((o, d), rest)) = outer.split_first() else {
+            let off = match lin {
+                None => r.off.clone(),
+                Some(l) => format!("({l}) * {}", self.dim(dim)?),
+            };
+            return self.sum_nest(
+                body,
+                &super::sum::Acc::Row {
+                    gen: g,
+                    dim: dim.clone(),
+                    buf: r.buf.clone(),
+                    off: off.clone(),
+                    flags: r.flags.clone(),
+                    flag_off: off,
+                },
+            );
+        };
+        let dn = self.dim(d)?;
+        let iv = self.bind_index(*o, d)?;
+        self.full_range.insert(*o, (*d).clone());
+        let lin = Some(match lin {
+            None => iv.clone(),
+            Some(l) => format!("({l}) * {dn} + {iv}"),
+        });
+        let (stmts, ()) = self.block(|lw| lw.block_rows(rest, lin, body, g, dim, r))?;
+        self.out.push(Stmt::For {
+            var: iv,
+            lo: "0".into(),
+            hi: dn,
+            body: stmts,
+        });
+        Ok(())
     }
 
     /// Store a let spine starting at `e` (a `let`) into `dest`, fusing its
@@ -410,12 +537,17 @@ impl Lowerer {
                                 sum: s,
                                 inner,
                                 dest: ld,
+                                outer: vec![],
+                                leaf: None,
                             })
                         }
-                        None => {
-                            run.after.push(le);
-                            run.others.push((le, ld));
-                        }
+                        None => match self.block_reduction(le, n, &run.names, &ld) {
+                            Some(member) => run.members.push(member),
+                            None => {
+                                run.after.push(le);
+                                run.others.push((le, ld));
+                            }
+                        },
                     }
                 }
                 _ => match leaf_sum(le, n) {
@@ -504,11 +636,31 @@ impl Lowerer {
                 body,
                 sum,
                 dest,
+                outer,
+                leaf,
                 ..
             } = m
             else {
                 continue;
             };
+            if leaf.is_some() {
+                // A block of rows, one per point of the outer gens.
+                let mut dims: Vec<Affine> = outer.iter().map(|(_, d)| (*d).clone()).collect();
+                dims.push((*dim).clone());
+                let t = self.slot("row", &dims)?;
+                let mut sizes = vec![];
+                for d in &dims {
+                    sizes.push(self.dim(d)?);
+                }
+                let flags = self.zero_row(&t, "0", &sizes.join(" * "));
+                reds.push(ReductionRow {
+                    buf: t,
+                    off: "0".into(),
+                    flags,
+                    tmp: Some(self.internal_symbol("row")),
+                });
+                continue;
+            }
             let dn = self.dim(dim)?;
             let (buf, off, tmp) = match dest {
                 V::Leaf { buf, off, .. } if std::ptr::eq(*sum, *body) => {
@@ -592,18 +744,9 @@ impl Lowerer {
                     self.line(format!("{acc} += {x};"));
                     self.line(format!("ATL_SUMADD({first});"));
                 }
-                Member::Reduce { g, dim, .. } => {
+                Member::Reduce { g, dim, outer, .. } => {
                     let r = red_it.next().expect("a row per reduction");
-                    self.sum_nest(
-                        &body,
-                        &super::sum::Acc::Row {
-                            gen: *g,
-                            dim: (*dim).clone(),
-                            buf: r.buf.clone(),
-                            off: r.off.clone(),
-                            flags: r.flags.clone(),
-                        },
-                    )?;
+                    self.block_rows(outer, None, &body, *g, dim, r)?;
                 }
             }
             restore(&mut self.names, v, old_name);
@@ -634,6 +777,33 @@ impl Lowerer {
                 Member::Sum(_, _, ld) => {
                     let (acc, _) = acc_it.next().expect("an accumulator per sum");
                     V::Scalar(acc.clone()).copy_into(ld, self)?;
+                }
+                Member::Reduce {
+                    g,
+                    dim,
+                    sum,
+                    dest,
+                    outer,
+                    leaf: Some(leaf),
+                    ..
+                } => {
+                    let r = red_it.next().expect("a row per reduction");
+                    self.line(format!("ATL_FIRST_AT_END({});", r.flags));
+                    let sym = r.tmp.expect("a block of rows is a fresh slot");
+                    let mut dims: Vec<Affine> = outer.iter().map(|(_, d)| (*d).clone()).collect();
+                    dims.push((*dim).clone());
+                    let mut ty = Type::Real;
+                    for d in dims.iter().rev() {
+                        ty = Type::Tensor(d.clone(), Box::new(ty));
+                    }
+                    self.vals.insert(sym, V::leaf(r.buf.clone(), dims));
+                    self.tenv.insert(sym, ty);
+                    let mut read = Expr::Var(sym);
+                    for (o, _) in outer.iter().chain(std::iter::once(&(*g, *dim))) {
+                        read = Expr::Get(Box::new(read), Affine::var(*o));
+                    }
+                    let l = replace_in_gens(leaf, sum, &read);
+                    self.store(&l, dest)?;
                 }
                 Member::Reduce {
                     g,
@@ -818,27 +988,43 @@ fn scalar_sum<'a>(e: &'a Expr, n: &Affine) -> Option<(&'a Expr, Symbol, &'a Expr
 /// only when the loop does, so its operations are those the bracket
 /// allows).
 fn leaf_sum<'a>(e: &'a Expr, n: &Affine) -> Option<(&'a Expr, Symbol, &'a Expr)> {
-    use crate::constraints::{Constraint, LinForm};
     let mut inside = e;
-    let nonempty = Constraint::compare(
-        crate::front::ast::CmpOp::Le,
-        &LinForm::from_affine(&Affine::constant(1)),
-        &LinForm::from_affine(n),
-    )?;
-    let Constraint::Ge(g) = nonempty else {
-        return None;
-    };
     while let Expr::Iverson(p, body) = inside {
-        let implied = super::pred::affine(p)?.iter().all(|c| match c {
-            Constraint::Ge(f) => f.terms() == g.terms() && f.constant >= g.constant,
-            _ => false,
-        });
-        if !implied {
+        if !implied_by_rows(p, n) {
             return None;
         }
         inside = body;
     }
     scalar_sum(inside, n)
+}
+
+/// Does the bracket `p` hold whenever `n >= 1` (its affine conjuncts all
+/// implied by it)?
+fn implied_by_rows(p: &crate::front::ast::Pred, n: &Affine) -> bool {
+    use crate::constraints::{Constraint, LinForm};
+    let Some(Constraint::Ge(g)) = Constraint::compare(
+        crate::front::ast::CmpOp::Le,
+        &LinForm::from_affine(&Affine::constant(1)),
+        &LinForm::from_affine(n),
+    ) else {
+        return false;
+    };
+    super::pred::affine(p).is_some_and(|cs| {
+        cs.iter().all(|c| match c {
+            Constraint::Ge(f) => f.terms() == g.terms() && f.constant >= g.constant,
+            _ => false,
+        })
+    })
+}
+
+/// `e` with the subexpression `sum` (by address) replaced by `to`, through
+/// gens and brackets and [`super::order::replace`]'s forms.
+fn replace_in_gens(e: &Expr, sum: &Expr, to: &Expr) -> Expr {
+    match e {
+        Expr::Gen(g, d, b) => Expr::Gen(*g, d.clone(), Box::new(replace_in_gens(b, sum, to))),
+        Expr::Iverson(p, b) => Expr::Iverson(p.clone(), Box::new(replace_in_gens(b, sum, to))),
+        _ => super::order::replace(e, &[(sum as *const Expr, to.clone())]),
+    }
 }
 
 /// `e` with the given subexpressions (by address) replaced, through the

@@ -556,6 +556,7 @@ impl Lowerer {
                 buf: buf.to_string(),
                 off: off.to_string(),
                 flags: flags.clone(),
+                flag_off: "0".into(),
             },
         )?;
         self.line(format!("ATL_FIRST_AT_END({flags});"));

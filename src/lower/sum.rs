@@ -301,6 +301,7 @@ impl Lowerer {
                 buf,
                 off,
                 flags,
+                flag_off,
                 ..
             } => {
                 let i = self
@@ -314,7 +315,12 @@ impl Lowerer {
                     format!("{off} + {i}")
                 };
                 self.line(format!("{buf}[{at}] += {x};"));
-                self.line(format!("ATL_SUMADD_AT({flags}, {i});"));
+                let fat = if flag_off == "0" {
+                    i
+                } else {
+                    format!("{flag_off} + {i}")
+                };
+                self.line(format!("ATL_SUMADD_AT({flags}, {fat});"));
             }
         }
         Ok(())
@@ -533,13 +539,15 @@ pub(crate) enum Acc {
     /// A C local, with its first-term flag (the first term needs no addition).
     Scalar { acc: String, first: String },
     /// `buf[off + i]` for every `i` of `(gen gen dim ...)`, the gen's loop
-    /// innermost; `flags` marks which elements have their first term.
+    /// innermost; `flags[flag_off + i]` marks which elements have their
+    /// first term.
     Row {
         gen: Symbol,
         dim: Affine,
         buf: String,
         off: String,
         flags: String,
+        flag_off: String,
     },
 }
 
