@@ -94,7 +94,15 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #ifndef ATL_ROW_LIMIT
 #define ATL_ROW_LIMIT 4096
 #endif
+#ifndef ATL_SCRATCH_MAX
 #define ATL_SCRATCH_MAX 8388608
+#endif
+/* A loop adds into per-chunk copies of a buffer only when its work is at
+   least ATL_COPY_SHARE times the copies' size (they are zeroed and added
+   back: that traffic must stay a small share of the loop's). */
+#ifndef ATL_COPY_SHARE
+#define ATL_COPY_SHARE 4.0
+#endif
 /* Chunk copies are made at every thread count (one included), so that a
    value does not depend on the number of threads; the counting build runs
    the loop as written. */

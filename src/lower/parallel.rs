@@ -28,7 +28,10 @@
 //! * a buffer every iteration adds into (`row[k] += x`, an interchanged
 //!   column reduction such as a kernel's adjoint `dw[k] += r[i]·x[i+k]`)
 //!   is accumulated by each chunk in a zero-filled copy of its own (when
-//!   the copies fit, as slots of one iteration do), and the copies are
+//!   the copies fit, as slots of one iteration do, and writing and adding
+//!   them is at most `1 / ATL_COPY_SHARE` of the loop's work: a scatter
+//!   `x̄[j] += ...` over the edges of a graph into a vector as long as its
+//!   node count runs as written), and the copies are
 //!   added to it element by element in chunk order afterwards: the value
 //!   is the serial one up to that reassociation, the same for every
 //!   number of threads;
@@ -237,13 +240,18 @@ fn with_scratch(
     let privs: Vec<(String, String)> = privs.iter().chain(sums).cloned().collect();
     let privs = privs.as_slice();
     let total: Vec<&str> = privs.iter().map(|(_, n)| n.as_str()).collect();
-    let (work, cond) = work_condition(
-        &lp.var,
-        &lp.lo,
-        &lp.hi,
-        &lp.body,
-        format!("atlpar_scratch_work{k}"),
-    );
+    let work_name = format!("atlpar_scratch_work{k}");
+    let (work, mut cond) = work_condition(&lp.var, &lp.lo, &lp.hi, &lp.body, work_name.clone());
+    if !sums.is_empty() {
+        // The zero-filled copies are written once and added once more: a
+        // loop whose work they would outweigh (a scatter into a vector as
+        // long as its loop) runs as written.
+        let copied: Vec<&str> = sums.iter().map(|(_, n)| n.as_str()).collect();
+        cond = format!(
+            "{cond} && (double)({}) * ATL_CHUNKS * ATL_COPY_SHARE <= {work_name}",
+            copied.join(" + ")
+        );
+    }
     let serial = Stmt::For {
         var: lp.var.clone(),
         lo: lp.lo.clone(),
@@ -742,6 +750,43 @@ mod tests {
             Some("t7_out".into())
         );
         assert_eq!(piece_write("atlh_gemm((t7_out), 1)"), Some("?".into()));
+    }
+
+    #[test]
+    fn a_scatter_adds_into_copies_only_when_its_work_outweighs_them() {
+        // x̄[j] += r[i] over a graph's edges: the copies of x̄ (one per
+        // chunk) are made only when the loop's work is ATL_COPY_SHARE times
+        // their size.
+        let body = vec![line("t1_xbar[t2_col[e3]] += t4_r[t5_row[e3]];")];
+        let n = Affine::var(egg::Symbol::from("n"));
+        let slots = [Slot {
+            cname: "t1_xbar".into(),
+            dims: vec![n.clone()],
+        }];
+        let dims = [("d0".to_string(), n)];
+        let mut ss = vec![Stmt::For {
+            var: "e3".into(),
+            lo: "0".into(),
+            hi: "d1".into(),
+            body,
+        }];
+        parallelize(&mut ss, &Disjoint::new(), &Disjoint::new(), &slots, &dims);
+        let Stmt::Block(then) = &ss[0] else {
+            panic!("not marked: {ss:?}")
+        };
+        let alloc = then
+            .iter()
+            .find_map(|s| match s {
+                Stmt::Line(l) if l.contains("malloc") => Some(l.clone()),
+                _ => None,
+            })
+            .expect("the copies' allocation");
+        assert!(
+            alloc.contains(
+                "(double)((int64_t)1 * d0) * ATL_CHUNKS * ATL_COPY_SHARE <= atlpar_scratch_work1"
+            ),
+            "{alloc}"
+        );
     }
 
     #[test]
