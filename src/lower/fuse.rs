@@ -297,9 +297,14 @@ impl Lowerer {
         r: &ReductionRow,
     ) -> Result<()> {
         let Some(((o, d), rest)) = outer.split_first() else {
-            let off = match lin {
-                None => r.off.clone(),
-                Some(l) => format!("({l}) * {}", self.dim(dim)?),
+            // A reduction's own row: its flags are the row's; a block's
+            // flags cover the block, at the row's offset in it.
+            let (off, flag_off) = match lin {
+                None => (r.off.clone(), "0".to_string()),
+                Some(l) => {
+                    let at = format!("({l}) * {}", self.dim(dim)?);
+                    (at.clone(), at)
+                }
             };
             return self.sum_nest(
                 body,
@@ -307,9 +312,9 @@ impl Lowerer {
                     gen: g,
                     dim: dim.clone(),
                     buf: r.buf.clone(),
-                    off: off.clone(),
+                    off,
                     flags: r.flags.clone(),
-                    flag_off: off,
+                    flag_off,
                 },
             );
         };
