@@ -1683,13 +1683,12 @@ fn brackets_free_of_the_gens_variables_are_tested_outside_them() {
         src.contains("ATL_SUMADD_AT("),
         "nearest_centre's gradient should add rows of e into a row:\n{src}"
     );
-    for sizes in ["P=3,K=2,d=2", "P=20,K=4,d=3", "P=0,K=2,d=2", "P=2,K=3,d=0"] {
-        let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
-        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(6)).expect("inputs");
-        let what = format!("nearest_centre grad {sizes}");
-        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(ops, cost, "{what}: executed operations differ");
-    }
+    counts_exactly_at(
+        &grad,
+        "nearest_centre grad",
+        &["P=3,K=2,d=2", "P=20,K=4,d=3", "P=0,K=2,d=2", "P=2,K=3,d=0"],
+        6,
+    );
 }
 
 /// A result that is a gen of gens over one sum over the rows of a fused run
@@ -1713,19 +1712,18 @@ fn reductions_of_gens_of_gens_join_their_row_fusion() {
         "nearest_centre's gradient stored a P-sized intermediate: {:?}",
         f.slots
     );
-    for sizes in [
-        "P=3,K=2,d=2",
-        "P=20,K=4,d=3",
-        "P=0,K=2,d=2",
-        "P=2,K=3,d=0",
-        "P=5,K=0,d=2",
-    ] {
-        let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
-        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(7)).expect("inputs");
-        let what = format!("nearest_centre grad {sizes}");
-        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(ops, cost, "{what}: executed operations differ");
-    }
+    counts_exactly_at(
+        &grad,
+        "nearest_centre grad",
+        &[
+            "P=3,K=2,d=2",
+            "P=20,K=4,d=3",
+            "P=0,K=2,d=2",
+            "P=2,K=3,d=0",
+            "P=5,K=0,d=2",
+        ],
+        7,
+    );
     // blur3x3's gradient: the kernel's 3×3 adjoint joins the loop over the
     // rows of `b_bar`; the image's adjoint, whose bracket bounds its outer
     // gen's variable by the row's, does not (most of an h-long loop per
@@ -1745,13 +1743,12 @@ fn reductions_of_gens_of_gens_join_their_row_fusion() {
         "blur3x3's image adjoint should not accumulate into an h×w block: {:?}",
         f.slots
     );
-    for sizes in ["h=1,w=1", "h=5,w=7", "h=0,w=3", "h=4,w=0"] {
-        let sizes: atl_egg::semantics::sizes::Sizes = sizes.parse().expect("sizes");
-        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
-        let what = format!("blur3x3 grad {sizes}");
-        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(ops, cost, "{what}: executed operations differ");
-    }
+    counts_exactly_at(
+        &grad,
+        "blur3x3 grad",
+        &["h=1,w=1", "h=5,w=7", "h=0,w=3", "h=4,w=0"],
+        8,
+    );
 }
 
 /// A library keeps the last call's arena for the next call up to 1 GiB:
@@ -1809,13 +1806,12 @@ fn a_stored_result_written_at_every_tuple_is_not_zeroed_first() {
     if !have_cc() {
         return;
     }
-    for sizes in ["n=3,m=4", "n=8,m=6", "n=20,m=15", "n=0,m=3", "n=5,m=0"] {
-        let sizes: Sizes = sizes.parse().expect("sizes");
-        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(9)).expect("inputs");
-        let what = format!("sparse_matvec_stored grad {sizes}");
-        let (ops, cost) = check(&grad, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(ops, cost, "{what}: executed operations differ");
-    }
+    counts_exactly_at(
+        &grad,
+        "sparse_matvec_stored grad",
+        &["n=3,m=4", "n=8,m=6", "n=20,m=15", "n=0,m=3", "n=5,m=0"],
+        9,
+    );
 }
 
 /// A large arena asks for transparent huge pages (Linux, when the kernel
@@ -2995,4 +2991,16 @@ fn chunked_buffer_sums_are_the_same_at_every_thread_count() {
         got[0], got[1],
         "the values differ between one and two threads"
     );
+}
+
+/// `prog` compiled matches `eval` at each of `sizes` (random inputs drawn
+/// from `seed`), and executes exactly the operations its cost counts.
+fn counts_exactly_at(prog: &Program, name: &str, sizes: &[&str], seed: u64) {
+    for sizes in sizes {
+        let sizes: Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(prog, &sizes, &mut Rng::new(seed)).expect("inputs");
+        let what = format!("{name} {sizes}");
+        let (ops, cost) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ops, cost, "{what}: executed operations differ");
+    }
 }
