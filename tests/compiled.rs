@@ -1399,30 +1399,9 @@ fn contractions_keep_their_sums_in_registers_under_avx2() {
     let src = "(fn ab ((A (tensor n k R)) (X (tensor k m R))) (gen i n (gen j m (sum l k (* (get A i l) (get X l j))))))";
     let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
     let c = backend::generate(&prog).expect("generate").source;
-    let dir = std::env::temp_dir().join(format!("atl-egg-avx2-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::write(dir.join("p.c"), &c).expect("write");
-    let out = Command::new(build::compiler())
-        .args([
-            "-O3",
-            "-march=x86-64-v3",
-            "-mno-avx512f",
-            "-ffp-contract=off",
-        ])
-        .args(["-fno-math-errno", "-fopenmp", "-DATL_SIMD", "-S", "-o"])
-        .arg(dir.join("p.s"))
-        .arg(dir.join("p.c"))
-        .output()
-        .expect("cc");
-    if !out.status.success() {
-        eprintln!(
-            "skipped: no x86-64-v3 target: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let _ = std::fs::remove_dir_all(&dir);
+    let Some(asm) = assembly(&c, &["-march=x86-64-v3", "-mno-avx512f"]) else {
         return;
-    }
-    let asm = std::fs::read_to_string(dir.join("p.s")).expect("read");
+    };
     let fmas: Vec<&str> = asm
         .lines()
         .filter(|l| l.trim_start().starts_with("vfmadd") && l.contains("pd") && l.contains("%ymm"))
@@ -1451,7 +1430,6 @@ fn contractions_keep_their_sums_in_registers_under_avx2() {
         "ab under AVX2: {}",
         failures.join("; ")
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// On AVX2 CPUs whose GCC tuning prefers 128-bit vectors (`-march=znver1`,
@@ -1479,30 +1457,9 @@ fn vector_loops_use_256_bits_on_avx2_tuned_for_128() {
     (let d (+ (sum j m (* (get x (- (+ i m) (+ j 1))) (get c j))) (* -1 (get z i))) (* d d))))";
     let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
     let c = backend::generate(&prog).expect("generate").source;
-    let dir = std::env::temp_dir().join(format!("atl-egg-znver1-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::write(dir.join("p.c"), &c).expect("write");
-    let out = Command::new(build::compiler())
-        .args([
-            "-O3",
-            "-march=znver1",
-            "-ffp-contract=off",
-            "-fno-math-errno",
-        ])
-        .args(["-fopenmp", "-DATL_SIMD", "-S", "-o"])
-        .arg(dir.join("p.s"))
-        .arg(dir.join("p.c"))
-        .output()
-        .expect("cc");
-    if !out.status.success() {
-        eprintln!(
-            "skipped: no znver1 target: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let _ = std::fs::remove_dir_all(&dir);
+    let Some(asm) = assembly(&c, &["-march=znver1"]) else {
         return;
-    }
-    let asm = std::fs::read_to_string(dir.join("p.s")).expect("read");
+    };
     let wide = asm
         .lines()
         .filter(|l| {
@@ -1525,7 +1482,6 @@ fn vector_loops_use_256_bits_on_avx2_tuned_for_128() {
         let inputs = random_inputs(&prog, &sizes, &mut Rng::new(n as u64)).expect("inputs");
         assert_counted_and_evaluated(&compiled, &prog, &inputs, &format!("n={n} m={m}"));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Contractions confined by a bracket to a band (`atlh_gemm_band`): the
@@ -3003,4 +2959,29 @@ fn counts_exactly_at(prog: &Program, name: &str, sizes: &[&str], seed: u64) {
         let (ops, cost) = check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ops, cost, "{what}: executed operations differ");
     }
+}
+
+/// The assembly GCC makes of the C `c` at `-O3` with the library's
+/// floating-point flags for the target `march` (flags such as
+/// `-march=znver1`); `None`, said on stderr, when the compiler lacks it.
+fn assembly(c: &str, march: &[&str]) -> Option<String> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("p.c"), c).expect("write");
+    let out = Command::new(build::compiler())
+        .arg("-O3")
+        .args(march)
+        .args(["-ffp-contract=off", "-fno-math-errno", "-fopenmp"])
+        .args(["-DATL_SIMD", "-S", "-o"])
+        .arg(dir.path().join("p.s"))
+        .arg(dir.path().join("p.c"))
+        .output()
+        .expect("cc");
+    if !out.status.success() {
+        eprintln!(
+            "skipped: no {march:?} target: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    Some(std::fs::read_to_string(dir.path().join("p.s")).expect("read"))
 }
