@@ -206,6 +206,42 @@ MATMUL_LOSS = """
 """
 
 
+def test_a_plain_call_takes_the_short_path_with_the_same_result(rng, monkeypatch):
+    # float64 C-contiguous arrays and Python floats skip the general binding
+    # of arguments; its result is the general path's, bit for bit
+    from atl_egg._function import _Layout
+
+    f = ae.load(DECONV)
+    both = ae.value_and_grad(f, wrt=["x", "c"])
+    scaled = ae.load("(fn scaled ((x (tensor n R)) (a R)) (gen i n (* a (get x i))))")
+    calls = [(f, deconv_inputs(rng)), (both, deconv_inputs(rng)),
+             (scaled, (rng.uniform(-1, 1, 5), 0.25))]
+    general = []
+    for fn, args in calls:
+        fn.compile()
+        assert fn._layout.plain is not None
+        plan, fn._layout.plain = fn._layout.plain, None
+        general.append(fn(*args))
+        fn._layout.plain = plan
+
+    def refused(*_):
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(_Layout, "leaf_values", refused)
+    for (fn, args), want in zip(calls, general):
+        got = fn(*args)
+        assert repr(got) == repr(want)
+    # anything else still takes the general path, which checks and converts
+    monkeypatch.undo()
+    x, c, z = deconv_inputs(rng)
+    assert f(x.astype(np.float32), c, z) == f(x.astype(np.float32).astype(np.float64), c, z)
+    assert scaled(np.ones(3), 2) == pytest.approx([2.0, 2.0, 2.0])
+    with pytest.raises(ValueError, match="argument 'a' must be finite"):
+        scaled(np.ones(3), float("nan"))
+    with pytest.raises(ValueError, match="argument 'x' has a NaN or infinite element"):
+        scaled(np.array([1.0, np.inf]), 1.0)
+
+
 def test_threads_do_not_change_a_result(rng):
     # at n = 48 the product's loops are large enough to run in parallel;
     # parallel sums add their parts in a fixed order, so every thread

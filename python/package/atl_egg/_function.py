@@ -1,6 +1,8 @@
 """Compiled ATL functions called on NumPy arrays: loading, argument
 checking, calls and results."""
 
+import math
+import operator
 import os
 
 import numpy as np
@@ -135,6 +137,10 @@ class Function:
         return json.loads(self.compile()._kernel.manifest)
 
     def __call__(self, *args, sizes=None, out=None, **kwargs):
+        if self._kernel is not None and sizes is None and out is None and not kwargs:
+            value = self._layout.plain_call(self._kernel, args, self._check_finite, self._threads)
+            if value is not None:
+                return _unflatten(value, self._flatten)
         self.compile()
         layout = self._layout
         given = bind(self.inputs, args, kwargs, expected=layout.expected)
@@ -304,6 +310,98 @@ class _Layout:
         stored_in, stored_out = kernel.stored()
         self.stored_in = {flat[i]: flat[r] for i, r in enumerate(stored_in) if r is not None}
         self.stored_out = [None if r is None else flat[r] for r in stored_out]
+        self._plain_plan()
+
+    def _plain_plan(self):
+        """The plan of a plain call, or ``self.plain = None``: when every
+        input is one tensor of rank >= 1 or one real, no result is stored
+        by a relation and every size shows in a tensor input, a call whose
+        arguments are float64 C-contiguous arrays of the right ranks (and
+        Python floats) takes :meth:`plain_call`, which checks the same
+        things in fewer steps (the shapes at each sizes are kept)."""
+        self.plain = None
+        ranks = []
+        for _, leaves in self.inputs:
+            if len(leaves) != 1 or leaves[0].steps:
+                return
+            leaf = leaves[0]
+            if leaf.kind == "tensor" and leaf.rank >= 1:
+                ranks.append(leaf.rank)
+            elif leaf.kind == "real":
+                ranks.append(None)
+            else:
+                return
+        if any(by is not None for by in self.stored_out):
+            return
+        sources = []
+        for s in self.size_names:
+            if s not in self.size_source:
+                return
+            k, _, axis = self.size_source[s][0]
+            sources.append((k, axis))
+        tree = self._result_tree("out")
+        if tree is None:
+            return
+        self.plain, self.plain_sizes, self.plain_tree = ranks, sources, tree
+        self._shapes_at = {}
+
+    def _result_tree(self, prefix):
+        """The result as nested pairs of output indices, or None."""
+        if prefix in self.outputs:
+            return self.outputs.index(prefix)
+        if not any(o.startswith(prefix + ".") for o in self.outputs):
+            return None
+        first, second = self._result_tree(prefix + ".0"), self._result_tree(prefix + ".1")
+        if first is None or second is None:
+            return None
+        return (first, second)
+
+    def plain_call(self, kernel, args, check_finite, threads):
+        """The result of a plain call (see :meth:`_plain_plan`), or None
+        where the arguments need the general path (which then gives the
+        error, or converts them)."""
+        ranks = self.plain
+        if ranks is None or len(args) != len(ranks):
+            return None
+        flat = []
+        for a, rank in zip(args, ranks):
+            if rank is None:
+                if type(a) is not float or not math.isfinite(a):
+                    return None
+                flat.append(np.array([a]))
+            elif (type(a) is np.ndarray and a.dtype == np.float64 and a.ndim == rank
+                    and a.flags.c_contiguous):
+                flat.append(a)
+            else:
+                return None
+        # the inputs' shapes seen before, with the sizes they give and the
+        # result's shapes (checked once: they agree with the sizes)
+        key = tuple(map(_SHAPE, flat))
+        seen = self._shapes_at.get(key)
+        if seen is None:
+            seen = self._plain_shapes(kernel, flat, ranks)
+            if seen is None:
+                return None
+            if len(self._shapes_at) < 64:
+                self._shapes_at[key] = seen
+        sizes, out_shapes = seen
+        if check_finite:
+            for a, rank in zip(flat, ranks):
+                if rank is not None and _native.first_nonfinite(a) is not None:
+                    return None
+        outs = [np.empty(s if s else 1, dtype=np.float64) for s in out_shapes]
+        kernel.call(sizes, flat, outs, threads)
+        return _plain_result(self.plain_tree, outs, out_shapes)
+
+    def _plain_shapes(self, kernel, flat, ranks):
+        """The sizes the arrays ``flat`` of a plain call give and the
+        result's shapes, or None when an input's shape disagrees."""
+        sizes = [flat[k].shape[axis] for k, axis in self.plain_sizes]
+        in_shapes, out_shapes = kernel.shapes(sizes)
+        for a, rank, want in zip(flat, ranks, in_shapes):
+            if rank is not None and a.shape != tuple(want):
+                return None
+        return sizes, [tuple(s) for s in out_shapes]
 
     def expected(self, name):
         """What input ``name`` must be: "an array of shape (n,)", "a real
@@ -452,6 +550,17 @@ class _Layout:
     def assemble(self, outs):
         """The result from its leaves ("out", "out.0", "out.1.0", ...)."""
         return _assembled(dict(zip(self.outputs, outs)), "out")
+
+
+_SHAPE = operator.attrgetter("shape")
+
+
+def _plain_result(tree, outs, shapes):
+    """The value of a plain call from its output arrays (a real's is an
+    array of one element)."""
+    if type(tree) is int:
+        return outs[tree] if shapes[tree] else float(outs[tree][0])
+    return (_plain_result(tree[0], outs, shapes), _plain_result(tree[1], outs, shapes))
 
 
 def _assembled(by_leaf, prefix):
