@@ -35,7 +35,7 @@
 //!   from a dense mask built on entry (`mask.rs`);
 //! * a row loop whose body opens with a short sum (a convolution's taps)
 //!   runs by blocks of rows, the sum's loops first with the rows innermost
-//!   (`tile.rs`);
+//!   (`tile.rs`), adding a few taps per pass over the block (`jam.rs`);
 //! * a loop whose body reads out of range at its edges (a stencil) runs as
 //!   three loops, the interior one without the range guards (`edges.rs`);
 //! * a loop whose body tests a bracket that changes at a few points of its
@@ -68,6 +68,7 @@ mod facts;
 mod frame;
 mod fuse;
 pub mod ir;
+mod jam;
 mod layout;
 mod mask;
 mod order;
@@ -115,6 +116,7 @@ pub fn lower(prog: &Program) -> Result<Function> {
     within(&mut f.body, budget, |b| pieces::split(b, &lw.bracket_cmps));
     within(&mut f.body, budget, tile::block_rows);
     within(&mut f.body, budget, |b| edges::split(b, &lw.range_guards));
+    within(&mut f.body, budget, |b| jam::taps(b));
     within(&mut f.body, budget, |b| {
         residue::split(b, &lw.mod_conds.borrow())
     });

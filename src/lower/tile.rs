@@ -345,7 +345,7 @@ impl Trailing {
 
 /// `t` with every whole occurrence of `from` (an identifier, possibly
 /// followed by a subscript) replaced by `to`.
-fn replace_word(t: &str, from: &str, to: &str) -> String {
+pub(super) fn replace_word(t: &str, from: &str, to: &str) -> String {
     let ident = |ch: u8| ch.is_ascii_alphanumeric() || ch == b'_';
     let b = t.as_bytes();
     let mut out = String::new();
@@ -626,7 +626,7 @@ fn innermost(c: &str, body: &[Stmt], acc: &str, flag: &str, forbidden: &HashSet<
 
 /// A count of the counting build (no effect otherwise) that names nothing
 /// of the row.
-fn is_count(l: &str) -> bool {
+pub(super) fn is_count(l: &str) -> bool {
     matches!(l, "ATL_ITER();" | "ATL_MUL();" | "ATL_CALL();") || l.starts_with("ATL_ADD(")
 }
 
@@ -685,7 +685,7 @@ fn unit_reads(t: &str, c: &str) -> bool {
 }
 
 /// Does `t` name `n` (as a whole identifier)?
-fn mentions(t: &str, n: &str) -> bool {
+pub(super) fn mentions(t: &str, n: &str) -> bool {
     word_at(t, n, 0).is_some()
 }
 
