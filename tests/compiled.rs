@@ -1432,6 +1432,44 @@ fn contractions_keep_their_sums_in_registers_under_avx2() {
     );
 }
 
+/// `clipped_ramp_fit`'s gradient vectorizes under AVX2 with the library's
+/// flags (`-ftrapping-math` included): `real(i + 1)` converts from 32 bits
+/// when the loop's range fits (AVX2 has no vector conversion from 64-bit
+/// integers), and `step` masks the bits of 1.0 with its comparison instead
+/// of branching (GCC otherwise sinks `d̄·(1 - step(...))`'s product into
+/// the branches and then cannot if-convert them). Its values equal `eval`
+/// and it counts its cost; a form past 32 bits (`real(i·10⁶)` up to 5·10⁹)
+/// converts from 64 and equals `eval` too. Skipped off x86-64 or with a
+/// compiler without the target.
+#[test]
+fn index_reals_and_steps_vectorize_under_avx2() {
+    if !have_cc() || !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let (_, grad) = corpus_gradient("clipped_ramp_fit");
+    let c = backend::generate(&grad).expect("generate").source;
+    let Some(asm) = assembly(&c, &["-march=x86-64-v3", "-mno-avx512f"]) else {
+        return;
+    };
+    let packed = |op: &str| {
+        asm.lines()
+            .any(|l| l.trim_start().starts_with(op) && l.contains("%ymm"))
+    };
+    assert!(
+        packed("vcvtdq2pd") && packed("vmulpd"),
+        "the gradient's loop is not vectorized:\n{asm}"
+    );
+    counts_exactly_at(
+        &grad,
+        "clipped_ramp_fit grad",
+        &["n=4", "n=25", "n=1", "n=1003"],
+        11,
+    );
+    let src = "(fn f ((x (tensor n R))) (sum i n (* (get x i) (real (* i 1000000)))))";
+    let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+    counts_exactly_at(&prog, "real past 32 bits", &["n=5000", "n=3"], 3);
+}
+
 /// On AVX2 CPUs whose GCC tuning prefers 128-bit vectors (`-march=znver1`,
 /// AMD Zen 1) the generated C's vector loops still use 256-bit ones: the
 /// convolution loss's blocked rows, built for `znver1`, multiply and add in

@@ -211,7 +211,7 @@ impl Lowerer {
                 self.line("ATL_ADD(1);".into());
                 V::Scalar(t)
             }
-            Expr::IndexReal(a) => V::Scalar(format!("((double)({}))", self.aff(a)?)),
+            Expr::IndexReal(a) => V::Scalar(self.index_real(a)?),
             Expr::Call(f, a) => {
                 let x = self.scalar(a, base)?;
                 let t = self.fresh("f", base);
