@@ -1465,7 +1465,7 @@ fn index_reals_and_steps_vectorize_under_avx2() {
         &["n=4", "n=25", "n=1", "n=1003"],
         11,
     );
-    let src = "(fn f ((x (tensor n R))) (sum i n (* (get x i) (real (* i 1000000)))))";
+    let src = "(fn f ((x (tensor n R))) (sum i n (* (get x i) (real (* 1000000 i)))))";
     let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
     counts_exactly_at(&prog, "real past 32 bits", &["n=5000", "n=3"], 3);
 }
