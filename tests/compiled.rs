@@ -1432,6 +1432,44 @@ fn contractions_keep_their_sums_in_registers_under_avx2() {
     );
 }
 
+/// `clipped_ramp_fit`'s gradient vectorizes under AVX2 with the library's
+/// flags (`-ftrapping-math` included): `real(i + 1)` converts from 32 bits
+/// when the loop's range fits (AVX2 has no vector conversion from 64-bit
+/// integers), and `step` masks the bits of 1.0 with its comparison instead
+/// of branching (GCC otherwise sinks `d̄·(1 - step(...))`'s product into
+/// the branches and then cannot if-convert them). Its values equal `eval`
+/// and it counts its cost; a form past 32 bits (`real(i·10⁶)` up to 5·10⁹)
+/// converts from 64 and equals `eval` too. Skipped off x86-64 or with a
+/// compiler without the target.
+#[test]
+fn index_reals_and_steps_vectorize_under_avx2() {
+    if !have_cc() || !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let (_, grad) = corpus_gradient("clipped_ramp_fit");
+    let c = backend::generate(&grad).expect("generate").source;
+    let Some(asm) = assembly(&c, &["-march=x86-64-v3", "-mno-avx512f"]) else {
+        return;
+    };
+    let packed = |op: &str| {
+        asm.lines()
+            .any(|l| l.trim_start().starts_with(op) && l.contains("%ymm"))
+    };
+    assert!(
+        packed("vcvtdq2pd") && packed("vmulpd"),
+        "the gradient's loop is not vectorized:\n{asm}"
+    );
+    counts_exactly_at(
+        &grad,
+        "clipped_ramp_fit grad",
+        &["n=4", "n=25", "n=1", "n=1003"],
+        11,
+    );
+    let src = "(fn f ((x (tensor n R))) (sum i n (* (get x i) (real (* 1000000 i)))))";
+    let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+    counts_exactly_at(&prog, "real past 32 bits", &["n=5000", "n=3"], 3);
+}
+
 /// On AVX2 CPUs whose GCC tuning prefers 128-bit vectors (`-march=znver1`,
 /// AMD Zen 1) the generated C's vector loops still use 256-bit ones: the
 /// convolution loss's blocked rows, built for `znver1`, multiply and add in
@@ -1768,6 +1806,70 @@ fn a_stored_result_written_at_every_tuple_is_not_zeroed_first() {
         &["n=3,m=4", "n=8,m=6", "n=20,m=15", "n=0,m=3", "n=5,m=0"],
         9,
     );
+}
+
+/// A stored result leaf joins row fusion as rows of its relation's tuples:
+/// `sparse_matvec_stored`'s gradient computes its residual `r̄[i]`, its
+/// stored `dA` (a row of `S`'s tuples) and its scatter `dx[j] += ...` in
+/// one loop over the rows, so each row's coordinates and values are read
+/// from memory once and walked again while in cache, where three loops read
+/// the 5 million tuples three times at n = m = 4096; `dA`'s and `dx`'s
+/// terms come from one walk of the row. The loop runs in parallel chunks, and
+/// equals `eval` (at one and two threads, every loop forced parallel) and
+/// counts its cost.
+#[test]
+fn a_stored_result_joins_the_row_fusion_of_its_rows() {
+    let (_, grad) = corpus_gradient("sparse_matvec_stored");
+    let src = backend::generate(&grad).expect("generate").source;
+    let start = src
+        .find("int atl_sparse_matvec_stored(")
+        .expect("the function");
+    let body = &src[start..];
+    let body = &body[..body.find("\n}\n").expect("its end")];
+    assert!(
+        !body.contains("_r_bar = atlv_arena"),
+        "the residual is stored as an n-vector:\n{body}"
+    );
+    // Each tuple's dA is stored and its dx term added in the same walk.
+    let lines: Vec<&str> = body.lines().collect();
+    let store = lines
+        .iter()
+        .position(|l| l.contains("_out_0[q") && l.contains(" = "))
+        .expect("the stored write");
+    let rest = &lines[store + 1..];
+    let scatter = rest
+        .iter()
+        .position(|l| l.contains("] += "))
+        .expect("the scatter");
+    assert!(
+        rest[..scatter]
+            .iter()
+            .all(|l| !l.trim_start().starts_with("for (") && l.trim() != "}"),
+        "dA and dx walk the tuples in separate loops:\n{body}"
+    );
+    assert!(
+        body.contains("ATL_PARALLEL_FOR("),
+        "the fused loop does not run in parallel chunks"
+    );
+    if !have_cc() {
+        return;
+    }
+    counts_exactly_at(
+        &grad,
+        "sparse_matvec_stored grad",
+        &["n=3,m=4", "n=20,m=15", "n=0,m=3", "n=5,m=0", "n=64,m=48"],
+        5,
+    );
+    let mut flags = build::Flags::default();
+    flags.flags.push("-DATL_PAR_WORK=0".into());
+    let compiled = backend::compile_with_flags(&grad, false, &flags).expect("compile");
+    for sizes in ["n=20,m=15", "n=200,m=150"] {
+        let sizes: Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(3)).expect("inputs");
+        let want = eval::evaluate(&grad, &inputs).expect("eval");
+        let failures = at_one_and_two_threads(&compiled, &inputs, &want);
+        assert!(failures.is_empty(), "{sizes}: {}", failures.join("\n"));
+    }
 }
 
 /// A large arena asks for transparent huge pages (Linux, when the kernel

@@ -528,6 +528,20 @@ static inline int atlh_fits(int64_t c, int n, const int64_t *t) {
   }
   return 1;
 }
+/* Does the form c + k0*x0 + ... (its steps checked by atlh_fits) stay in
+   int32_t for every x_j in [lo_j, hi_j]? Then real() of it converts from
+   32 bits (lower/emit.rs), which vector code has. */
+static inline int atlh_fits32(int64_t c, int n, const int64_t *t) {
+  for (int j = 0; j < n; j++) if (t[3 * j + 2] < t[3 * j + 1]) return 1;
+  atlh_i128 lo = c, hi = c;
+  for (int j = 0; j < n; j++) {
+    const int64_t k = t[3 * j];
+    const atlh_i128 m = k < 0 ? -(atlh_i128)k : (atlh_i128)k;
+    const atlh_i128 a = m * t[3 * j + 1], b = m * t[3 * j + 2];
+    if (k < 0) { lo -= b; hi -= a; } else { lo += a; hi += b; }
+  }
+  return lo >= INT32_MIN && hi <= INT32_MAX;
+}
 /* The bounds of a loop's interior where its range guards hold (see
    lower/edges.rs): 128-bit, clamped into [lo, hi]. */
 static inline atlh_i128 atlh_max128(atlh_i128 a, atlh_i128 b) { return a > b ? a : b; }

@@ -138,7 +138,12 @@ pub const BLACK_BOXES: &[BlackBox] = &[
         check_param: any_param,
         value: |x, _| step(x),
         derivative: |_, _, _| 0.0,
-        c_body: "{ return x > 0.0 ? 1.0 : 0.0; }",
+        // The bits of 1.0 masked by the comparison: the same value, with
+        // no branch for the C compiler to sink a product into (which
+        // under -ftrapping-math it then cannot vectorize).
+        c_body: "{\n  union { uint64_t u; double d; } r;\n  \
+                 r.u = (uint64_t)(-(int64_t)(x > 0.0)) & UINT64_C(0x3FF0000000000000);\n  \
+                 return r.d;\n}",
         doc: "`1` if `x > 0`, else `0` (so `step(0) = 0`; NaN gives 0)",
     },
     // pow's exponent goes through a volatile so that the C compiler never

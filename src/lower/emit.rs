@@ -83,6 +83,30 @@ impl Lowerer {
     /// views replaced by the forms they stand for. The form is recorded
     /// for the entry checks (see [`super::ir::IndexCheck`]).
     pub(crate) fn ix(&self, f: &LinForm) -> Result<String> {
+        let (s, check) = self.ix_form(f)?;
+        self.record(check);
+        Ok(s)
+    }
+
+    /// `(real a)`: the form converted to a double. When the form's range
+    /// (its variables' ranges, checked where the sizes are known) fits in
+    /// 32 bits it is converted from an `int32_t`: the same value exactly,
+    /// but a conversion AVX2 has in vector form (it has none from
+    /// `int64_t`), so a loop computing `real(i + 1)` still vectorizes. The
+    /// test is loop-invariant, so the C compiler moves it out of the loop
+    /// (two versions of the loop).
+    pub(crate) fn index_real(&self, a: &Affine) -> Result<String> {
+        let (s, check) = self.ix_form(&LinForm::from_affine(a))?;
+        let fits = fits32_call(&check);
+        self.record(check);
+        Ok(match fits {
+            None => format!("((double)({s}))"),
+            Some(fits) => format!("({fits} ? (double)(int32_t)({s}) : (double)({s}))"),
+        })
+    }
+
+    /// [`Self::ix`]'s C expression and its form, not recorded.
+    fn ix_form(&self, f: &LinForm) -> Result<(String, IndexCheck)> {
         let f = self.expand(f)?;
         let coeff = |k: i128| -> Result<i64> {
             i64::try_from(k)
@@ -127,12 +151,12 @@ impl Lowerer {
                 s += &format!("{sign}{}*{name}", int_literal(mag));
             }
         }
-        self.record(check);
-        Ok(if f.terms().is_empty() {
+        let s = if f.terms().is_empty() {
             s
         } else {
             format!("({s})")
-        })
+        };
+        Ok((s, check))
     }
 
     /// `f` with the indices of lazy views replaced by their forms.
@@ -300,4 +324,23 @@ pub fn real_literal(x: f64) -> String {
             s
         }
     }
+}
+
+/// The C test that the form `c` stays within `int32_t` for every value of
+/// its variables (`atlh_fits32`); `None` for a constant (converted as it is).
+fn fits32_call(c: &IndexCheck) -> Option<String> {
+    if c.terms.is_empty() {
+        return None;
+    }
+    let terms: Vec<String> = c
+        .terms
+        .iter()
+        .map(|(k, lo, hi)| format!("{}, {lo}, {hi}", int_literal(*k)))
+        .collect();
+    Some(format!(
+        "atlh_fits32({}, {}, (const int64_t[]){{{}}})",
+        int_literal(c.constant),
+        c.terms.len(),
+        terms.join(", ")
+    ))
 }

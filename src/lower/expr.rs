@@ -122,11 +122,7 @@ impl Lowerer {
                 }
                 let old = match self.bind_pattern_view(*x, e0, body)? {
                     Some(old) => old,
-                    None if !super::stored::has_stored_out(dest)
-                        && self.store_fused(e, dest)? =>
-                    {
-                        return Ok(())
-                    }
+                    None if self.store_fused(e, dest)? => return Ok(()),
                     None => self.bind_let(*x, e0)?,
                 };
                 let r = self.store(body, dest);
@@ -134,7 +130,7 @@ impl Lowerer {
                 r
             }
             Expr::Pair(a, b) => {
-                if !super::stored::has_stored_out(dest) && self.store_fused(e, dest)? {
+                if self.store_fused(e, dest)? {
                     return Ok(());
                 }
                 let (pa, pb) = dest.split_pair()?;
@@ -215,7 +211,7 @@ impl Lowerer {
                 self.line("ATL_ADD(1);".into());
                 V::Scalar(t)
             }
-            Expr::IndexReal(a) => V::Scalar(format!("((double)({}))", self.aff(a)?)),
+            Expr::IndexReal(a) => V::Scalar(self.index_real(a)?),
             Expr::Call(f, a) => {
                 let x = self.scalar(a, base)?;
                 let t = self.fresh("f", base);

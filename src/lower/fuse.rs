@@ -419,8 +419,11 @@ impl Lowerer {
             .flat_map(|(_, p, _)| super::parallel::buffers(p))
             .collect();
         for m in &run.members {
-            if let Member::Out(_, _, ld) = m {
-                row_bufs.extend(super::parallel::buffers(ld));
+            match m {
+                // A stored leaf's row writes the tuples of its row alone.
+                Member::Out(_, _, V::StoredOut { buf, .. }) => row_bufs.push(buf.clone()),
+                Member::Out(_, _, ld) => row_bufs.extend(super::parallel::buffers(ld)),
+                _ => {}
             }
         }
         self.disjoint.insert(c.clone(), row_bufs);
@@ -507,6 +510,22 @@ impl Lowerer {
         let mut ls = vec![];
         leaves(run.rest, dest, &mut ls);
         for (le, ld) in ls {
+            if super::stored::is_stored_out(&ld) {
+                // A stored leaf joins as rows of its relation's tuples;
+                // any other is stored after the loop, as it would be alone.
+                match le {
+                    Expr::Gen(v, d, body)
+                        if d == n && run.qualifies(body, *v) && stored_rows(le, &ld).is_some() =>
+                    {
+                        run.members.push(Member::Out(*v, body, ld))
+                    }
+                    _ => {
+                        run.after.push(le);
+                        run.others.push((le, ld));
+                    }
+                }
+                continue;
+            }
             match le {
                 Expr::Gen(v, d, body)
                     if d == n
@@ -706,7 +725,11 @@ impl Lowerer {
         // The rows computed so far in this iteration: name, row symbol.
         let mut done: Vec<(Symbol, Symbol)> = vec![];
         let mut red_it = reds.iter();
-        for m in members {
+        let mut merged = false;
+        for (k, m) in members.iter().enumerate() {
+            if std::mem::take(&mut merged) {
+                continue;
+            }
             let (v, body) = match m {
                 Member::Let(_, v, b) | Member::Out(v, b, _) | Member::Sum(v, b, _) => (*v, *b),
                 Member::Reduce { inner, .. } => *inner,
@@ -730,6 +753,31 @@ impl Lowerer {
                     self.vals.insert(sym, row.clone());
                     self.tenv.insert(sym, elem.clone());
                     done.push((*x, sym));
+                }
+                Member::Out(_, _, ld) if super::stored::is_stored_out(ld) => {
+                    let also = match members.get(k + 1) {
+                        Some(next) => self.same_walk(v, &body, ld, next, &done),
+                        None => None,
+                    };
+                    let also = match also {
+                        Some((e2, g, dim)) => {
+                            let r = red_it.next().expect("a row per reduction");
+                            merged = true;
+                            Some((
+                                e2,
+                                super::sum::Acc::Row {
+                                    gen: g,
+                                    dim: dim.clone(),
+                                    buf: r.buf.clone(),
+                                    off: r.off.clone(),
+                                    flags: r.flags.clone(),
+                                    flag_off: "0".into(),
+                                },
+                            ))
+                        }
+                        None => None,
+                    };
+                    self.store_stored_row(v, &body, ld, also)?;
                 }
                 Member::Out(_, _, ld) => {
                     let row = ld.index_unchecked(c, self)?;
@@ -763,6 +811,67 @@ impl Lowerer {
             self.tenv.remove(&sym);
         }
         Ok(())
+    }
+
+    /// A stored row (`body`, the leaf's gen over row `v`'s body: `(gen j m
+    /// (iverson (S v j) e))`) followed by a reduction over the same
+    /// relation's tuples, `(gen g m (sum v2 n (iverson (S v2 g) e2)))`:
+    /// both walk the row's tuples in the same order, so one walk can store
+    /// the row's values and add the reduction's terms. Its summand with
+    /// `v2` and `g` renamed `v` and `j` (the earlier members' rows read
+    /// as in `done`), and `j` with its extent.
+    fn same_walk<'a>(
+        &self,
+        v: Symbol,
+        body: &'a Expr,
+        dest: &V,
+        next: &'a Member,
+        done: &[(Symbol, Symbol)],
+    ) -> Option<(Expr, Symbol, &'a Affine)> {
+        let V::StoredOut { rel, .. } = dest else {
+            return None;
+        };
+        let Member::Reduce {
+            g,
+            dim,
+            inner: (v2, summand),
+            outer,
+            leaf: None,
+            ..
+        } = next
+        else {
+            return None;
+        };
+        let Expr::Gen(j, dj, row) = body else {
+            return None;
+        };
+        let Expr::Iverson(p, _) = &**row else {
+            return None;
+        };
+        let Expr::Iverson(p2, e2) = summand else {
+            return None;
+        };
+        let atom2 = crate::front::ast::Pred::Rel(*rel, vec![Affine::var(*v2), Affine::var(*g)]);
+        let atom = crate::front::ast::Pred::Rel(*rel, vec![Affine::var(v), Affine::var(*j)]);
+        let only = |q: &crate::front::ast::Pred, a: &crate::front::ast::Pred| {
+            let cs = crate::terms::brackets::conjuncts(q);
+            cs.len() == 1 && *cs[0] == *a
+        };
+        if !outer.is_empty()
+            || dj != *dim
+            || !only(p, &atom)
+            || !only(p2, &atom2)
+            || matches!(&**e2, Expr::Sum(..) | Expr::Iverson(..))
+        {
+            return None;
+        }
+        let mut e2 = (**e2).clone();
+        for (x, to) in done {
+            e2 = rewrite(&e2, *x, *v2, *to);
+        }
+        let e2 = super::order::subst_expr(&e2, *v2, &Affine::var(v), &[v, *j])?;
+        let e2 = super::order::subst_expr(&e2, *g, &Affine::var(*j), &[v, *j])?;
+        Some((e2, *j, dj))
     }
 
     /// After the loop: sums' accumulators copied to their places,
@@ -1039,6 +1148,35 @@ fn replace_in_leaf(e: &Expr, repl: &[(*const Expr, Expr)]) -> Expr {
         Expr::Iverson(p, body) => Expr::Iverson(p.clone(), Box::new(replace_in_leaf(body, repl))),
         _ => super::order::replace(e, repl),
     }
+}
+
+/// A stored result leaf `(gen v n (gen j m ... (iverson (S v j ...) e)))`
+/// over all its dimensions, bracketed by its relation alone (every stored
+/// tuple written, none zero filled first): the gens below the first and
+/// `e`. Row fusion stores it a row at a time, the row's tuples walked by
+/// the relation's layout ([`Lowerer::store_stored_row`]).
+fn stored_rows<'a>(le: &'a Expr, dest: &V) -> Option<(Vec<(Symbol, &'a Affine)>, &'a Expr)> {
+    let V::StoredOut { rel, dims, .. } = dest else {
+        return None;
+    };
+    let mut chain: Vec<(Symbol, &Affine)> = vec![];
+    let mut x = le;
+    while let Expr::Gen(i, d, b) = x {
+        chain.push((*i, d));
+        x = b;
+    }
+    let vars: Vec<Symbol> = chain.iter().map(|c| c.0).collect();
+    let distinct = (1..vars.len()).all(|k| !vars[..k].contains(&vars[k]));
+    let full = chain.len() == dims.len() && chain.iter().zip(dims).all(|((_, d), a)| *d == a);
+    let Expr::Iverson(p, body) = x else {
+        return None;
+    };
+    let atom = crate::front::ast::Pred::Rel(*rel, vars.iter().map(|v| Affine::var(*v)).collect());
+    let only_atom = crate::terms::brackets::conjuncts(p)
+        .into_iter()
+        .all(|q| *q == atom);
+    (distinct && full && only_atom && !matches!(&**body, Expr::Iverson(..)))
+        .then(|| (chain.split_off(1), &**body))
 }
 
 /// The `let x` of a spine.

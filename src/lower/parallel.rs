@@ -585,7 +585,10 @@ fn piece_write(piece: &str) -> Option<String> {
         .unwrap_or(p.len());
     let name = &p[..end];
     let mut rest = p[end..].trim_start();
-    if rest.starts_with('(') && (COUNTING.contains(&name) || name == "ATL_FIRST_AT") {
+    // A prefetch only reads (its locals are its own block's).
+    if rest.starts_with('(')
+        && (COUNTING.contains(&name) || name == "ATL_FIRST_AT" || name == "ATL_PREFETCH_ROW")
+    {
         return None;
     }
     if name == "atlh_gemm" && rest.starts_with('(') {

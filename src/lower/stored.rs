@@ -15,7 +15,9 @@
 //!   (the bracket `(S i j)`, conjoined with the element's own bracket),
 //!   which writes the element at each tuple's position: the work is the
 //!   tuples'. Any other expression is computed dense into the arena and
-//!   gathered at the tuples.
+//!   gathered at the tuples. In a fused loop over its first dimension
+//!   ([`super::fuse`]) such a chain is stored a row at a time, and may
+//!   share its walk of the row's tuples with a reduction over them.
 
 use super::sum::Acc;
 use super::value::V;
@@ -163,6 +165,55 @@ impl Lowerer {
         Ok(())
     }
 
+    /// One row of a stored result leaf in a fused loop over its first
+    /// dimension (`v`, bound to the loop): `body` is the leaf's gen over
+    /// `v`'s body, `(gen j m ... (iverson (S v j ...) e))` (see
+    /// `stored_rows` in [`super::fuse`]); the row's tuples are walked by the
+    /// relation's layout below `v` and each one's value stored.
+    ///
+    /// With `also` (a summand over the same tuples and its row
+    /// accumulator), each tuple's value is stored and then the summand
+    /// added into the row, in one walk.
+    pub(crate) fn store_stored_row(
+        &mut self,
+        v: Symbol,
+        body: &Expr,
+        dest: &V,
+        also: Option<(Expr, Acc)>,
+    ) -> Result<()> {
+        let V::StoredOut { rel, .. } = dest else {
+            return Err(Error::eval(
+                "lowering: not a stored result (internal error)",
+            ));
+        };
+        let mut chain: Vec<(Symbol, &Affine)> = vec![];
+        let mut x = body;
+        while let Expr::Gen(i, d, b) = x {
+            chain.push((*i, d));
+            x = b;
+        }
+        let Expr::Iverson(_, e) = x else {
+            return Err(Error::eval(
+                "lowering: a stored row without its bracket (internal error)",
+            ));
+        };
+        let mut gens = vec![v];
+        gens.extend(chain.iter().map(|c| c.0));
+        let atom = Pred::Rel(*rel, gens.iter().map(|g| Affine::var(*g)).collect());
+        let acc = Acc::Store {
+            dest: dest.clone(),
+            gens,
+        };
+        match also {
+            None => self.loop_nest(chain, Some(&atom), e, &acc),
+            Some((e2, acc2)) => {
+                let both = Expr::Pair(e.clone(), Box::new(e2));
+                let acc = Acc::Both(Box::new(acc), Box::new(acc2));
+                self.loop_nest(chain, Some(&atom), &both, &acc)
+            }
+        }
+    }
+
     /// The element of the stored result `dest` at the point of a `gen`
     /// chain over it (variables `gens`, loops open): its tuple's position,
     /// the innermost driven loop's or looked up. The chain runs only where
@@ -209,8 +260,8 @@ pub(crate) fn is_stored_out(dest: &V) -> bool {
     matches!(dest, V::StoredOut { .. })
 }
 
-/// Has the place `dest` a stored result leaf (which row-wise fusion, whose
-/// places are dense rows, cannot write)?
+/// Has the place `dest` a stored result leaf (which a contraction's
+/// kernel, writing dense tiles, cannot write)?
 pub(crate) fn has_stored_out(dest: &V) -> bool {
     match dest {
         V::Pair(a, b) => has_stored_out(a) || has_stored_out(b),

@@ -275,6 +275,15 @@ impl Lowerer {
     /// One point of the loops: the body stored into its element, or added
     /// to the scalar or row accumulator.
     fn accumulate(&mut self, body: &Expr, acc: &Acc) -> Result<()> {
+        if let Acc::Both(a, b) = acc {
+            let Expr::Pair(x, y) = body else {
+                return Err(Error::eval(
+                    "two accumulations of one walk need a pair (internal error)",
+                ));
+            };
+            self.accumulate(x, a)?;
+            return self.accumulate(y, b);
+        }
         if let Acc::Store { dest, gens } = acc {
             if super::stored::is_stored_out(dest) {
                 let place = self.stored_out_at(dest, gens)?;
@@ -291,7 +300,7 @@ impl Lowerer {
         }
         let x = self.scalar(body, "v")?;
         match acc {
-            Acc::Store { .. } => {}
+            Acc::Store { .. } | Acc::Both(..) => {}
             Acc::Scalar { acc, first } => {
                 self.line(format!("{acc} += {x};"));
                 self.line(format!("ATL_SUMADD({first});"));
@@ -549,6 +558,10 @@ pub(crate) enum Acc {
         flags: String,
         flag_off: String,
     },
+    /// Two accumulations at each point of one walk: the body is a pair,
+    /// its first part goes to the first, its second to the second, in
+    /// that order (a stored row and a row reduction over the same tuples).
+    Both(Box<Acc>, Box<Acc>),
 }
 
 /// The dimension of a variable of a sum chain.
