@@ -133,17 +133,22 @@ class _Relation:
         self.maxima = maxima
         # the PreparedRelation given for it, if any
         self.prepared = None
+        # the kept buffer its layout is in (_KeptBuffers), if any
+        self.buffer = None
 
-    def resolve(self, lib, dims):
+    def resolve(self, lib, dims, kept=None):
         """The relation with its pairs checked against ``dims``: their
         layout built by the library's one-pass helper when they are sorted,
         distinct and in range, else checked (and sorted) here as any tuples
-        are."""
+        are. With ``kept`` (a _KeptBuffers), the layout is written to a
+        buffer of it, given back by the caller after the call."""
         if self.what is None:
             return self
         helper = getattr(lib, "atlpacked_pairs_layout", None)
         if helper is not None and len(self.tuples):
-            out = np.empty(7 + dims[0] + len(self.tuples), dtype=np.int64)
+            size = 7 + dims[0] + len(self.tuples)
+            buf = kept.take(size) if kept is not None else np.empty(size, dtype=np.int64)
+            out = buf[:size]
             helper.restype = ctypes.c_int
             rc = helper(self.tuples.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(len(self.tuples)),
                         ctypes.c_int64(dims[0]), ctypes.c_int64(dims[1]),
@@ -151,8 +156,38 @@ class _Relation:
             if rc == 0:
                 rel = _Relation(self.tuples, None)
                 rel.layout = out
+                rel.buffer = buf if kept is not None else None
                 return rel
+            if kept is not None:
+                kept.give(buf)
         return _sorted_tuples(self.what, self.tuples, None, duplicates_ok=False)
+
+
+class _KeptBuffers:
+    """The int64 buffers a function's calls build their relations' layouts
+    in, kept for the next call (at most ``count``, of at most 2^27 entries
+    each), so that a call does not map and fault in fresh pages for them
+    each time. Calls on several threads at once take them in turn or
+    allocate their own (list pop and append are atomic)."""
+
+    LIMIT = 1 << 27
+
+    def __init__(self, count):
+        self.count = count
+        self.free = []
+
+    def take(self, size):
+        try:
+            buf = self.free.pop()
+        except IndexError:
+            buf = None
+        if buf is None or len(buf) < size:
+            buf = np.empty(size, dtype=np.int64)
+        return buf
+
+    def give(self, buf):
+        if buf is not None and len(buf) <= self.LIMIT and len(self.free) < self.count:
+            self.free.append(buf)
 
 
 def _is_scipy_sparse(value):
@@ -409,6 +444,7 @@ class AtlFunction:
             ctypes.c_void_p for _ in manifest["outputs"]
         ]
         self.sizes = [p["source"] for p in manifest["params"] if p["kind"] == "size"]
+        self._kept = _KeptBuffers(sum(p["kind"] == "relation" for p in manifest["params"]))
         self._leaves = _input_names(manifest)
         self.inputs = [name for name, _ in self._leaves]
 
@@ -594,7 +630,16 @@ class AtlFunction:
         for p in self.manifest["params"]:
             if p["kind"] == "relation":
                 want = self._shape(p["shape"], known, "input %s" % p["source"])
-                leaves[p["source"]] = leaves[p["source"]].resolve(self._lib, want)
+                leaves[p["source"]] = leaves[p["source"]].resolve(self._lib, want, self._kept)
+        try:
+            return self._call(leaves, known, given)
+        finally:
+            for p in self.manifest["params"]:
+                if p["kind"] == "relation":
+                    self._kept.give(getattr(leaves[p["source"]], "buffer", None))
+
+    def _call(self, leaves, known, given):
+        """The call with the relations resolved (``__call__``)."""
         call, keep, rel_shapes, prepared = [], [], {}, {}
         for p in self.manifest["params"]:
             if p["kind"] == "size":

@@ -138,6 +138,26 @@ class Loader(unittest.TestCase):
             want3 = eval_json(path3, {"T": T, "x": y})
         self.assertTrue(close(g(T=tuples, x=y, sizes={"m": 3}), want3))
 
+    def test_layouts_of_a_call_are_built_in_a_kept_buffer(self):
+        # the pairs' layout of a call goes to a buffer kept for the next
+        # call (no fresh pages each time); a smaller relation, one whose
+        # pairs are not sorted and a gradient's calls still equal eval
+        path = os.path.join(CORPUS, "graph_smoothness.atl")
+        f = atl_egg.load(path)
+        buffers = []
+        for n, density in ((9, 0.4), (9, 0.2), (5, 0.5), (9, 0.3)):
+            E = self.rng.uniform(0, 1, (n, n)) < density
+            E[0, 1] = True
+            x = self.rng.uniform(-1, 1, n)
+            want = eval_json(path, {"E": E, "x": x, "lam": 0.5})
+            pairs = np.ascontiguousarray(np.argwhere(E), dtype=np.int64)
+            self.assertTrue(close(f(E=pairs, x=x, lam=0.5), want))
+            self.assertEqual(len(f._kept.free), 1)
+            buffers.append(f._kept.free[0])
+            self.assertTrue(close(f(E=pairs[::-1].copy(), x=x, lam=0.5), want))
+        self.assertIs(buffers[1], buffers[0])  # a smaller layout reuses it
+        self.assertIs(buffers[2], buffers[0])
+
     def test_relations_from_scipy_sparse(self):
         try:
             import scipy.sparse as sp

@@ -11,13 +11,19 @@
        /tmp/g.c benches/sparse/smoothness_driver.c -o /tmp/g -lm
      OMP_NUM_THREADS=1 /tmp/g 1000000 9
      OMP_NUM_THREADS=1 /tmp/g 1000000 9 prepared
+     OMP_NUM_THREADS=1 /tmp/g 1000000 9 pairs
 
    (for f, compile corpus/graph_smoothness.atl itself; its result is
    out[0]). With `prepared`, the relation is prepared once before the
    timed calls (atlpacked_prepare: its layout checked and copied, the
    transposed layout built) and the calls go through
-   atlpacked_entry_prepared. Run variants alternately, several times each,
-   on a shared machine. */
+   atlpacked_entry_prepared. With `pairs`, every call is given the
+   edges as sorted pairs, as the Python loader's calls are: it lays them
+   out with atlpacked_pairs_layout (in a buffer kept across calls, as the
+   loader keeps it; `pairs-fresh`: a fresh buffer each call) and then
+   calls the function, which builds the transposed layout; the time is
+   both. Run variants alternately, several times each, on a shared
+   machine. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +35,7 @@ int atl_graph_smoothness(int64_t n, const int64_t *E, const double *x, double la
 void *atlpacked_prepare(int64_t k, const int64_t *sz, const int64_t *layout, int64_t len, int *rc);
 int atlpacked_entry_prepared(const int64_t *sz, const double *const *re, const int64_t *const *rel,
                              void *const *prep, double *const *out);
+int64_t atlpacked_pairs_layout(const int64_t *pairs, int64_t nnz, int64_t rows, int64_t cols, int64_t *out);
 void atlpacked_prepared_free(void *prepared);
 
 static uint64_t state = 88172645463325252ull;
@@ -52,6 +59,8 @@ int main(int argc, char **argv) {
   const int64_t n = argc > 1 ? atoll(argv[1]) : 1000000;
   const int reps = argc > 2 ? atoi(argv[2]) : 5;
   const int prepared = argc > 3 && strcmp(argv[3], "prepared") == 0;
+  const int fresh = argc > 3 && strcmp(argv[3], "pairs-fresh") == 0;
+  const int pairs = fresh || (argc > 3 && strcmp(argv[3], "pairs") == 0);
   /* the compressed layout of an n x n relation (backend/marshal.rs):
      arity, nnz, level 0 (dense), level 1 offsets of pos and crd */
   int64_t *E = malloc(sizeof(int64_t) * (size_t)(7 + n + 10 * n));
@@ -83,10 +92,25 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  int64_t *tuples = NULL, *kept = NULL;
+  if (pairs) {
+    tuples = malloc(sizeof(int64_t) * (size_t)(2 * nnz));
+    if (!tuples) return 2;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t q = pos[i]; q < pos[i + 1]; q++) { tuples[2 * q] = i; tuples[2 * q + 1] = crd[q]; }
+  }
   for (int r = 0; r < reps; r++) {
     const double t0 = cpu_seconds();
-    const int rc = prepared ? atlpacked_entry_prepared(sz, re, rel, prep, outs)
-                            : atl_graph_smoothness(n, E, x, lam, out);
+    int rc;
+    if (pairs) {
+      int64_t *L = kept != NULL ? kept : malloc(sizeof(int64_t) * (size_t)(7 + n + nnz));
+      if (!L || atlpacked_pairs_layout(tuples, nnz, n, n, L) != 0) return 3;
+      rc = atl_graph_smoothness(n, L, x, lam, out);
+      if (fresh) free(L); else kept = L;
+    } else {
+      rc = prepared ? atlpacked_entry_prepared(sz, re, rel, prep, outs)
+                    : atl_graph_smoothness(n, E, x, lam, out);
+    }
     const double t = cpu_seconds() - t0;
     if (rc != 0) {
       printf("error %d\n", rc);
@@ -97,6 +121,6 @@ int main(int argc, char **argv) {
   for (int64_t i = 0; i < n; i++) checksum += out[i] * (double)(i % 7 + 1);
   printf("n %lld edges %lld best %.4f s checksum %.12e\n", (long long)n, (long long)nnz, best, checksum);
   atlpacked_prepared_free(prep[0]);
-  free(E); free(x); free(out);
+  free(E); free(x); free(out); free(tuples); free(kept);
   return 0;
 }

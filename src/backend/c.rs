@@ -84,8 +84,9 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_PAR_WORK 262144.0
 #endif
 #define ATL_CHUNKS 64
-/* The rows of a block whose short sums run with the rows innermost
-   (lower/tile.rs). */
+/* A test that chooses how a loop runs, not one of the program's (not
+   counted): the rows of a block whose short sums run with the rows
+   innermost (lower/tile.rs), a loop's prefetches (lower/prefetch.rs). */
 #define ATL_SCHEDULE(c) (c)
 #ifndef ATL_ROW_BLOCK
 #define ATL_ROW_BLOCK 1024
@@ -301,6 +302,13 @@ static inline int64_t atlh_advance(const int64_t *c, int64_t at, int64_t end, in
 #else
 #define ATL_PREFETCH(p) ((void)(p))
 #endif
+/* Does a tensor of rows rows of n doubles, gathered by a loop over stored
+   coordinates, span at least ATL_PREFETCH_MIN_BYTES? Smaller ones stay in
+   the caches, and the loop does not prefetch them (lower/prefetch.rs). */
+#ifndef ATL_PREFETCH_MIN_BYTES
+#define ATL_PREFETCH_MIN_BYTES (1 << 20)
+#endif
+#define ATL_PREFETCH_WORTH(rows, n) ((double)(rows) * (double)(n) * 8.0 >= (double)(ATL_PREFETCH_MIN_BYTES))
 #define ATL_PREFETCH_ROW(p, n) do { \
     const double *atlv_pf = (p); \
     const int64_t atlv_pn = (n); \
@@ -368,23 +376,59 @@ static void atlh_rel_walk(const int64_t *r, int64_t l, int64_t p, int64_t *tup, 
   const int64_t *pos = ATL_RPOS(r, l), *crd = ATL_RCRD(r, l);
   for (int64_t q = pos[p]; q < pos[p + 1]; q++) { tup[l] = crd[q]; atlh_rel_walk(r, l + 1, q, tup, perm, out, n); }
 }
+/* A layout built for one call (a relation read with its arguments
+   permuted) lives in a buffer kept for the next call (one, of at most
+   ATL_ARENA_KEEP doubles' bytes, as the arena is), so a call does not map
+   and fault in fresh pages for it each time; calls on several threads at
+   once take it in turn or allocate their own. The size (in int64_t) is
+   stored in front. atlh_layout_new(n, kept): n int64_t from that buffer
+   (kept) or malloc'd (a layout that outlives the call); atlh_layout_free
+   gives it back the same way. */
+#if defined(__GNUC__) || defined(__clang__)
+static int64_t *atlh_layout_kept;
+static ATL_MAYBE_UNUSED int64_t *atlh_layout_new(size_t n, int kept) {
+  if (!kept) return (int64_t *)malloc(sizeof(int64_t) * n);
+  int64_t *p = __atomic_exchange_n(&atlh_layout_kept, (int64_t *)NULL, __ATOMIC_ACQ_REL);
+  if (p != NULL && (size_t)p[0] >= n) return p + 1;
+  free(p);
+  if (n > SIZE_MAX / sizeof(int64_t) - 1) return NULL;
+  p = (int64_t *)malloc(sizeof(int64_t) * (n + 1));
+  if (p == NULL) return NULL;
+  p[0] = (int64_t)n;
+  return p + 1;
+}
+static ATL_MAYBE_UNUSED void atlh_layout_free(int64_t *a, int kept) {
+  if (a == NULL || !kept) { free(a); return; }
+  int64_t *p = a - 1;
+  if ((size_t)p[0] > ATL_ARENA_KEEP) { free(p); return; }
+  free(__atomic_exchange_n(&atlh_layout_kept, p, __ATOMIC_ACQ_REL));
+}
+#else
+static ATL_MAYBE_UNUSED int64_t *atlh_layout_new(size_t n, int kept) { (void)kept; return (int64_t *)malloc(sizeof(int64_t) * n); }
+static ATL_MAYBE_UNUSED void atlh_layout_free(int64_t *a, int kept) { (void)kept; free(a); }
+#endif
 /* The transpose of r, of arity 2 (dims its rows and columns), every
-   column's rows ascending. Linear in the tuples and the dimensions. With
-   many columns, in blocks of ATLH_TBLOCK columns so that no pass writes all
-   over memory: the tuples, in order, go to their block's bucket (a bucket
-   per block, written in streams, in the place the block's columns take in
-   the result), then each bucket, copied aside, is counted and scattered by
-   column within its block's place (which stays in cache). Otherwise (few
-   columns, or more than 2^32 rows) one counting sort by column. NULL when
-   out of memory. */
+   column's rows ascending, in a buffer of atlh_layout_new(., kept). Linear
+   in the tuples and the dimensions. With many columns, in blocks of
+   ATLH_TBLOCK columns so that no pass writes all over memory: the tuples,
+   in order, go to their block's bucket (a bucket per block, written in
+   streams), then each bucket, copied aside, is counted and scattered by
+   column within its block's place in the result (which stays in cache).
+   A bucket entry is a tuple's column within its block and its row, in 32
+   bits when the rows fit in the bits left (up to 2^21 rows), in the upper
+   half of the result's coordinates: block b's place ends at or before the
+   first entry of the blocks after it, which are read later. Otherwise in
+   64 bits, in the block's own place. Few columns, or more than 2^32 rows:
+   one counting sort by column. NULL when out of memory. */
 #define ATLH_TBLOCK_BITS 11
-static ATL_MAYBE_UNUSED int64_t *atlh_rel_transpose(const int64_t *r, const int64_t *dims) {
+static ATL_MAYBE_UNUSED int64_t *atlh_rel_transpose(const int64_t *r, const int64_t *dims, int kept) {
   const int64_t nnz = r[1], rows = dims[0], cols = dims[1];
   const int64_t blocks = (cols + ((int64_t)1 << ATLH_TBLOCK_BITS) - 1) >> ATLH_TBLOCK_BITS;
   const int blocked = blocks > 4 && rows <= ((int64_t)1 << 32);
-  int64_t *out = (int64_t *)malloc(sizeof(int64_t) * (size_t)(6 + cols + 1 + nnz));
+  const int narrow = rows <= ((int64_t)1 << (32 - ATLH_TBLOCK_BITS));
+  int64_t *out = atlh_layout_new((size_t)(6 + cols + 1 + nnz), kept);
   int64_t *next = (int64_t *)malloc(sizeof(int64_t) * (size_t)((blocked ? blocks : cols) + 1));
-  if (!out || !next) { free(out); free(next); return NULL; }
+  if (!out || !next) { atlh_layout_free(out, kept); free(next); return NULL; }
   const int64_t *pos = ATL_RPOS(r, 1), *crd = ATL_RCRD(r, 1);
   int64_t *tpos = out + 6, *tcrd = out + 6 + cols + 1;
   out[0] = 2; out[1] = nnz; out[2] = 0; out[3] = 0; out[4] = 6; out[5] = 6 + cols + 1;
@@ -400,27 +444,46 @@ static ATL_MAYBE_UNUSED int64_t *atlh_rel_transpose(const int64_t *r, const int6
   }
   /* next[b]: the start of block b's bucket, then its end as it fills. */
   const int64_t bmask = ((int64_t)1 << ATLH_TBLOCK_BITS) - 1;
-  uint64_t *bucket = (uint64_t *)tcrd;
   int64_t widest = 0;
   for (int64_t b = 0; b <= blocks; b++) next[b] = 0;
   for (int64_t q = 0; q < nnz; q++) next[(crd[q] >> ATLH_TBLOCK_BITS) + 1]++;
   for (int64_t b = 0; b < blocks; b++) { widest = atlh_max(widest, next[b + 1]); next[b + 1] += next[b]; }
   uint64_t *aside = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)(widest + 1));
   int64_t *count = (int64_t *)malloc(sizeof(int64_t) * (size_t)(bmask + 2));
-  if (!aside || !count) { free(aside); free(count); free(next); free(out); return NULL; }
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t q = pos[i]; q < pos[i + 1]; q++)
-      bucket[next[crd[q] >> ATLH_TBLOCK_BITS]++] = ((uint64_t)(crd[q] & bmask) << 32) | (uint64_t)i;
+  if (!aside || !count) { free(aside); free(count); free(next); atlh_layout_free(out, kept); return NULL; }
   tpos[0] = 0;
-  for (int64_t b = 0, start = 0; b < blocks; b++) {
-    const int64_t end = next[b], c0 = b << ATLH_TBLOCK_BITS, width = atlh_min(cols - c0, bmask + 1);
-    for (int64_t q = start; q < end; q++) aside[q - start] = bucket[q];
-    for (int64_t c = 0; c <= width; c++) count[c] = 0;
-    for (int64_t q = 0; q < end - start; q++) count[(aside[q] >> 32) + 1]++;
-    count[0] = start;
-    for (int64_t c = 0; c < width; c++) { count[c + 1] += count[c]; tpos[c0 + c + 1] = count[c + 1]; }
-    for (int64_t q = 0; q < end - start; q++) tcrd[count[aside[q] >> 32]++] = (int64_t)(aside[q] & 0xffffffffu);
-    start = end;
+  if (narrow) {
+    const int shift = 32 - ATLH_TBLOCK_BITS;
+    const uint32_t rmask = ((uint32_t)1 << shift) - 1;
+    uint32_t *bucket = (uint32_t *)tcrd + nnz, *side = (uint32_t *)aside;
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t q = pos[i]; q < pos[i + 1]; q++)
+        bucket[next[crd[q] >> ATLH_TBLOCK_BITS]++] = ((uint32_t)(crd[q] & bmask) << shift) | (uint32_t)i;
+    for (int64_t b = 0, start = 0; b < blocks; b++) {
+      const int64_t end = next[b], c0 = b << ATLH_TBLOCK_BITS, width = atlh_min(cols - c0, bmask + 1);
+      for (int64_t q = start; q < end; q++) side[q - start] = bucket[q];
+      for (int64_t c = 0; c <= width; c++) count[c] = 0;
+      for (int64_t q = 0; q < end - start; q++) count[(side[q] >> shift) + 1]++;
+      count[0] = start;
+      for (int64_t c = 0; c < width; c++) { count[c + 1] += count[c]; tpos[c0 + c + 1] = count[c + 1]; }
+      for (int64_t q = 0; q < end - start; q++) tcrd[count[side[q] >> shift]++] = (int64_t)(side[q] & rmask);
+      start = end;
+    }
+  } else {
+    uint64_t *bucket = (uint64_t *)tcrd;
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t q = pos[i]; q < pos[i + 1]; q++)
+        bucket[next[crd[q] >> ATLH_TBLOCK_BITS]++] = ((uint64_t)(crd[q] & bmask) << 32) | (uint64_t)i;
+    for (int64_t b = 0, start = 0; b < blocks; b++) {
+      const int64_t end = next[b], c0 = b << ATLH_TBLOCK_BITS, width = atlh_min(cols - c0, bmask + 1);
+      for (int64_t q = start; q < end; q++) aside[q - start] = bucket[q];
+      for (int64_t c = 0; c <= width; c++) count[c] = 0;
+      for (int64_t q = 0; q < end - start; q++) count[(aside[q] >> 32) + 1]++;
+      count[0] = start;
+      for (int64_t c = 0; c < width; c++) { count[c + 1] += count[c]; tpos[c0 + c + 1] = count[c + 1]; }
+      for (int64_t q = 0; q < end - start; q++) tcrd[count[aside[q] >> 32]++] = (int64_t)(aside[q] & 0xffffffffu);
+      start = end;
+    }
   }
   free(aside); free(count); free(next);
   return out;
@@ -432,10 +495,10 @@ static ATL_MAYBE_UNUSED int64_t *atlh_rel_transpose(const int64_t *r, const int6
    tuples (counting sorts that move whole tuples, so that every pass reads
    its input in order), skipping a key already ascending in the current
    order (as the first argument of r is before any pass); a transpose sorts
-   by one key (a transpose of arity 2 is atlh_rel_transpose). NULL when
-   out of memory. */
-static ATL_MAYBE_UNUSED int64_t *atlh_rel_permute(const int64_t *r, const int64_t *dims, const int *perm) {
-  if (r[0] == 2 && perm[0] == 1) return atlh_rel_transpose(r, dims);
+   by one key (a transpose of arity 2 is atlh_rel_transpose). In a buffer
+   of atlh_layout_new(., kept); NULL when out of memory. */
+static ATL_MAYBE_UNUSED int64_t *atlh_rel_permute(const int64_t *r, const int64_t *dims, const int *perm, int kept) {
+  if (r[0] == 2 && perm[0] == 1) return atlh_rel_transpose(r, dims, kept);
   const int64_t k = r[0], nnz = r[1], start = k >= 2 ? 1 : 0;
   int64_t tup[16], n = 0, dmax = 1;
   for (int64_t j = 0; j < k; j++) if (dims[j] > dmax) dmax = dims[j];
@@ -445,9 +508,9 @@ static ATL_MAYBE_UNUSED int64_t *atlh_rel_permute(const int64_t *r, const int64_
   int64_t *cnt = (int64_t *)malloc(sizeof(int64_t) * (size_t)(dmax + 1));
   const int64_t d0 = k >= 1 ? dims[perm[0]] : 0;
   const int64_t cap = 2 + 2 * k + d0 + 1 + k * (2 * nnz + 1);
-  int64_t *out = (int64_t *)malloc(sizeof(int64_t) * (size_t)cap);
+  int64_t *out = atlh_layout_new((size_t)cap, kept);
   if (!u || !w || !first || !cnt || !out || k > 16) {
-    free(u); free(w); free(first); free(cnt); free(out);
+    free(u); free(w); free(first); free(cnt); atlh_layout_free(out, kept);
     return NULL;
   }
   if (k >= 2) {
@@ -1058,12 +1121,15 @@ fn permuting_entry(out: &mut String, f: &Function, public_args: &[String]) {
             "  const int64_t {ds}[] = {{{}}};\n  for (int atlv_k = 0; atlv_k < {}; atlv_k++) if ({ds}[atlv_k] < 0) {{ {}return {RET_NEGATIVE_DIMENSION}; }}",
             dims.join(", "),
             dims.len(),
-            built.iter().map(|b| format!("free({b}); ")).collect::<String>()
+            built
+                .iter()
+                .map(|b| format!("atlh_layout_free({b}, 1); "))
+                .collect::<String>()
         );
         let perm: Vec<String> = p.perm.iter().map(|k| k.to_string()).collect();
         let _ = writeln!(
             out,
-            "  int64_t *{} = atlh_rel_permute({}, {ds}, (const int[]){{{}}});",
+            "  int64_t *{} = atlh_rel_permute({}, {ds}, (const int[]){{{}}}, 1);",
             p.cname,
             p.of,
             perm.join(", ")
@@ -1075,7 +1141,7 @@ fn permuting_entry(out: &mut String, f: &Function, public_args: &[String]) {
             p.cname,
             built
                 .iter()
-                .map(|b| format!("free({b}); "))
+                .map(|b| format!("atlh_layout_free({b}, 1); "))
                 .collect::<String>()
         );
     }
@@ -1086,7 +1152,7 @@ fn permuting_entry(out: &mut String, f: &Function, public_args: &[String]) {
         arg_names(f).join(", ")
     );
     for b in &built {
-        let _ = writeln!(out, "  free({b});");
+        let _ = writeln!(out, "  atlh_layout_free({b}, 1);");
     }
     out.push_str("  return atlv_rc;\n}\n");
 }

@@ -102,7 +102,7 @@ static void *atlh_prepare(int *rc, int64_t param, int64_t k, const int64_t *dims
   if (h->layout == NULL) { atlpacked_prepared_free(h); *rc = 2; return NULL; }
   for (int64_t q = 0; q < len; q++) h->layout[q] = r[q];
   for (int64_t j = 0; j < nperm; j++) {
-    h->perm[j] = atlh_rel_permute(h->layout, pdims[j], perms[j]);
+    h->perm[j] = atlh_rel_permute(h->layout, pdims[j], perms[j], 0);
     h->nperm = j + 1;
     if (h->perm[j] == NULL) { atlpacked_prepared_free(h); *rc = 2; return NULL; }
   }
@@ -237,7 +237,10 @@ fn entry(out: &mut String, f: &Function) {
             .find(|(_, c, _)| *c == p.of)
             .expect("a relation");
         let jj = f.permuted[..j].iter().filter(|q| q.of == p.of).count();
-        let free: String = built.iter().map(|b| format!("free({b}); ")).collect();
+        let free: String = built
+            .iter()
+            .map(|b| format!("atlh_layout_free({b}, 1); "))
+            .collect();
         let _ = writeln!(
             out,
             "  int64_t *atlv_b{j} = NULL;\n  if (atlv_p{k} == NULL) {{"
@@ -252,7 +255,7 @@ fn entry(out: &mut String, f: &Function) {
         let perm: Vec<String> = p.perm.iter().map(|x| x.to_string()).collect();
         let _ = writeln!(
             out,
-            "  for (int atlv_i = 0; atlv_i < {}; atlv_i++) if (atlv_pd[atlv_i] < 0) {{ {free}return 1; }}\n  atlv_b{j} = atlh_rel_permute(atlv_r{k}, atlv_pd, (const int[]){{{}}});\n  if (atlv_b{j} == NULL) {{ {free}return {RET_ALLOCATION}; }}\n  }}\n  const int64_t *atlv_q{j} = atlv_p{k} != NULL ? atlv_p{k}->perm[{jj}] : atlv_b{j};",
+            "  for (int atlv_i = 0; atlv_i < {}; atlv_i++) if (atlv_pd[atlv_i] < 0) {{ {free}return 1; }}\n  atlv_b{j} = atlh_rel_permute(atlv_r{k}, atlv_pd, (const int[]){{{}}}, 1);\n  if (atlv_b{j} == NULL) {{ {free}return {RET_ALLOCATION}; }}\n  }}\n  const int64_t *atlv_q{j} = atlv_p{k} != NULL ? atlv_p{k}->perm[{jj}] : atlv_b{j};",
             p.dims.len(),
             perm.join(", ")
         );
@@ -268,7 +271,7 @@ fn entry(out: &mut String, f: &Function) {
     };
     let _ = writeln!(out, "  const int atlv_rc = {callee}({});", call.join(", "));
     for b in &built {
-        let _ = writeln!(out, "  free({b});");
+        let _ = writeln!(out, "  atlh_layout_free({b}, 1);");
     }
     out.push_str("  return atlv_rc;\n}\n");
 }

@@ -28,7 +28,7 @@
 //! step with the loop (one walk of the row per loop, no search per test).
 
 use super::ir::{PermutedRelation, Stmt};
-use super::prefetch::{prefetches, Gather};
+use super::prefetch::{prefetch_worth, prefetches, Gather};
 use super::sum::Acc;
 use super::value::V;
 use super::Lowerer;
@@ -636,9 +636,17 @@ impl Lowerer {
             name: c.clone(),
             init: format!("{crd}[{q}]"),
         }];
+        // the prefetches run when a gathered tensor is large enough to be
+        // out of the caches (a test on the sizes, before the loop)
+        let mut worth = None;
         if dl.last && !dl.gathers.is_empty() {
-            let ahead = self.fresh("pf", "");
-            inner.extend(prefetches(&dl.index, &crd, &q, &ahead, &dl.gathers));
+            let (ahead, on) = (self.fresh("pf", ""), self.fresh("pfon", ""));
+            inner.push(Stmt::If {
+                cond: format!("ATL_SCHEDULE({on})"),
+                then: prefetches(&dl.index, &crd, &q, &ahead, &dl.gathers),
+                els: vec![],
+            });
+            worth = Some((on, prefetch_worth(&dn, &dl.gathers)));
         }
         inner.extend(dl.cursors.iter().map(|k| Stmt::Line(k.advance.clone())));
         inner.extend(body);
@@ -651,6 +659,9 @@ impl Lowerer {
         .filter(|_| dl.cursors.is_empty());
         for k in &dl.cursors {
             self.out.extend(k.decls.iter().cloned());
+        }
+        if let Some((on, cond)) = worth {
+            self.decl("const int", &on, cond);
         }
         let (qa, qb) = (self.fresh("qa", ""), self.fresh("qb", ""));
         let (pa, pb) = (format!("{pos}[{parent}]"), format!("{pos}[{parent} + 1]"));
