@@ -18,7 +18,7 @@ use atl_egg::front::ast::Program;
 use atl_egg::semantics::value::{Inputs, Sizes};
 use atl_egg::semantics::{cost, eval};
 use atl_egg::{derive, egraph};
-use common::run_check::{check, have_cc, report_worst_overhead};
+use common::run_check::{check, have_cc, par_checks, report_worst_overhead};
 use common::{compare_values, generate, GenConfig, Rng, Tolerance};
 use std::path::Path;
 use std::process::Command;
@@ -138,8 +138,8 @@ fn corpus_dir(dir: &Path) {
         return;
     }
     let progs = CorpusProgram::load_dir(dir).expect("corpus");
-    let mut failures = vec![];
-    for p in &progs {
+    let failures = par_checks(&progs, |p| {
+        let mut failures = vec![];
         for (what, prog) in variants(p) {
             for sizes in &p.size_sets {
                 let mut rng = Rng::new(p.seed);
@@ -149,7 +149,8 @@ fn corpus_dir(dir: &Path) {
                 }
             }
         }
-    }
+        failures
+    });
     report_worst_overhead();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -185,21 +186,23 @@ fn random_programs_run_as_evaluated() {
 }
 
 /// Some programs and their derivatives, for the compiler-flag tests, with
-/// their inputs; derived once (on every core) for the tests of this file.
-fn sample() -> Vec<(&'static str, &'static Program, Inputs)> {
+/// the sizes and seed of their inputs ([`sample_inputs`]); derived once (on
+/// every core) for the tests of this file.
+fn sample_programs() -> &'static [(String, Program, Sizes, u64)] {
     static SAMPLE: std::sync::OnceLock<Vec<(String, Program, Sizes, u64)>> =
         std::sync::OnceLock::new();
-    SAMPLE
-        .get_or_init(|| common::par::par_map(&SAMPLE_NAMES, sample_one).concat())
-        .iter()
-        .map(|(name, prog, sizes, seed)| {
-            let inputs = random_inputs(prog, sizes, &mut Rng::new(*seed)).expect("inputs");
-            (name.as_str(), prog, inputs)
-        })
-        .collect()
+    SAMPLE.get_or_init(|| common::par::par_map(&SAMPLE_NAMES, sample_one).concat())
 }
 
-/// The programs of [`sample`].
+/// A program of [`sample_programs`] with its inputs.
+fn sample_inputs(
+    (name, prog, sizes, seed): &(String, Program, Sizes, u64),
+) -> (&str, &Program, Inputs) {
+    let inputs = random_inputs(prog, sizes, &mut Rng::new(*seed)).expect("inputs");
+    (name.as_str(), prog, inputs)
+}
+
+/// The programs of [`sample_programs`].
 const SAMPLE_NAMES: [&str; 11] = [
     "conv1d_padded",
     "softmax_labels_relation",
@@ -215,8 +218,8 @@ const SAMPLE_NAMES: [&str; 11] = [
     "let_chain_tensor",
 ];
 
-/// One program of [`sample`] and its derivatives, with the sizes and seed
-/// of their inputs.
+/// One program of [`sample_programs`] and its derivatives, with the sizes
+/// and seed of their inputs.
 fn sample_one(name: &&str) -> Vec<(String, Program, Sizes, u64)> {
     let text = std::fs::read_to_string(Path::new("corpus").join(format!("{name}.atl")))
         .expect("sample program");
@@ -235,10 +238,13 @@ fn generated_c_is_warning_free() {
     }
     let dir = std::env::temp_dir().join(format!("atl-egg-wall-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    for (name, prog, _) in sample() {
+    // the programs on every core, each in a directory of its own
+    let failures: Vec<String> = common::par::par_map(sample_programs(), |(name, prog, ..)| {
         let src = backend::generate(prog).expect("generate").source;
-        let c = dir.join("p.c");
+        let here = tempfile::tempdir_in(&dir).expect("temp dir");
+        let c = here.path().join("p.c");
         std::fs::write(&c, &src).expect("write");
+        let mut failures = vec![];
         for extra in [
             &[][..],
             &["-DATL_COUNT_OPS"][..],
@@ -247,19 +253,23 @@ fn generated_c_is_warning_free() {
         ] {
             let out = Command::new(build::compiler())
                 .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", "-c", "-o"])
-                .arg(dir.join("p.o"))
+                .arg(here.path().join("p.o"))
                 .args(extra)
                 .arg(&c)
                 .output()
                 .expect("cc");
-            assert!(
-                out.status.success(),
-                "{name}: warnings or errors:\n{}\n{src}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            if !out.status.success() {
+                failures.push(format!(
+                    "{name} {extra:?}: warnings or errors:\n{}\n{src}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
         }
-    }
+        failures
+    })
+    .concat();
     let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
@@ -300,24 +310,34 @@ fn sanitizers_report_nothing() {
         eprintln!("skipped: the sanitizer runtime is not available");
         return;
     }
-    for ((name, prog, inputs), count) in sample().iter().flat_map(|s| [(s, false), (s, true)]) {
+    // the programs on every core, each in a directory of its own
+    let failures: Vec<String> = common::par::par_map(sample_programs(), |p| {
+        let (name, prog, inputs) = sample_inputs(p);
         let src = backend::generate(prog).expect("generate");
-        let driver = sanitizer_driver(&src, prog, inputs);
-        let exe = executable(
-            &dir,
-            &format!("{}\n{driver}", src.source),
-            &flags,
-            count.then_some("-DATL_COUNT_OPS"),
-            name,
-        );
-        let run = Command::new(&exe).output().expect("run");
-        assert!(
-            run.status.success() && run.stderr.is_empty(),
-            "{name}: sanitizer report:\n{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-    }
+        let driver = sanitizer_driver(&src, prog, &inputs);
+        let here = tempfile::tempdir_in(&dir).expect("temp dir");
+        let mut failures = vec![];
+        for count in [false, true] {
+            let exe = executable(
+                here.path(),
+                &format!("{}\n{driver}", src.source),
+                &flags,
+                count.then_some("-DATL_COUNT_OPS"),
+                name,
+            );
+            let run = Command::new(&exe).output().expect("run");
+            if !(run.status.success() && run.stderr.is_empty()) {
+                failures.push(format!(
+                    "{name} (counting: {count}): sanitizer report:\n{}",
+                    String::from_utf8_lossy(&run.stderr)
+                ));
+            }
+        }
+        failures
+    })
+    .concat();
     let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// `source` (generated C with a `main`) built as the executable `dir/p`

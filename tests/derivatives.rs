@@ -420,21 +420,22 @@ fn hvp_on_the_command_line_prints_the_same_under_load() {
 }
 
 /// Compiled code of every corpus program, its optimized form and its
-/// derivatives (`hvp` aside) runs as evaluated at every size set.
+/// derivatives (`hvp` aside) runs as evaluated at every size set (the
+/// programs on every core).
 #[test]
 fn corpus_and_derivatives_run_compiled_as_evaluated() {
-    use common::run_check::{check, have_cc, report_worst_overhead};
+    use common::run_check::{check, have_cc, par_checks, report_worst_overhead};
     if !have_cc() {
         return;
     }
-    let mut failures = vec![];
-    for d in derived() {
+    let failures = par_checks(derived(), |d| {
         let c = &d.c;
         let mut variants = vec![("f", &c.program), ("optimize", &d.optimize)];
         if let Some(g) = &d.grad {
             variants.push(("grad", g));
         }
         variants.extend([("vjp", &d.vjp), ("jvp", &d.jvp)]);
+        let mut failures = vec![];
         for (what, prog) in variants {
             for sizes in &c.size_sets {
                 let mut rng = Rng::new(c.seed);
@@ -444,7 +445,8 @@ fn corpus_and_derivatives_run_compiled_as_evaluated() {
                 }
             }
         }
-    }
+        failures
+    });
     report_worst_overhead();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -9,8 +9,12 @@ use atl_egg::front::ast::Program;
 use atl_egg::semantics::cost;
 use atl_egg::semantics::eval;
 use atl_egg::semantics::value::Inputs;
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
 
+use super::par::par_map;
 use super::{compare_values, Tolerance};
 
 /// Is there a C compiler (`$CC`, default `cc`)? Says why not when not.
@@ -28,11 +32,17 @@ pub fn have_cc() -> bool {
 /// Compile, run counted, compare with eval and with the cost model.
 pub fn check(prog: &Program, inputs: &Inputs, what: &str) -> Result<(u128, u128), String> {
     let want = eval::evaluate(prog, inputs).map_err(|e| format!("{what}: eval: {e}"))?;
-    let compiled =
-        backend::compile_with(prog, true).map_err(|e| format!("{what}: compile: {e}"))?;
-    let (got, ops) = compiled
-        .call_counted(inputs)
-        .map_err(|e| format!("{what}: run: {e}"))?;
+    let compiled = backend::compile_with_flags(prog, true, &check_flags())
+        .map_err(|e| format!("{what}: compile: {e}"))?;
+    let (got, ops) = {
+        // The counters are the library's globals: one call at a time per
+        // library (the same C is one library, whichever test builds it).
+        let lock = library_lock(compiled.path());
+        let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
+        compiled
+            .call_counted(inputs)
+            .map_err(|e| format!("{what}: run: {e}"))?
+    };
     compare_values(
         &want,
         &got,
@@ -59,13 +69,64 @@ pub fn check(prog: &Program, inputs: &Inputs, what: &str) -> Result<(u128, u128)
             scale - c
         ));
     }
+    note_overhead((overhead, scale.max(1), what.to_string()));
+    Ok((total, c))
+}
+
+/// The lock of the library at `path`, shared by every thread of the process.
+fn library_lock(path: &std::path::Path) -> Arc<Mutex<()>> {
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    locks.entry(path.to_path_buf()).or_default().clone()
+}
+
+/// Record an overhead (overhead, scale, which run) on this thread, if its
+/// ratio is the largest seen.
+fn note_overhead(o: (u128, u128, String)) {
     WORST_OVERHEAD.with(|w| {
         let mut w = w.borrow_mut();
-        if overhead * w.1 > w.0 * scale.max(1) {
-            *w = (overhead, scale.max(1), what.to_string());
+        if o.0 * w.1 > w.0 * o.1 {
+            *w = o;
         }
     });
-    Ok((total, c))
+}
+
+/// The checks of every item, `f(item)` returning the failures of its
+/// checks, run on every core ([`par_map`]): the failures in the items'
+/// order. The largest loop overhead of the workers' checks is recorded on
+/// this thread, for [`report_worst_overhead`].
+pub fn par_checks<T: Sync>(items: &[T], f: impl Fn(&T) -> Vec<String> + Sync) -> Vec<String> {
+    let results = par_map(items, |item| {
+        let failures = f(item);
+        let worst =
+            WORST_OVERHEAD.with(|w| std::mem::replace(&mut *w.borrow_mut(), (0, 1, String::new())));
+        (failures, worst)
+    });
+    let mut failures = vec![];
+    for (f, worst) in results {
+        note_overhead(worst);
+        failures.extend(f);
+    }
+    failures
+}
+
+/// The C compiler's flags of [`check`]: the library's defaults with `-O1`
+/// for `-O3`. The check compares values (within its tolerance) and counted
+/// operations, which do not depend on GCC's optimisation level, and GCC
+/// builds the corpus's counting libraries in less than half the time at
+/// `-O1`. The tests of the code GCC makes (vector loops, assembly, speed)
+/// build with the defaults, as users do.
+pub fn check_flags() -> build::Flags {
+    let mut flags = build::Flags::default();
+    for f in &mut flags.flags {
+        if f == "-O3" {
+            *f = "-O1".into();
+        }
+    }
+    flags
 }
 
 /// The loop overhead bound: loop iterations plus predicate tests are at most
