@@ -1765,6 +1765,15 @@ fn reductions_of_gens_of_gens_join_their_row_fusion() {
     );
 }
 
+/// Minor page faults of the calling thread so far (Linux): other tests
+/// running beside it in the process do not count.
+fn minor_faults() -> u64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid rusage for the kernel to fill.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
+    u.ru_minflt as u64
+}
+
 /// A library keeps the last call's arena for the next call up to 1 GiB:
 /// `logsumexp_tree`'s gradient binds 85 n-vectors (544 MB at n = 800,000),
 /// which a call would otherwise map and fault in afresh (130,000 pages)
@@ -1775,12 +1784,6 @@ fn reductions_of_gens_of_gens_join_their_row_fusion() {
 fn a_large_arena_is_kept_for_the_next_call() {
     if !have_cc() || !Path::new("/proc/self/stat").exists() {
         return;
-    }
-    fn minor_faults() -> u64 {
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `u` is a valid rusage for the kernel to fill.
-        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
-        u.ru_minflt as u64
     }
     let (_, grad) = corpus_gradient("logsumexp_tree");
     let sizes = [(egg::Symbol::from("n"), 800_000)].into_iter().collect();
@@ -1809,12 +1812,6 @@ fn a_large_arena_is_kept_for_the_next_call() {
 fn a_transposed_layout_is_kept_for_the_next_call() {
     if !have_cc() || !Path::new("/proc/self/stat").exists() {
         return;
-    }
-    fn minor_faults() -> u64 {
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `u` is a valid rusage for the kernel to fill.
-        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
-        u.ru_minflt as u64
     }
     let (_, grad) = corpus_gradient("graph_smoothness");
     let n = 300_000i64;
