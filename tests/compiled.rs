@@ -90,6 +90,35 @@ fn assert_counted_and_evaluated_as_built(
     assert!(failures.is_empty(), "{what} {}", failures.join("; "));
 }
 
+/// Builds `prog` with `flags`, plain and counting, and checks both at each
+/// `(n, m)` of `sizes` (the sizes `prog` has) on inputs drawn from `seed`:
+/// `assert_counted_and_evaluated_as_built`, and with `also_check` the value
+/// check of the default build too.
+fn assert_built_as_evaluated_at(
+    prog: &Program,
+    flags: &build::Flags,
+    sizes: &[(i64, i64)],
+    seed: u64,
+    what: &str,
+    also_check: bool,
+) {
+    let compiled = backend::compile_with_flags(prog, false, flags).expect("compile");
+    let counted = backend::compile_with_flags(prog, true, flags).expect("compile");
+    for &(n, m) in sizes {
+        let at: Sizes = [("n", n), ("m", m)]
+            .iter()
+            .filter(|(k, _)| prog.sizes.contains(&egg::Symbol::from(*k)))
+            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .collect();
+        let what = format!("{what} at n={n}, m={m}");
+        let inputs = random_inputs(prog, &at, &mut Rng::new(seed)).expect("inputs");
+        assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
+        if also_check {
+            check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
 fn options() -> egraph::Options {
     egraph::Options {
         time_limit: std::time::Duration::from_secs(600),
@@ -2052,19 +2081,14 @@ fn short_sums_of_row_loops_run_by_blocks_as_evaluated() {
         let what = prog.name.to_string();
         let src = backend::generate(prog).expect("generate").source;
         assert!(src.contains("atlblk1_k"), "{what}: no blocked rows:\n{src}");
-        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-        let counted = backend::compile_with_flags(prog, true, &flags).expect("compile");
-        for (n, m) in [(1, 1), (3, 5), (4, 3), (11, 2), (40, 7)] {
-            let sizes = [("n", n), ("m", m)]
-                .iter()
-                .filter(|(k, _)| prog.sizes.contains(&egg::Symbol::from(*k)))
-                .map(|(k, v)| (egg::Symbol::from(*k), *v))
-                .collect();
-            let what = format!("{what} at n={n}, m={m}");
-            let inputs = random_inputs(prog, &sizes, &mut Rng::new(9)).expect("inputs");
-            assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
-            check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-        }
+        assert_built_as_evaluated_at(
+            prog,
+            &flags,
+            &[(1, 1), (3, 5), (4, 3), (11, 2), (40, 7)],
+            9,
+            &what,
+            true,
+        );
     }
     let matvec = "(fn mv ((a (tensor n m R)) (x (tensor m R))) (sum i n (let y (sum j m (* (get a i j) (get x j))) (* y y))))";
     let p = atl_egg::front::parse_program(matvec.as_bytes()).expect("parse");
@@ -2104,18 +2128,14 @@ fn taps_of_blocks_of_rows_are_added_by_groups_as_evaluated() {
             src.contains("atljam1_groups"),
             "{what}: no taps added by groups:\n{src}"
         );
-        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-        let counted = backend::compile_with_flags(prog, true, &flags).expect("compile");
-        for (n, m) in [(1, 1), (6, 3), (4, 4), (11, 6), (40, 9), (3, 13)] {
-            let sizes = [("n", n), ("m", m)]
-                .iter()
-                .map(|(k, v)| (egg::Symbol::from(*k), *v))
-                .collect();
-            let what = format!("{what} at n={n}, m={m}");
-            let inputs = random_inputs(prog, &sizes, &mut Rng::new(13)).expect("inputs");
-            assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
-            check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-        }
+        assert_built_as_evaluated_at(
+            prog,
+            &flags,
+            &[(1, 1), (6, 3), (4, 4), (11, 6), (40, 9), (3, 13)],
+            13,
+            &what,
+            true,
+        );
     }
 }
 
@@ -2158,18 +2178,14 @@ fn tied_reductions_join_their_row_fusion_and_run_by_blocks() {
                 src.contains("_r0[ATL_ROW_BLOCK];"),
                 "{what}: the reduction did not join the blocks of rows:\n{src}"
             );
-            let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-            let counted = backend::compile_with_flags(prog, true, &flags).expect("compile");
-            for (n, m) in [(1, 1), (3, 5), (4, 3), (9, 2), (40, 7)] {
-                let sizes = [("n", n), ("m", m)]
-                    .iter()
-                    .map(|(k, v)| (egg::Symbol::from(*k), *v))
-                    .collect();
-                let what = format!("{what} at n={n}, m={m}");
-                let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
-                assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
-                check(prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
-            }
+            assert_built_as_evaluated_at(
+                prog,
+                &flags,
+                &[(1, 1), (3, 5), (4, 3), (9, 2), (40, 7)],
+                5,
+                &what,
+                true,
+            );
         }
     }
 }
@@ -2214,18 +2230,14 @@ fn band_sums_reindexed_by_their_offset_run_as_evaluated() {
             src.contains("_lo = atlh_min("),
             "{what}: no band split:\n{src}"
         );
-        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
-        let counted = backend::compile_with_flags(prog, true, &flags).expect("compile");
-        for (n, m) in [(1, 1), (2, 5), (3, 3), (4, 2), (7, 9), (11, 4), (40, 7)] {
-            let sizes = [("n", n), ("m", m)]
-                .iter()
-                .filter(|(k, _)| prog.sizes.contains(&egg::Symbol::from(*k)))
-                .map(|(k, v)| (egg::Symbol::from(*k), *v))
-                .collect();
-            let what = format!("{what} at n={n}, m={m}");
-            let inputs = random_inputs(prog, &sizes, &mut Rng::new(5)).expect("inputs");
-            assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
-        }
+        assert_built_as_evaluated_at(
+            prog,
+            &flags,
+            &[(1, 1), (2, 5), (3, 3), (4, 2), (7, 9), (11, 4), (40, 7)],
+            5,
+            &what,
+            false,
+        );
     }
 }
 
