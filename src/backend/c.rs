@@ -578,7 +578,8 @@ static ATL_MAYBE_UNUSED int64_t *atlh_rel_permute(const int64_t *r, const int64_
    extremes are at the ends of the ranges; an empty range means the form is
    never evaluated. */
 __extension__ typedef __int128 atlh_i128;
-static inline int atlh_fits(int64_t c, int n, const int64_t *t) {
+/* ... and does its value stay in [min, max]? */
+static inline int atlh_fits_in(int64_t c, int n, const int64_t *t, int64_t min, int64_t max) {
   for (int j = 0; j < n; j++) if (t[3 * j + 2] < t[3 * j + 1]) return 1;
   atlh_i128 lo = c, hi = c;
   for (int j = 0; j < n; j++) {
@@ -589,21 +590,15 @@ static inline int atlh_fits(int64_t c, int n, const int64_t *t) {
     if (k < 0) { lo -= b; hi -= a; } else { lo += a; hi += b; }
     if (lo < INT64_MIN || hi > INT64_MAX) return 0;
   }
-  return 1;
+  return lo >= min && hi <= max;
 }
-/* Does the form c + k0*x0 + ... (its steps checked by atlh_fits) stay in
-   int32_t for every x_j in [lo_j, hi_j]? Then real() of it converts from
-   32 bits (lower/emit.rs), which vector code has. */
+static inline int atlh_fits(int64_t c, int n, const int64_t *t) {
+  return atlh_fits_in(c, n, t, INT64_MIN, INT64_MAX);
+}
+/* Does the form stay in int32_t? Then real() of it converts from 32 bits
+   (lower/emit.rs), which vector code has. */
 static inline int atlh_fits32(int64_t c, int n, const int64_t *t) {
-  for (int j = 0; j < n; j++) if (t[3 * j + 2] < t[3 * j + 1]) return 1;
-  atlh_i128 lo = c, hi = c;
-  for (int j = 0; j < n; j++) {
-    const int64_t k = t[3 * j];
-    const atlh_i128 m = k < 0 ? -(atlh_i128)k : (atlh_i128)k;
-    const atlh_i128 a = m * t[3 * j + 1], b = m * t[3 * j + 2];
-    if (k < 0) { lo -= b; hi -= a; } else { lo += a; hi += b; }
-  }
-  return lo >= INT32_MIN && hi <= INT32_MAX;
+  return atlh_fits_in(c, n, t, INT32_MIN, INT32_MAX);
 }
 /* The bounds of a loop's interior where its range guards hold (see
    lower/edges.rs): 128-bit, clamped into [lo, hi]. */

@@ -17,7 +17,7 @@
 //! functions of their own, not inlined (`ATL_SPLIT`): with 10,000 `sin`
 //! in parts GCC takes 3.4 s inlined, 1 s not.
 
-use crate::lower::ir::Stmt;
+use crate::lower::ir::{statements, Stmt};
 use std::collections::HashSet;
 
 /// Statements per part, and the length from which a body is split.
@@ -32,19 +32,6 @@ pub struct Split {
     pub spilled: Vec<(String, bool)>,
 }
 
-/// Statements in a block, nested ones included.
-fn size(ss: &[Stmt]) -> usize {
-    ss.iter()
-        .map(|s| match s {
-            Stmt::Line(_) | Stmt::Decl { .. } => 1,
-            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
-                1 + size(body)
-            }
-            Stmt::If { then, els, .. } => 1 + size(then) + size(els),
-        })
-        .sum()
-}
-
 /// Drop the SIMD reduction pragmas on accumulators that are array elements
 /// now (a pragma names a variable).
 fn drop_pragmas(ss: &mut Vec<Stmt>, spilled: &[(String, bool)]) {
@@ -55,15 +42,8 @@ fn drop_pragmas(ss: &mut Vec<Stmt>, spilled: &[(String, bool)]) {
         _ => true,
     });
     for s in ss.iter_mut() {
-        match s {
-            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
-                drop_pragmas(body, spilled)
-            }
-            Stmt::If { then, els, .. } => {
-                drop_pragmas(then, spilled);
-                drop_pragmas(els, spilled);
-            }
-            _ => {}
+        for b in s.blocks_mut() {
+            drop_pragmas(b, spilled);
         }
     }
 }
@@ -102,7 +82,7 @@ fn mentioned(ss: &[Stmt], out: &mut HashSet<String>) {
 
 /// `body` cut into parts, or `None` when it is short enough as it is.
 pub fn split(body: &[Stmt]) -> Option<Split> {
-    if size(body) <= 2 * PART {
+    if statements(body) <= 2 * PART {
         return None;
     }
     // Cut between top-level statements, never inside a row's flags.
@@ -117,7 +97,7 @@ pub fn split(body: &[Stmt]) -> Option<Split> {
                 open_flags = open_flags.saturating_sub(1);
             }
         }
-        len += size(std::slice::from_ref(s));
+        len += statements(std::slice::from_ref(s));
         part.push(s.clone());
         if len >= PART && open_flags == 0 {
             parts.push(std::mem::take(&mut part));

@@ -23,7 +23,7 @@
 //! vectorized or parallel loop's set-up would cost more than they run. A
 //! body longer than [`MAX_BODY`] statements is not copied.
 
-use super::ir::Stmt;
+use super::ir::{pragma_before, statements, Stmt};
 use super::Lowerer;
 use crate::constraints::LinForm;
 use crate::front::affine::Affine;
@@ -92,24 +92,10 @@ pub(super) fn replace_loops(
 ) {
     let mut i = 0;
     while i < ss.len() {
-        match &mut ss[i] {
-            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
-                replace_loops(body, split)
-            }
-            Stmt::If { then, els, .. } => {
-                replace_loops(then, split);
-                replace_loops(els, split);
-            }
-            Stmt::Line(_) | Stmt::Decl { .. } => {}
+        for b in ss[i].blocks_mut() {
+            replace_loops(b, split);
         }
-        let pragma = match i.checked_sub(1).map(|j| &ss[j]) {
-            Some(Stmt::Line(l))
-                if l.starts_with("ATL_PARALLEL_FOR(") || l.starts_with("ATL_SIMD_REDUCE(") =>
-            {
-                Some(l.clone())
-            }
-            _ => None,
-        };
+        let pragma = pragma_before(ss, i);
         if let Some(block) = split(&ss[i], pragma.as_deref()) {
             ss[i] = block;
             if pragma.is_some() {
@@ -149,7 +135,7 @@ pub(super) fn copyable(s: &Stmt) -> Option<Copyable<'_>> {
     let Stmt::For { var, lo, hi, body } = s else {
         return None;
     };
-    if size(body) > MAX_BODY {
+    if statements(body) > MAX_BODY {
         return None;
     }
     let mut declared = HashSet::new();
@@ -264,21 +250,6 @@ fn interval(g: &RangeGuard, var: &str, declared: &HashSet<String>) -> Option<(St
         // 0 <= r - var < d
         (format!("({r}) - {d} + 1"), format!("({r}) + 1"))
     })
-}
-
-/// The statements of a block, counted through nesting.
-pub(super) fn size(ss: &[Stmt]) -> usize {
-    ss.iter()
-        .map(|s| {
-            1 + match s {
-                Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
-                    size(body)
-                }
-                Stmt::If { then, els, .. } => size(then) + size(els),
-                Stmt::Line(_) | Stmt::Decl { .. } => 0,
-            }
-        })
-        .sum()
 }
 
 /// The names a block declares: locals and loop variables.

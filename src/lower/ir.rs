@@ -39,6 +39,54 @@ pub enum Stmt {
     Chunks { var: String, body: Vec<Stmt> },
 }
 
+impl Stmt {
+    /// The blocks directly inside: a loop's or a scope's body, a test's
+    /// two branches.
+    pub fn blocks(&self) -> impl Iterator<Item = &Vec<Stmt>> {
+        let (a, b) = match self {
+            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
+                (Some(body), None)
+            }
+            Stmt::If { then, els, .. } => (Some(then), Some(els)),
+            Stmt::Line(_) | Stmt::Decl { .. } => (None, None),
+        };
+        a.into_iter().chain(b)
+    }
+
+    /// [`Stmt::blocks`], to rewrite them.
+    pub fn blocks_mut(&mut self) -> impl Iterator<Item = &mut Vec<Stmt>> {
+        let (a, b) = match self {
+            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
+                (Some(body), None)
+            }
+            Stmt::If { then, els, .. } => (Some(then), Some(els)),
+            Stmt::Line(_) | Stmt::Decl { .. } => (None, None),
+        };
+        a.into_iter().chain(b)
+    }
+}
+
+/// The statements of a block, nested ones included (the measure of code
+/// size the lowering's budgets use).
+pub fn statements(ss: &[Stmt]) -> usize {
+    ss.iter()
+        .map(|s| 1 + s.blocks().map(|b| statements(b)).sum::<usize>())
+        .sum()
+}
+
+/// The loop pragma (a parallel loop's or a vector reduction's) that
+/// stands just before statement `i` of `ss`, if any.
+pub fn pragma_before(ss: &[Stmt], i: usize) -> Option<String> {
+    match i.checked_sub(1).map(|j| &ss[j]) {
+        Some(Stmt::Line(l))
+            if l.starts_with("ATL_PARALLEL_FOR(") || l.starts_with("ATL_SIMD_REDUCE(") =>
+        {
+            Some(l.clone())
+        }
+        _ => None,
+    }
+}
+
 /// What a C parameter is.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ParamC {

@@ -34,15 +34,8 @@ pub(super) fn taps(body: &mut [Stmt]) {
 
 fn walk(ss: &mut [Stmt], next: &mut usize) {
     for s in ss.iter_mut() {
-        match s {
-            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
-                walk(body, next)
-            }
-            Stmt::If { then, els, .. } => {
-                walk(then, next);
-                walk(els, next);
-            }
-            Stmt::Line(_) | Stmt::Decl { .. } => {}
+        for b in s.blocks_mut() {
+            walk(b, next);
         }
         if let Some(j) = jam(s, next) {
             *s = j;

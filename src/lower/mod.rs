@@ -92,7 +92,7 @@ use crate::front::ast::Program;
 use crate::front::types::TypeEnv;
 use egg::Symbol;
 pub use emit::{int_literal, real_literal, sanitize};
-use ir::{Function, Slot, Stmt};
+use ir::{statements, Function, Slot, Stmt};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use value::V;
@@ -149,21 +149,6 @@ fn within(body: &mut Vec<Stmt>, budget: usize, schedule: impl FnOnce(&mut Vec<St
     if statements(body) > budget {
         *body = before;
     }
-}
-
-/// The statements of `body`, nested ones included.
-fn statements(body: &[Stmt]) -> usize {
-    body.iter()
-        .map(|s| {
-            1 + match s {
-                Stmt::Line(_) | Stmt::Decl { .. } => 0,
-                Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
-                    statements(body)
-                }
-                Stmt::If { then, els, .. } => statements(then) + statements(els),
-            }
-        })
-        .sum()
 }
 
 #[derive(Default)]

@@ -32,7 +32,7 @@
 //! [`MAX_BODY`](super::edges::MAX_BODY) statements is left as it is.
 
 use super::edges::{copyable, each_text, map_text, Copyable};
-use super::ir::Stmt;
+use super::ir::{pragma_before, Stmt};
 
 /// Run the loops of `body` that write the outputs `outputs` (C names) in
 /// order with streaming stores when they are large.
@@ -57,14 +57,7 @@ fn outer_loops(ss: &mut Vec<Stmt>, outputs: &[String], next: &mut usize) {
             }
             _ => {}
         }
-        let pragma = match i.checked_sub(1).map(|j| &ss[j]) {
-            Some(Stmt::Line(l))
-                if l.starts_with("ATL_PARALLEL_FOR(") || l.starts_with("ATL_SIMD_REDUCE(") =>
-            {
-                Some(l.clone())
-            }
-            _ => None,
-        };
+        let pragma = pragma_before(ss, i);
         if let Some(block) = stream_loop(&ss[i], pragma.as_deref(), outputs, next) {
             ss[i] = block;
             if pragma.is_some() {

@@ -23,7 +23,7 @@
 //! memory contiguously; a read down a column stays where it was).
 
 use super::edges::{declarations, each_text, map_text};
-use super::ir::Stmt;
+use super::ir::{pragma_before, Stmt};
 use std::collections::HashSet;
 
 /// The C macro of the rows in a block (the prelude's `ATL_ROW_BLOCK`).
@@ -39,29 +39,15 @@ fn walk(ss: &mut Vec<Stmt>, next: &mut usize) {
     let mut i = 0;
     while i < ss.len() {
         let s = &mut ss[i];
-        match s {
-            Stmt::For { body, .. } | Stmt::Block(body) | Stmt::Chunks { body, .. } => {
-                walk(body, next)
-            }
-            Stmt::If { then, els, .. } => {
-                walk(then, next);
-                walk(els, next);
-            }
-            Stmt::Line(_) | Stmt::Decl { .. } => {}
+        for b in s.blocks_mut() {
+            walk(b, next);
         }
         if let Some(b) = block_loop(s, next).or_else(|| block_reduction(s, next)) {
             *s = b;
             // A loop's pragma goes with the loop into each branch; the
             // blocks of rows stay parallel, a vector loop's pragma does not
             // apply to them.
-            let pragma = match i.checked_sub(1).map(|j| &ss[j]) {
-                Some(Stmt::Line(l))
-                    if l.starts_with("ATL_PARALLEL_FOR(") || l.starts_with("ATL_SIMD_REDUCE(") =>
-                {
-                    Some(l.clone())
-                }
-                _ => None,
-            };
+            let pragma = pragma_before(ss, i);
             if let (Some(p), Stmt::If { then, els, .. }) = (pragma, &mut ss[i]) {
                 if p.starts_with("ATL_PARALLEL_FOR(") {
                     then.insert(0, Stmt::Line(p.clone()));
