@@ -1980,6 +1980,85 @@ fn a_stored_result_joins_the_row_fusion_of_its_rows() {
     }
 }
 
+/// A loop over a relation's stored coordinates that adds into a tensor at
+/// its coordinate (`sparse_matvec_stored`'s gradient, `dx[j] += r̄[i]·A[i,j]`:
+/// a read-modify-write at a random place once `dx` is out of the caches)
+/// prefetches the element it will add into, as it prefetches the rows it
+/// gathers: in its serial form and, renamed with it, into a parallel
+/// chunk's own copy. Built to prefetch at every size it gives the plain
+/// build's values bit for bit, equals `eval` at one and two threads with
+/// every loop forced parallel, and counts its cost.
+#[test]
+fn scatters_prefetch_the_elements_they_add_into() {
+    let (_, grad) = corpus_gradient("sparse_matvec_stored");
+    let src = backend::generate(&grad).expect("generate").source;
+    let start = src
+        .find("int atl_sparse_matvec_stored(")
+        .expect("the function");
+    let body = &src[start..];
+    let body = &body[..body.find("\n}\n").expect("its end")];
+    // the buffers added into at an index that is a variable: `buf[v] += `
+    let mut scattered = vec![];
+    for l in body.lines().map(str::trim) {
+        let Some((target, _)) = l.split_once(" += ") else {
+            continue;
+        };
+        let Some((buf, idx)) = target.strip_suffix(']').and_then(|t| t.split_once('[')) else {
+            continue;
+        };
+        let word =
+            |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if word(buf) && word(idx) && !scattered.contains(&buf) {
+            scattered.push(buf);
+        }
+    }
+    assert!(
+        scattered.len() >= 2,
+        "a scatter in serial and in parallel chunks expected, found {scattered:?}:\n{body}"
+    );
+    for buf in &scattered {
+        assert!(
+            body.contains(&format!("ATL_PREFETCH_ROW({buf} + ")),
+            "the scatter into {buf} does not prefetch its elements:\n{body}"
+        );
+    }
+    if !have_cc() {
+        return;
+    }
+    counts_exactly_at(
+        &grad,
+        "sparse_matvec_stored grad",
+        &["n=3,m=4", "n=20,m=15", "n=0,m=3", "n=64,m=48"],
+        7,
+    );
+    let build = |always: bool| {
+        let mut flags = build::Flags::default();
+        flags.flags.push("-DATL_PAR_WORK=0".into());
+        if always {
+            flags.flags.push("-DATL_PREFETCH_MIN_BYTES=0".into());
+        }
+        backend::compile_with_flags(&grad, false, &flags).expect("compile")
+    };
+    let (always, plain) = (build(true), build(false));
+    for sizes in ["n=20,m=15", "n=300,m=200"] {
+        let sizes: Sizes = sizes.parse().expect("sizes");
+        let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
+        let want = eval::evaluate(&grad, &inputs).expect("eval");
+        let failures = at_one_and_two_threads(&always, &inputs, &want);
+        assert!(failures.is_empty(), "{sizes}: {}", failures.join("\n"));
+        for threads in [1, 2] {
+            always.set_threads(threads).expect("threads");
+            plain.set_threads(threads).expect("threads");
+            let (a, b) = (always.call(&inputs), plain.call(&inputs));
+            assert_eq!(
+                format!("{a:?}"),
+                format!("{b:?}"),
+                "{sizes} at {threads} threads: prefetching and not differ"
+            );
+        }
+    }
+}
+
 /// A large arena asks for transparent huge pages (Linux, when the kernel
 /// gives them on request): `logsumexp_tree`'s gradient at n = 100,000 binds
 /// 68 MB of intermediates, and the process's anonymous huge pages grow by

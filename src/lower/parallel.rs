@@ -681,7 +681,9 @@ fn rows_only(buf: &str, ss: &[Stmt], seen: &mut bool) -> bool {
     let free = |t: &str| identifiers(t).all(|w| w != buf);
     ss.iter().all(|s| match s {
         Stmt::Line(l) => {
-            if free(l) {
+            // a prefetch of the row only reads (and follows the row to a
+            // chunk's copy)
+            if free(l) || l.starts_with("ATL_PREFETCH_ROW(") {
                 return true;
             }
             let mut pieces = l.split(';').filter(|p| !p.trim().is_empty());

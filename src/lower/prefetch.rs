@@ -66,10 +66,13 @@ impl Lowerer {
 /// tensor it gathers spans at least `ATL_PREFETCH_MIN_BYTES` (`rows` rows
 /// of its row's doubles): the loop prefetches only then.
 pub(crate) fn prefetch_worth(rows: &str, gathers: &[Gather]) -> String {
-    let tests: Vec<String> = gathers
-        .iter()
-        .map(|g| format!("ATL_PREFETCH_WORTH({rows}, {})", g.row))
-        .collect();
+    let mut tests: Vec<String> = vec![];
+    for g in gathers {
+        let t = format!("ATL_PREFETCH_WORTH({rows}, {})", g.row);
+        if !tests.contains(&t) {
+            tests.push(t);
+        }
+    }
     tests.join(" || ")
 }
 

@@ -324,6 +324,11 @@ impl Lowerer {
                     format!("{off} + {i}")
                 };
                 self.line(format!("{buf}[{at}] += {x};"));
+                if off == "0" {
+                    // a scatter at the loop's coordinate: its element is
+                    // fetched ahead as a gathered row is
+                    self.note_gather(&i, buf, "1");
+                }
                 let fat = if flag_off == "0" {
                     i
                 } else {
