@@ -3085,6 +3085,7 @@ fn rows_written_by_inner_loops_stream_as_evaluated() {
             "-DATL_PAR_WORK=0",
             "-DATL_STREAM_BYTES=8",
             "-DATL_STREAM_BLOCK=16",
+            "-DATL_STREAM_RUN=2",
         ]
         .map(String::from),
     );

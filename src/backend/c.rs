@@ -128,14 +128,18 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #endif
 /* 1024 with AVX-512; 64 with AVX or SSE2 stores, where a block's reads and
    its streaming stores overlap little when blocks are longer (on an AMD
-   EPYC, Zen 1: 12-17% faster than ordinary stores at 16 to 64, 1-6% at 96
-   to 1024). */
+   EPYC, Zen 1: 12-18% faster than ordinary stores at 16 to 64, 1-6% at 96
+   and 128, none at 1024). */
 #ifndef ATL_STREAM_BLOCK
 #if defined(__AVX512F__)
 #define ATL_STREAM_BLOCK 1024
 #else
 #define ATL_STREAM_BLOCK 64
 #endif
+#endif
+/* The shortest run of an inner loop that is streamed. */
+#ifndef ATL_STREAM_RUN
+#define ATL_STREAM_RUN 32
 #endif
 #if (defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)) && !defined(ATL_COUNT_OPS) && !defined(ATL_NO_STREAM)
 #include <immintrin.h>

@@ -135,7 +135,8 @@ pub fn lower(prog: &Program) -> Result<Function> {
             Some((cname.clone(), parts.join(" * ")))
         })
         .collect();
-    within(&mut f.body, budget, |b| stream::split(b, &dense, &sizes));
+    within(&mut f.body, budget, |b| stream::split(b, &dense));
+    within(&mut f.body, budget, |b| stream::split_rows(b, &sizes));
     Ok(f)
 }
 

@@ -35,16 +35,20 @@ use super::edges::{copyable, each_text, map_text, Copyable};
 use super::ir::Stmt;
 
 /// Run the loops of `body` that write the outputs `outputs` (C names) in
-/// order with streaming stores when they are large. `sizes` gives the
-/// number of reals of the outputs whose size is known (a C expression over
-/// the dimension locals): their runs written by innermost loops are
-/// streamed too ([`rows`]).
-pub(super) fn split(body: &mut Vec<Stmt>, outputs: &[String], sizes: &[(String, String)]) {
+/// order with streaming stores when they are large.
+pub(super) fn split(body: &mut Vec<Stmt>, outputs: &[String]) {
     if outputs.is_empty() {
         return;
     }
     let mut next = 0;
     outer_loops(body, outputs, &mut next);
+}
+
+/// Stream the runs of outputs that innermost loops write ([`rows`]);
+/// `sizes` gives the number of reals of the outputs whose size is known (a
+/// C expression over the dimension locals).
+pub(super) fn split_rows(body: &mut Vec<Stmt>, sizes: &[(String, String)]) {
+    let mut next = 0;
     rows(body, sizes, &mut next);
 }
 
@@ -55,7 +59,9 @@ pub(super) fn split(body: &mut Vec<Stmt>, outputs: &[String], sizes: &[(String, 
 /// (a gen's row inside a fused loop over rows, such as a gradient's rows of
 /// `dT[b][i][·]`). Each top-level statement with such loops tests once,
 /// before it runs, whether the outputs they write together have at least
-/// `ATL_STREAM_BYTES`; when they do, each loop runs by blocks of
+/// `ATL_STREAM_BYTES`; when they do, each loop whose run has at least
+/// `ATL_STREAM_RUN` elements (a short run's blocks would cost more than
+/// the lines they save) runs by blocks of
 /// `ATL_STREAM_BLOCK` iterations into buffers that are then streamed (as in
 /// [`stream_loop`]), and a store fence follows the statement.
 fn rows(body: &mut Vec<Stmt>, sizes: &[(String, String)], next: &mut usize) {
@@ -65,7 +71,7 @@ fn rows(body: &mut Vec<Stmt>, sizes: &[(String, String)], next: &mut usize) {
     let mut i = 0;
     while i < body.len() {
         *next += 1;
-        let on = format!("atlstr{}_on", *next);
+        let on = format!("atlrow{}_on", *next);
         let mut used: Vec<String> = vec![];
         inner_loops(
             std::slice::from_mut(&mut body[i]),
@@ -209,7 +215,7 @@ fn stream_run(
     }
     let var = c.var;
     *next += 1;
-    let p = format!("atlstr{next}");
+    let p = format!("atlrow{next}");
     let (l, h) = (format!("{p}_lo"), format!("{p}_hi"));
     let (a, b, k, start) = (
         format!("{p}_a"),
@@ -281,7 +287,7 @@ fn stream_run(
         decl(&h, c.hi.clone()),
         Stmt::If {
             // the choice of a schedule, not a test of the program
-            cond: format!("ATL_SCHEDULE({on})"),
+            cond: format!("ATL_SCHEDULE({on} && {h} - {l} >= ATL_STREAM_RUN)"),
             then: streaming,
             els: plain,
         },
@@ -506,7 +512,7 @@ mod tests {
             Stmt::Line("ATL_PARALLEL_FOR(w >= ATL_PAR_WORK)".into()),
             lp(vec![Stmt::Line("out[i] = 2.0 * x[i];".into())]),
         ];
-        split(&mut ss, &outs, &[]);
+        split(&mut ss, &outs);
         let [Stmt::Block(parts)] = ss.as_slice() else {
             panic!("{ss:?}")
         };
@@ -542,7 +548,7 @@ mod tests {
             lp(vec![Stmt::Line("out[i] = 2.0 * x[i];".into())]),
         ];
         let before = ss.clone();
-        split(&mut ss, &outs, &[]);
+        split(&mut ss, &outs);
         assert_eq!(ss, before);
     }
 }
