@@ -3154,6 +3154,79 @@ fn outputs_written_in_order_stream_as_evaluated() {
     assert_marked_and_evaluated_forced_parallel(&progs, "atlh_stream(t", &flags, &sizes, 5);
 }
 
+/// Rows of a gen written by an innermost loop inside another loop (the
+/// rank-3 loss's gradient writes `dT[b][i][·]` in its fused loop over `b`;
+/// a nested gen's inner loop) are streamed by blocks when the outputs they
+/// write are large (`lower/stream.rs`, `rows`): built with a threshold and
+/// a block small enough for small sizes, at sizes that leave partial lines
+/// and blocks at both ends of a row, values equal `eval` at one and two
+/// threads (forced parallel) and the counting build counts the cost. GCC's
+/// code of the gradient for AVX2 and for SSE2 has the streaming stores.
+#[test]
+fn rows_written_by_inner_loops_stream_as_evaluated() {
+    if !have_cc() {
+        return;
+    }
+    let (_, rank3) = corpus_gradient("rank3_batched_bilinear");
+    let src = "(fn outer ((x (tensor n R)) (y (tensor m R))) (gen i n (gen j m (* (get x i) (get y j)))))";
+    let outer = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
+    let mut flags = build::Flags::default();
+    flags.flags.extend(
+        [
+            "-DATL_PAR_WORK=0",
+            "-DATL_STREAM_BYTES=8",
+            "-DATL_STREAM_BLOCK=16",
+            "-DATL_STREAM_RUN=2",
+        ]
+        .map(String::from),
+    );
+    let cases: [(&Program, &[&str]); 2] = [
+        (
+            &rank3,
+            &[
+                "B=3,n=5,m=17",
+                "B=2,n=1,m=40",
+                "B=0,n=3,m=3",
+                "B=4,n=7,m=0",
+                "B=5,n=9,m=101",
+            ],
+        ),
+        (&outer, &["n=3,m=17", "n=0,m=5", "n=7,m=101", "n=2,m=1"]),
+    ];
+    for (prog, sizes) in cases {
+        let what = prog.name.to_string();
+        let c = backend::generate(prog).expect("generate").source;
+        assert!(
+            c.contains("_on = ATL_STREAM_OK("),
+            "{what}: no streamed rows in:\n{c}"
+        );
+        let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");
+        let counted = backend::compile_with_flags(prog, true, &flags).expect("compile");
+        for (k, sizes) in sizes.iter().enumerate() {
+            let sizes: Sizes = sizes.parse().expect("sizes");
+            let inputs = random_inputs(prog, &sizes, &mut Rng::new(k as u64)).expect("inputs");
+            let what = format!("{what} at {sizes}");
+            assert_counted_and_evaluated_as_built(&compiled, &counted, prog, &inputs, &what);
+        }
+    }
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let c = backend::generate(&rank3).expect("generate").source;
+    for (march, store) in [
+        (&["-march=x86-64-v3", "-mno-avx512f"][..], "vmovntpd"),
+        (&["-march=x86-64"][..], "movntpd"),
+    ] {
+        let Some(asm) = assembly(&c, march) else {
+            continue;
+        };
+        assert!(
+            asm.lines().any(|l| l.trim_start().starts_with(store)),
+            "{march:?}: no {store} in the gradient's code"
+        );
+    }
+}
+
 /// A loop whose comparisons change at thresholds of several forms (`m`,
 /// `n`, constants; an `exists` over index arithmetic, whose closed form is
 /// such comparisons) is split by each group in turn, in its long pieces:

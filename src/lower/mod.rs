@@ -124,7 +124,19 @@ pub fn lower(prog: &Program) -> Result<Function> {
         .filter(|(k, _)| !f.stored_outputs.iter().any(|(o, _)| o == k))
         .map(|(_, (cname, _, _))| cname.clone())
         .collect();
+    // The outputs' numbers of reals, where every dimension is a local.
+    let sizes: Vec<(String, String)> = (f.outputs.iter())
+        .filter(|(cname, _, _)| dense.contains(cname))
+        .filter_map(|(cname, _, dims)| {
+            let mut parts = vec!["(int64_t)1".to_string()];
+            for d in dims {
+                parts.push(f.dims.iter().find(|(_, a)| a == d)?.0.clone());
+            }
+            Some((cname.clone(), parts.join(" * ")))
+        })
+        .collect();
     within(&mut f.body, budget, |b| stream::split(b, &dense));
+    within(&mut f.body, budget, |b| stream::split_rows(b, &sizes));
     Ok(f)
 }
 

@@ -44,6 +44,257 @@ pub(super) fn split(body: &mut Vec<Stmt>, outputs: &[String]) {
     outer_loops(body, outputs, &mut next);
 }
 
+/// Stream the runs of outputs that innermost loops write ([`rows`]);
+/// `sizes` gives the number of reals of the outputs whose size is known (a
+/// C expression over the dimension locals).
+pub(super) fn split_rows(body: &mut Vec<Stmt>, sizes: &[(String, String)]) {
+    let mut next = 0;
+    rows(body, sizes, &mut next);
+}
+
+/// Stream the runs that innermost loops nested in other loops write: a
+/// loop over `v`, inside another loop, whose body writes an output only as
+/// `out[e + v] = x;` (`e` not depending on `v` nor on the body's locals),
+/// once per iteration, writes the run `out[e + lo .. e + hi)` in order
+/// (a gen's row inside a fused loop over rows, such as a gradient's rows of
+/// `dT[b][i][·]`). Each top-level statement with such loops tests once,
+/// before it runs, whether the outputs they write together have at least
+/// `ATL_STREAM_BYTES`; when they do, each loop whose run has at least
+/// `ATL_STREAM_RUN` elements (a short run's blocks would cost more than
+/// the lines they save) runs by blocks of
+/// `ATL_STREAM_BLOCK` iterations into buffers that are then streamed (as in
+/// [`stream_loop`]), and a store fence follows the statement.
+fn rows(body: &mut Vec<Stmt>, sizes: &[(String, String)], next: &mut usize) {
+    if sizes.is_empty() {
+        return;
+    }
+    let mut i = 0;
+    while i < body.len() {
+        *next += 1;
+        let on = format!("atlrow{}_on", *next);
+        let mut used: Vec<String> = vec![];
+        inner_loops(
+            std::slice::from_mut(&mut body[i]),
+            0,
+            sizes,
+            &on,
+            next,
+            &mut used,
+        );
+        if used.is_empty() {
+            i += 1;
+            continue;
+        }
+        let total: Vec<String> = sizes
+            .iter()
+            .filter(|(o, _)| used.contains(o))
+            .map(|(_, n)| format!("({n})"))
+            .collect();
+        body.insert(
+            i,
+            Stmt::Decl {
+                ty: "const int",
+                name: on,
+                init: format!("ATL_STREAM_OK({}, 1)", total.join(" + ")),
+            },
+        );
+        body.insert(i + 2, Stmt::Line("atlh_stream_fence();".into()));
+        i += 3;
+    }
+}
+
+/// Whether `l` is a pragma line that must stay just before its loop.
+fn is_pragma(l: &str) -> bool {
+    l.starts_with("ATL_PARALLEL_FOR(") || l.starts_with("ATL_SIMD_REDUCE(") || l.starts_with('#')
+}
+
+/// [`rows`] on the statements `ss`, `depth` loops deep.
+fn inner_loops(
+    ss: &mut [Stmt],
+    depth: usize,
+    sizes: &[(String, String)],
+    on: &str,
+    next: &mut usize,
+    used: &mut Vec<String>,
+) {
+    for i in 0..ss.len() {
+        let after_pragma = i > 0 && matches!(&ss[i - 1], Stmt::Line(l) if is_pragma(l));
+        match &mut ss[i] {
+            Stmt::Block(b) => inner_loops(b, depth, sizes, on, next, used),
+            Stmt::If { then, els, .. } => {
+                inner_loops(then, depth, sizes, on, next, used);
+                inner_loops(els, depth, sizes, on, next, used);
+            }
+            Stmt::Chunks { body, .. } => inner_loops(body, depth + 1, sizes, on, next, used),
+            Stmt::For { body, .. } if has_loop(body) => {
+                inner_loops(body, depth + 1, sizes, on, next, used)
+            }
+            Stmt::For { .. } if depth > 0 && !after_pragma => {
+                if let Some((s, outs)) = stream_run(&ss[i], sizes, on, next) {
+                    ss[i] = s;
+                    for o in outs {
+                        if !used.contains(&o) {
+                            used.push(o);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether `ss` has a loop.
+fn has_loop(ss: &[Stmt]) -> bool {
+    ss.iter().any(|s| match s {
+        Stmt::For { .. } | Stmt::Chunks { .. } => true,
+        Stmt::Block(b) => has_loop(b),
+        Stmt::If { then, els, .. } => has_loop(then) || has_loop(els),
+        _ => false,
+    })
+}
+
+/// The outputs among `sizes` that `body`, a loop's over `var`, writes only
+/// as top-level statements `out[e + var] = x;` (once each, `e` mentioning
+/// neither `var` nor a local of the body, `x` not mentioning `out`), with
+/// their offsets `e`; `None` if an output is mentioned otherwise.
+fn runs(
+    body: &[Stmt],
+    var: &str,
+    declared: &std::collections::HashSet<String>,
+    sizes: &[(String, String)],
+) -> Option<Vec<(String, String)>> {
+    let mut found = vec![];
+    let tail = format!(" + {var}] = ");
+    for (out, _) in sizes {
+        let prefix = format!("{out}[");
+        let mut run: Option<String> = None;
+        for s in body {
+            if let Stmt::Line(l) = s {
+                if let Some(rest) = l.strip_prefix(&prefix) {
+                    let (e, x) = rest.split_once(&tail)?;
+                    if run.is_some()
+                        || !x.ends_with(';')
+                        || mentions(x, out)
+                        || mentions(e, var)
+                        || mentions(e, out)
+                        || e.contains(['[', ']', '='])
+                        || declared.iter().any(|d| mentions(e, d))
+                    {
+                        return None;
+                    }
+                    run = Some(e.to_string());
+                    continue;
+                }
+            }
+            let mut other = false;
+            each_text(std::slice::from_ref(s), &mut |t| other |= mentions(t, out));
+            if other {
+                return None;
+            }
+        }
+        if let Some(e) = run {
+            found.push((out.clone(), e));
+        }
+    }
+    Some(found)
+}
+
+/// One innermost loop as its streaming version beside itself, if it writes
+/// runs of outputs; with the outputs it streams.
+fn stream_run(
+    s: &Stmt,
+    sizes: &[(String, String)],
+    on: &str,
+    next: &mut usize,
+) -> Option<(Stmt, Vec<String>)> {
+    let c = copyable(s)?;
+    let outs = runs(c.body, c.var, &c.declared, sizes)?;
+    if outs.is_empty() {
+        return None;
+    }
+    let var = c.var;
+    *next += 1;
+    let p = format!("atlrow{next}");
+    let (l, h) = (format!("{p}_lo"), format!("{p}_hi"));
+    let (a, b, k, start) = (
+        format!("{p}_a"),
+        format!("{p}_b"),
+        format!("{p}_k"),
+        format!("{p}_s"),
+    );
+    let buf = |j: usize| format!("{p}_buf{j}");
+    let mut inner = c.body.clone();
+    for (j, (out, e)) in outs.iter().enumerate() {
+        let from = format!("{out}[{e} + {var}] = ");
+        let to = format!("{}[{var} - {a}] = ", buf(j));
+        map_text(&mut inner, &|t| match t.strip_prefix(&from) {
+            Some(rest) => format!("{to}{rest}"),
+            None => t.to_string(),
+        });
+    }
+    let decl = |name: &str, init: String| Stmt::Decl {
+        ty: "const int64_t",
+        name: name.to_string(),
+        init,
+    };
+    let mut block = vec![
+        decl(
+            &a,
+            format!("atlh_max({l}, {start} + {k} * ATL_STREAM_BLOCK)"),
+        ),
+        decl(
+            &b,
+            format!("atlh_min({h}, {start} + ({k} + 1) * ATL_STREAM_BLOCK)"),
+        ),
+    ];
+    for j in 0..outs.len() {
+        block.push(Stmt::Line(format!("double {}[ATL_STREAM_BLOCK];", buf(j))));
+    }
+    block.push(Stmt::For {
+        var: var.clone(),
+        lo: a.clone(),
+        hi: b.clone(),
+        body: inner,
+    });
+    for (j, (out, e)) in outs.iter().enumerate() {
+        block.push(Stmt::Line(format!(
+            "atlh_stream({out} + ({e}) + {a}, {}, {b} - {a});",
+            buf(j)
+        )));
+    }
+    let (out0, e0) = &outs[0];
+    let streaming = vec![
+        decl(
+            &start,
+            format!("{l} - atlh_line_offset({out0} + ({e0}) + {l})"),
+        ),
+        Stmt::For {
+            var: k,
+            lo: "0".into(),
+            hi: format!("atlh_ceildiv({h} - {start}, ATL_STREAM_BLOCK)"),
+            body: block,
+        },
+    ];
+    let plain = vec![Stmt::For {
+        var: var.clone(),
+        lo: l.clone(),
+        hi: h.clone(),
+        body: c.body.clone(),
+    }];
+    let stmt = Stmt::Block(vec![
+        decl(&l, c.lo.clone()),
+        decl(&h, c.hi.clone()),
+        Stmt::If {
+            // the choice of a schedule, not a test of the program
+            cond: format!("ATL_SCHEDULE({on} && {h} - {l} >= ATL_STREAM_RUN)"),
+            then: streaming,
+            els: plain,
+        },
+    ]);
+    Some((stmt, outs.into_iter().map(|(o, _)| o).collect()))
+}
+
 /// Stream the loops of `ss` that no other loop encloses (a loop nested in
 /// another may write its outputs more than once).
 fn outer_loops(ss: &mut Vec<Stmt>, outputs: &[String], next: &mut usize) {
