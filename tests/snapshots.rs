@@ -174,8 +174,8 @@ fn made(name: &str, kind: &str) -> Result<Made, String> {
 /// The `optimize` snapshot, and the program as the command line prints it.
 fn optimized(name: &str, case: &Case) -> Result<(String, String), String> {
     let res = made(name, "optimize")?;
-    bad_names(&common::printed::check_printed("optimize", &res.program))?;
-    let printed = program_to_string(&res.program);
+    bad_names(&common::printed::check_printed("optimize", res.program))?;
+    let printed = program_to_string(res.program);
     let mut out = String::new();
     writeln!(out, "{printed}").unwrap();
     out.push_str("\ncost at each size set (before -> after):\n");
@@ -186,7 +186,7 @@ fn optimized(name: &str, case: &Case) -> Result<(String, String), String> {
             "  {}: {} -> {}",
             label(sizes),
             show_cost(cost(&case.prog, sizes, &rels)),
-            show_cost(cost(&res.program, sizes, &rels)),
+            show_cost(cost(res.program, sizes, &rels)),
         )
         .unwrap();
     }
@@ -198,7 +198,7 @@ fn optimized(name: &str, case: &Case) -> Result<(String, String), String> {
 fn gradient(name: &str, case: &Case) -> Result<(String, String), String> {
     let wrt: Vec<&str> = case.wrt.iter().map(String::as_str).collect();
     let res = made(name, "grad")?;
-    bad_names(&common::printed::check_printed("grad", &res.program))?;
+    bad_names(&common::printed::check_printed("grad", res.program))?;
     let shown: Vec<String> = if wrt.is_empty() {
         case.prog
             .real_params()
@@ -207,7 +207,7 @@ fn gradient(name: &str, case: &Case) -> Result<(String, String), String> {
     } else {
         case.wrt.clone()
     };
-    let printed = program_to_string(&res.program);
+    let printed = program_to_string(res.program);
     let mut out = String::new();
     writeln!(out, "wrt: {}\n", shown.join(",")).unwrap();
     writeln!(out, "{printed}").unwrap();
@@ -215,7 +215,7 @@ fn gradient(name: &str, case: &Case) -> Result<(String, String), String> {
     for (k, sizes) in case.size_sets.iter().enumerate() {
         let rels = relations(case, k)?;
         let f = io_cost(&case.prog, sizes, &rels);
-        let g = io_cost(&res.program, sizes, &rels);
+        let g = io_cost(res.program, sizes, &rels);
         let ratio = match (&f, &g) {
             (Ok(f), Ok(g)) if *f > 0 => format!("{:.3}", *g as f64 / *f as f64),
             _ => "-".into(),
