@@ -22,7 +22,7 @@
 //! `cargo test --release --test adjoint_rules -- --nocapture` prints the
 //! table of instances per rule.
 
-mod common;
+use crate::common;
 
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive::adjoint::{adjoint_egraph, adjoint_rules};

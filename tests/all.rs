@@ -7,9 +7,12 @@
 //! file's tests with `cargo test --release --test all NAME::`. A file of
 //! `tests/` must be declared here (`every_test_file_runs` checks it).
 //!
-//! Each file declares `mod common;` itself, so that it also builds alone:
-//! here every module has its own copy of the shared test code.
-#![allow(clippy::duplicate_mod)]
+//! The shared test code (`tests/common/`) is one module of this binary,
+//! which every file uses (`use crate::common;`): it is compiled once, and
+//! what it computes once (such as the corpus's derivatives, [`common::derived`])
+//! serves the tests of every file.
+
+mod common;
 
 #[path = "adjoint_rules.rs"]
 mod adjoint_rules;

@@ -3,19 +3,18 @@
 //! corpus program at its size sets, and for the paper's two pathological
 //! programs from N = 8 to N = 4096. Costs, never times.
 
-mod common;
+use crate::common;
 
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive;
 use atl_egg::egraph::Options;
-use atl_egg::front::ast::{Program, Type};
+use atl_egg::front::ast::Program;
 use atl_egg::front::parse_program;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::io_cost;
 use atl_egg::semantics::value::Sizes;
 use common::par::par_map;
 use egg::Symbol;
-use std::path::Path;
 
 fn opts() -> Options {
     Options {
@@ -36,28 +35,24 @@ fn ratio(f: &Program, d: &Program, sizes: &Sizes, seed: u64) -> f64 {
 /// relations) with every size at each of [`SPREAD`], from 1 to 10^6.
 #[test]
 fn gradient_ratios_are_bounded_on_the_corpus() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
     let mut failures = vec![];
     println!(
         "{:<28} {:>8} {:>8} {:>8}",
         "program", "small", "medium", "large"
     );
-    let corpus = CorpusProgram::load_dir(&dir).unwrap();
-    let ratios = par_map(&corpus, |c| {
-        let wrt = c.wrt_or_all();
-        let d = if c.program.ret == Type::Real {
-            derive::grad(&c.program, &wrt, &opts())
-        } else {
-            derive::vjp(&c.program, &wrt, &opts())
-        }
-        .unwrap()
-        .program;
+    // the corpus's gradients (vjps of functions not returning `R`), derived
+    // once for every file's tests
+    let derived = common::derived::derived();
+    let corpus: Vec<&CorpusProgram> = derived.iter().map(|d| &d.c).collect();
+    let ratios = par_map(derived, |d| {
+        let c = &d.c;
+        let d = d.grad.as_ref().unwrap_or(&d.vjp);
         let at_size_sets = c
             .size_sets
             .iter()
-            .map(|s| ratio(&c.program, &d, s, c.seed))
+            .map(|s| ratio(&c.program, d, s, c.seed))
             .collect::<Vec<f64>>();
-        (at_size_sets, spread_ratios(&c.program, &d))
+        (at_size_sets, spread_ratios(&c.program, d))
     });
     for (c, (rs, spread)) in corpus.iter().zip(ratios) {
         match spread {

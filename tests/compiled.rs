@@ -10,7 +10,7 @@
 //! Needs a C compiler (`$CC`, default `cc`); without one every test prints
 //! why and passes vacuously.
 
-mod common;
+use crate::common;
 
 use atl_egg::backend::{self, build};
 use atl_egg::corpus::{random_inputs, CorpusProgram};
@@ -215,12 +215,11 @@ fn random_programs_run_as_evaluated() {
 }
 
 /// Some programs and their derivatives, for the compiler-flag tests, with
-/// the sizes and seed of their inputs ([`sample_inputs`]); derived once (on
-/// every core) for the tests of this file.
+/// the sizes and seed of their inputs ([`sample_inputs`]).
 fn sample_programs() -> &'static [(String, Program, Sizes, u64)] {
     static SAMPLE: std::sync::OnceLock<Vec<(String, Program, Sizes, u64)>> =
         std::sync::OnceLock::new();
-    SAMPLE.get_or_init(|| common::par::par_map(&SAMPLE_NAMES, sample_one).concat())
+    SAMPLE.get_or_init(|| SAMPLE_NAMES.iter().flat_map(sample_one).collect())
 }
 
 /// A program of [`sample_programs`] with its inputs.
@@ -247,16 +246,27 @@ const SAMPLE_NAMES: [&str; 11] = [
     "let_chain_tensor",
 ];
 
-/// One program of [`sample_programs`] and its derivatives, with the sizes
-/// and seed of their inputs.
+/// One program of [`sample_programs`] and its derivatives (the corpus's,
+/// derived once for every file's tests), with the sizes and seed of their
+/// inputs.
 fn sample_one(name: &&str) -> Vec<(String, Program, Sizes, u64)> {
-    let text = std::fs::read_to_string(Path::new("corpus").join(format!("{name}.atl")))
-        .expect("sample program");
-    let p = CorpusProgram::parse(name, &text).expect("sample program parses");
-    let sizes = p.size_sets.last().expect("sizes");
-    derivatives(&p)
+    let d = common::derived::named(name);
+    let sizes = d.c.size_sets.last().expect("sizes");
+    let mut progs = vec![("f", &d.c.program)];
+    if let Some(g) = &d.grad {
+        progs.push(("grad", g));
+    }
+    progs.extend([("vjp", &d.vjp), ("jvp", &d.jvp)]);
+    progs
         .into_iter()
-        .map(|(what, prog)| (format!("{name} {what}"), prog, sizes.clone(), p.seed))
+        .map(|(what, prog)| {
+            (
+                format!("{name} {what}"),
+                prog.clone(),
+                sizes.clone(),
+                d.c.seed,
+            )
+        })
         .collect()
 }
 

@@ -17,42 +17,21 @@
 //! The corpus's derivatives are computed once, on every core, for all the
 //! tests of this file ([`derived`]).
 
-mod common;
+use crate::common;
 
 use atl_egg::corpus::{random_inputs, CorpusProgram};
 use atl_egg::derive;
-use atl_egg::egraph::Options;
 use atl_egg::front::ast::{Expr, Func, ParamKind, Program, Type};
 use atl_egg::rng::Rng;
 use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{random_value, Inputs, Sizes, Value};
+use common::derived::{derived, opts, Derived};
 use common::values::unnest;
 use egg::Symbol;
 use std::collections::HashMap;
 use std::path::Path;
-
-fn corpus() -> Vec<CorpusProgram> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
-    CorpusProgram::load_dir(&dir).expect("corpus loads")
-}
-
-/// One corpus program, optimized, and its derivatives along its `wrt` (all
-/// real inputs without one): `grad` and `hvp` for a function returning `R`
-/// only.
-struct Derived {
-    c: CorpusProgram,
-    wrt: Vec<Symbol>,
-    optimize: Program,
-    grad: Option<Program>,
-    jvp: Program,
-    vjp: Program,
-    hvp: Option<Program>,
-    /// The phases of these commands that stopped at a limit the command
-    /// line warns about (`optimize FILE: the simplify (per binding) phase`).
-    limited: Vec<String>,
-}
 
 /// The phases of `stats` that the command line warns about: those stopped
 /// at a node, iteration or time limit, except the optimizer's second look
@@ -75,68 +54,23 @@ fn limited_phases(kind: &str, name: &str, stats: &atl_egg::optimizer::Stats) -> 
         .collect()
 }
 
-/// The corpus's derivatives, computed on first use (on every core) and
-/// shared by the tests of this file. A derivative that fails panics, naming
-/// the program.
-fn derived() -> &'static [Derived] {
-    static DERIVED: std::sync::OnceLock<Vec<Derived>> = std::sync::OnceLock::new();
-    DERIVED.get_or_init(|| {
-        common::par::par_map(&corpus(), |c| {
-            let wrt = c.wrt_or_all();
-            let scalar = c.program.ret == Type::Real;
-            let fail = |what: &str, e: atl_egg::Error| panic!("{} {what}: {e}", c.name);
-            let limited = std::sync::Mutex::new(vec![]);
-            let program = |r: atl_egg::Result<derive::Derived>, what: &str| match r {
-                Ok(d) => {
-                    let mut l = limited.lock().unwrap();
-                    l.extend(limited_phases(what, &c.name, &d.stats));
-                    d.program
-                }
-                Err(e) => fail(what, e),
-            };
-            let optimize = match atl_egg::optimizer::optimize(&c.program, &opts()) {
-                Ok(o) => {
-                    let mut l = limited.lock().unwrap();
-                    l.extend(limited_phases("optimize", &c.name, &o.stats));
-                    o.program
-                }
-                Err(e) => fail("optimize", e),
-            };
-            let grad = scalar.then(|| program(derive::grad(&c.program, &wrt, &opts()), "grad"));
-            let jvp = program(derive::jvp(&c.program, &wrt, &opts()), "jvp");
-            let vjp = program(derive::vjp(&c.program, &wrt, &opts()), "vjp");
-            let hvp = scalar.then(|| program(derive::hvp(&c.program, &wrt, &opts()), "hvp"));
-            Derived {
-                optimize,
-                grad,
-                jvp,
-                vjp,
-                hvp,
-                limited: limited.into_inner().unwrap(),
-                wrt,
-                c: c.clone(),
-            }
-        })
-    })
-}
-
 /// Under default limits no phase of `optimize`, `grad`, `jvp`, `vjp` or
 /// `hvp` of a corpus program stops at a limit: every command prints its
 /// result without a limit warning.
 #[test]
 fn no_corpus_derivative_stops_at_a_limit() {
-    let limited: Vec<&String> = derived().iter().flat_map(|d| &d.limited).collect();
+    let limited: Vec<String> = derived()
+        .iter()
+        .flat_map(|d| {
+            d.stats
+                .iter()
+                .flat_map(|(kind, stats)| limited_phases(kind, &d.c.name, stats))
+        })
+        .collect();
     assert!(
         limited.is_empty(),
         "phases stopped at a default limit:\n{limited:#?}"
     );
-}
-
-fn opts() -> Options {
-    Options {
-        time_limit: std::time::Duration::from_secs(600),
-        ..Default::default()
-    }
 }
 
 fn type_of(p: &Program, x: Symbol) -> Type {

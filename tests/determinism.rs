@@ -7,7 +7,7 @@
 //! `optimize` and `grad` in tests/snapshots.rs, `hvp` in
 //! tests/derivatives.rs.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;

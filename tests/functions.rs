@@ -7,7 +7,7 @@
 //! the corpus's multi-function programs get their derivatives checked
 //! against dual numbers in `tests/derivatives.rs`.)
 
-mod common;
+use crate::common;
 
 use atl_egg::backend::sexp::param_to_string;
 use atl_egg::egraph::Options;

@@ -19,7 +19,7 @@
 //!   `<hvp f(x)[v], v> = <D (grad f)(x)[v], v>`. `ATL_DERIV_CASES` sets
 //!   the number of programs (default 25), `ATL_GRAD_FIRST_SEED` the first seed.
 
-mod common;
+use crate::common;
 
 use atl_egg::derive;
 use atl_egg::egraph::Options;

@@ -6,7 +6,7 @@
 //! only its bracketed loops' live iterations are affordable. Costs, never
 //! times, except where the evaluator's speed is the point.
 
-mod common;
+use crate::common;
 
 use atl_egg::derive;
 use atl_egg::egraph::Options;

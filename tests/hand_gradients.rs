@@ -19,7 +19,7 @@
 //! every size set; where it costs more than the hand-written one, the
 //! snapshot shows by how much.
 
-mod common;
+use crate::common;
 
 use atl_egg::corpus::CorpusProgram;
 use atl_egg::derive;

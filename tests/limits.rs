@@ -14,7 +14,7 @@
 //! * the memory limit fails a command that would hold more, with an error
 //!   naming `--memory-limit` (exit 1, not an abort).
 
-mod common;
+use crate::common;
 
 use atl_egg::derive;
 use atl_egg::egraph::Options;

@@ -3,7 +3,7 @@
 //! programs use readable names that are valid C identifiers is checked on
 //! every corpus program by the tests that derive them (`common::printed`).
 
-mod common;
+use crate::common;
 
 use atl_egg::corpus::random_inputs;
 use atl_egg::derive;

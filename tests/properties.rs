@@ -13,7 +13,7 @@
 //! fixes them. Release builds run the case counts below in a few seconds;
 //! debug builds run a quarter of them.
 
-mod common;
+use crate::common;
 
 use atl_egg::backend::sexp::program_to_string;
 use atl_egg::front::ast::Program;

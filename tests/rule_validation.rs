@@ -8,7 +8,7 @@
 //! `cargo test --release --test rule_validation -- --nocapture` prints the
 //! coverage table (instantiations that made each rule fire).
 
-mod common;
+use crate::common;
 
 use atl_egg::egraph::rules::{
     all_specs, applier_fn, compile, parse_rules, Rhs, RuleSpec, RULE_FILES,

@@ -25,7 +25,9 @@
 //! with a 600 s time limit so that only the (default) node and iteration
 //! limits stop it; results do not depend on the machine's speed. The
 //! optimizer gets no user sizes (`Options::sizes = None`, as `atl-egg
-//! optimize FILE`), so one optimized program serves every size set.
+//! optimize FILE`), so one optimized program serves every size set. The
+//! optimized programs and gradients are those the other files' tests check
+//! (`common::derived`, derived once for the test binary).
 //!
 //! Relations: a relation parameter gets a fixed pseudo-random value per size
 //! set, `random_relation` with density 0.3 fed by [`relation_stream`] (the
@@ -42,13 +44,12 @@
 //! rejects a snapshot file that no test refers to (a renamed or removed
 //! corpus file leaves one behind: delete it).
 
-mod common;
+use crate::common;
 
 use atl_egg::backend::sexp::program_to_string;
 use atl_egg::corpus::CorpusProgram;
 use atl_egg::front::ast::{ParamKind, Program, Type};
-use atl_egg::optimize_gradient;
-use atl_egg::optimizer::{optimize, Options, Stats};
+use atl_egg::optimizer::Stats;
 use atl_egg::semantics::cost::{cost, io_cost};
 use atl_egg::semantics::value::{random_relation, Relation, Sizes};
 use common::par::par_map;
@@ -56,7 +57,6 @@ use egg::Symbol;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// One corpus file.
 struct Case {
@@ -112,14 +112,6 @@ fn label(sizes: &Sizes) -> String {
     sizes.to_string()
 }
 
-fn options() -> Options {
-    Options {
-        time_limit: Duration::from_secs(600),
-        sizes: None,
-        ..Options::default()
-    }
-}
-
 fn show_cost(r: atl_egg::Result<u128>) -> String {
     match r {
         Ok(c) => c.to_string(),
@@ -158,11 +150,32 @@ fn front(case: &Case) -> Result<String, String> {
     Ok(out)
 }
 
+/// The program of command `kind` (`optimize`, `grad`) on the corpus file
+/// `name`, and its statistics: those of the corpus's shared derivation
+/// (`common::derived`).
+struct Made {
+    program: &'static Program,
+    stats: &'static Stats,
+}
+
+fn made(name: &str, kind: &str) -> Result<Made, String> {
+    let d = common::derived::named(name);
+    let program = match kind {
+        "optimize" => Some(&d.optimize),
+        "grad" => d.grad.as_ref(),
+        _ => None,
+    };
+    match (program, d.stats(kind)) {
+        (Some(program), Some(stats)) => Ok(Made { program, stats }),
+        _ => Err(format!("{kind}: not derived")),
+    }
+}
+
 /// The `optimize` snapshot, and the program as the command line prints it.
-fn optimized(case: &Case) -> Result<(String, String), String> {
-    let res = optimize(&case.prog, &options()).map_err(|e| format!("optimize: {e}"))?;
-    bad_names(&common::printed::check_printed("optimize", &res.program))?;
-    let printed = program_to_string(&res.program);
+fn optimized(name: &str, case: &Case) -> Result<(String, String), String> {
+    let res = made(name, "optimize")?;
+    bad_names(&common::printed::check_printed("optimize", res.program))?;
+    let printed = program_to_string(res.program);
     let mut out = String::new();
     writeln!(out, "{printed}").unwrap();
     out.push_str("\ncost at each size set (before -> after):\n");
@@ -173,19 +186,19 @@ fn optimized(case: &Case) -> Result<(String, String), String> {
             "  {}: {} -> {}",
             label(sizes),
             show_cost(cost(&case.prog, sizes, &rels)),
-            show_cost(cost(&res.program, sizes, &rels)),
+            show_cost(cost(res.program, sizes, &rels)),
         )
         .unwrap();
     }
-    write_stats(&mut out, &res.stats);
+    write_stats(&mut out, res.stats);
     Ok((out, printed))
 }
 
 /// The `grad` snapshot, and the program as the command line prints it.
-fn gradient(case: &Case) -> Result<(String, String), String> {
+fn gradient(name: &str, case: &Case) -> Result<(String, String), String> {
     let wrt: Vec<&str> = case.wrt.iter().map(String::as_str).collect();
-    let res = optimize_gradient(&case.prog, &wrt, &options()).map_err(|e| format!("grad: {e}"))?;
-    bad_names(&common::printed::check_printed("grad", &res.program))?;
+    let res = made(name, "grad")?;
+    bad_names(&common::printed::check_printed("grad", res.program))?;
     let shown: Vec<String> = if wrt.is_empty() {
         case.prog
             .real_params()
@@ -194,7 +207,7 @@ fn gradient(case: &Case) -> Result<(String, String), String> {
     } else {
         case.wrt.clone()
     };
-    let printed = program_to_string(&res.program);
+    let printed = program_to_string(res.program);
     let mut out = String::new();
     writeln!(out, "wrt: {}\n", shown.join(",")).unwrap();
     writeln!(out, "{printed}").unwrap();
@@ -202,7 +215,7 @@ fn gradient(case: &Case) -> Result<(String, String), String> {
     for (k, sizes) in case.size_sets.iter().enumerate() {
         let rels = relations(case, k)?;
         let f = io_cost(&case.prog, sizes, &rels);
-        let g = io_cost(&res.program, sizes, &rels);
+        let g = io_cost(res.program, sizes, &rels);
         let ratio = match (&f, &g) {
             (Ok(f), Ok(g)) if *f > 0 => format!("{:.3}", *g as f64 / *f as f64),
             _ => "-".into(),
@@ -217,7 +230,7 @@ fn gradient(case: &Case) -> Result<(String, String), String> {
         )
         .unwrap();
     }
-    write_stats(&mut out, &res.stats);
+    write_stats(&mut out, res.stats);
     Ok((out, printed))
 }
 
@@ -259,8 +272,9 @@ fn compute(path: &Path) -> Result<Computed, String> {
             content
         })
     };
-    let optimize = split("optimize", optimized(&case));
-    let grad = (case.prog.ret == Type::Real).then(|| split("grad", gradient(&case)));
+    let name = path.file_stem().unwrap_or_default().to_string_lossy();
+    let optimize = split("optimize", optimized(&name, &case));
+    let grad = (case.prog.ret == Type::Real).then(|| split("grad", gradient(&name, &case)));
     Ok(Computed {
         front: front(&case),
         optimize,
@@ -324,6 +338,9 @@ fn corpus() {
         .filter(|p| p.extension().is_some_and(|e| e == "atl"))
         .collect();
     paths.sort();
+    // the corpus's optimized programs and gradients, derived once (on every
+    // core) for every file's tests
+    common::derived::derived();
     let computed: HashMap<std::ffi::OsString, Result<Computed, String>> = paths
         .iter()
         .map(|p| p.file_name().unwrap_or_default().to_owned())

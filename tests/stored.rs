@@ -13,7 +13,7 @@
 //!   returns stored tensors as one value per tuple, so it runs at sizes
 //!   where a dense matrix would not fit in memory.
 
-mod common;
+use crate::common;
 
 use atl_egg::egraph::Options;
 use atl_egg::front::ast::Program;

@@ -16,6 +16,8 @@
 //! * [`load`]: busy threads on every core, for the tests of one answer per
 //!   input;
 //! * [`printed`]: the names a printed program may use;
+//! * [`derived`]: the corpus optimized and differentiated once, shared by
+//!   the tests of every file;
 //! * [`run_check`]: compiled code against the evaluator and the cost model;
 //! * [`extension`]: the evaluator of the extended language (`D`, `dot`,
 //!   `dlet`, `coeff`, `drop`) that both rule validators use.
@@ -23,6 +25,7 @@
 
 pub mod cli;
 pub mod cpu;
+pub mod derived;
 pub mod extension;
 pub mod load;
 pub mod par;
