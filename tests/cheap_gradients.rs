@@ -166,3 +166,20 @@ fn dot_of_column_and_row_gradient_is_flat() {
         (sum k n (* (get A k 0) (get A 0 k)))))";
     assert_flat("dot(A[:,0], A[0,:])", &flat_ratios(src));
 }
+
+/// x·(AᵀA)·x: the gradient's `dA[i][j] = 2·x[j]·Σk A[i][k]·x[k]` binds the
+/// sum once per row (it does not depend on `j`), n² work beside the n³ of
+/// `AᵀA` for `dx`; recomputed for every `j` it is a second n³ term, and
+/// the ratio tends to 2.
+#[test]
+fn quadratic_form_gradient_binds_its_row_sums_once() {
+    let src = "(fn f ((A (tensor n n R)) (x (tensor n R)))
+      (let G (gen i n (gen j n (sum k n (* (get A k i) (get A k j)))))
+        (sum i n (sum j n (* (get x i) (* (get G i j) (get x j)))))))";
+    let rs = flat_ratios(src);
+    println!("x·(AᵀA)·x: {rs:?}");
+    assert!(
+        rs.iter().filter(|r| r.0 >= 512).all(|r| r.1 <= 1.1),
+        "the gradient recomputes a row's sum at every column: {rs:?}"
+    );
+}

@@ -266,6 +266,35 @@ fn scalar_ridge_and_relation_programs_have_correct_gradients() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// Gradients through `minimum` and `maximum` of a compound body (two
+/// programs the random campaign found above the bound at sizes 1 and 2):
+/// the body is reduced as a named tensor, so the one-hot selection and the
+/// body's derivative are computed once, not once per input the body reads.
+#[test]
+fn gradients_through_minimum_and_maximum_stay_within_the_bound() {
+    let minimum = parse(
+        "(fn f ((x (tensor 2 n R)) (S (relation n)))
+           (min (minimum i1 (+ 0 1) (min (get x i1 (* 2 i1)) (sum i2 n (get (get x 1) (* 2 i2)))))
+                (get (get (gen i3 n (gen i4 0 (get (get x 1) (* 2 i4)))) 0) 0)))",
+    );
+    let maximum = parse(
+        "(fn f ((x (tensor (+ n 1) R)) (y (tensor 2 n R)) (v (tensor (+ n 1) R)) (S (relation n)) (T (relation n m)))
+           (maximum i1 (+ m 1) (+ (- (get x i1) (min (get v i1) (get x (+ i1 i1))))
+             (get (gen i2 2 (get v (- i2 1))) (- (- n 1) i1))
+             (+ (get x i1) (get x (- i1 1)) 1.25 (get v i1))
+             (pow (+ 2 (tanh (get y (- i1 1) (+ i1 i1)))) 0.5))))",
+    );
+    let mut failures = vec![];
+    for (seed, p) in [(770260, &minimum), (771042, &maximum)] {
+        for wrt in [syms(&["x"]), real_inputs(p)] {
+            if let Err(e) = check_grad(p, &wrt, seed) {
+                failures.push(format!("seed {seed} --wrt {wrt:?}: {e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 /// A property over random generator programs: `check` of each program with
 /// real inputs (returning `R` only, with `real_result`) with respect to
 /// each real input in turn and all together. `cases_var` sets the number of

@@ -13,7 +13,7 @@
 //! * [`dead_code`]: drops bindings nothing uses.
 
 use crate::front::affine::Affine;
-use crate::front::ast::{build, Expr};
+use crate::front::ast::{build, Expr, Reduce};
 use crate::front::names::Fresh;
 use crate::front::subst::{free_names, Replace, Substituter};
 use egg::Symbol;
@@ -57,6 +57,16 @@ pub fn anf(e: &Expr, fresh: &mut Fresh) -> Expr {
             let mut binds = vec![];
             let e = e.map_children(|c| atomize(anf(c, fresh), &mut binds, fresh));
             wrap(binds, e)
+        }
+        // A maximum or minimum of a compound body reduces a named tensor:
+        // its derivative reads the one-hot selection once, as one tensor's
+        // coefficient, instead of once per input its body depends on.
+        Expr::Reduce(r @ (Reduce::Maximum | Reduce::Minimum), i, d, b) if !is_atom(b) => {
+            let t = fresh.name("t");
+            let k = fresh.name(crate::front::names::base(i.as_str()));
+            let body = build::gen(*i, d.clone(), anf(b, fresh));
+            let read = build::get(Expr::Var(t), Affine::var(k));
+            build::let_(t, body, build::reduce(*r, k, d.clone(), read))
         }
         _ => e.map_children(|c| anf(c, fresh)),
     }

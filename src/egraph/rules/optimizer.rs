@@ -16,6 +16,14 @@ pub(super) fn not_free(x: Var, e: Var) -> Check {
     check(move |g, s| name_of(g, s[x]).is_some_and(|n| !g.analysis.is_free(&g[s[e]].data, n)))
 }
 
+/// `has-loop(?e)`: the class holds a `sum`: work worth computing outside
+/// a loop. (Only the class itself: a sum under a product would let the rule
+/// fire on every regrouping of the product that associativity makes, and the
+/// whole-program e-graphs grow to their node limits.)
+pub(super) fn has_loop(e: Var) -> Check {
+    check(move |g, s| g[s[e]].nodes.iter().any(|n| matches!(n, Atl::Sum(_))))
+}
+
 /// `distinct(?x, ?y)`: two name classes hold different names.
 pub(super) fn distinct(x: Var, y: Var) -> Check {
     check(move |g, s| name_of(g, s[x]) != name_of(g, s[y]))
@@ -293,6 +301,22 @@ pub(super) fn let_lift_gen(c: &mut Ctx) -> Option<Built> {
 }
 pub(super) fn let_lift_sum(c: &mut Ctx) -> Option<Built> {
     let_lift_loop(c, true)
+}
+
+/// hoist-gen-invariant `(gen ?i ?n (* ?a ?b))` with `i` not free in `b` =>
+/// `(let t b (gen i n (* a t)))`: a factor that does not depend on the
+/// loop's index is computed once, before the loop (let-lifting read
+/// backwards: the binding made is one the inliner would undo, and the
+/// extraction keeps whichever costs less). A fresh name, beyond patterns.
+pub(super) fn hoist_gen_invariant(c: &mut Ctx) -> Option<Built> {
+    let (iname, n, a, b) = (c.id(0), c.id(1), c.id(2), c.id(3));
+    let t = c.fresh(Symbol::from("t"));
+    let g = &mut *c.egraph;
+    let tname = g.add(Atl::Sym(t));
+    let tvar = g.add(Atl::Var(tname));
+    let prod = g.add(Atl::Mul([a, tvar]));
+    let gen = g.add(Atl::Gen([iname, n, prod]));
+    Some(Built::Class(g.add(Atl::Let([tname, b, gen]))))
 }
 
 /// let-pair-split `(let ?x (pair ?a ?b) ?c)` =>

@@ -22,13 +22,14 @@ pub fn all_specs() -> Vec<RuleSpec> {
 pub fn condition(name: &str, args: &[Var]) -> Option<Check> {
     use derivatives::{root_not_free, rooted_at, settled, tangent_free, tangent_not_free};
     use optimizer::{
-        distinct, index_fixed, is_const, no_new_multiple, not_bracket, not_exists, not_false,
-        not_free, worth_grouping,
+        distinct, has_loop, index_fixed, is_const, no_new_multiple, not_bracket, not_exists,
+        not_false, not_free, worth_grouping,
     };
     Some(match (name, args) {
         // the optimizer's
         ("not-free", &[x, e]) => not_free(x, e),
         ("distinct", &[x, y]) => distinct(x, y),
+        ("has-loop", &[e]) => has_loop(e),
         ("is-const", &[k]) => is_const(k),
         ("worth-grouping", &[a, b, c]) => worth_grouping(a, b, c),
         ("index-fixed", &[i, p]) => index_fixed(i, p),
@@ -53,12 +54,13 @@ pub fn applier_fn(name: &str) -> Option<ApplierFn> {
         adj_coeff_dot, adj_gen, adj_rev_let, d_const, d_let, d_maximum, d_minimum, d_var,
     };
     use optimizer::{
-        exists_index_elim, gen_pushout, iverson_merge, let_inline, let_lift_gen, let_lift_sum,
-        let_pair_split, sum_index_elim,
+        exists_index_elim, gen_pushout, hoist_gen_invariant, iverson_merge, let_inline,
+        let_lift_gen, let_lift_sum, let_pair_split, sum_index_elim,
     };
     Some(match name {
         // the optimizer's
         "gen-pushout" => gen_pushout,
+        "hoist-gen-invariant" => hoist_gen_invariant,
         "iverson-merge" => iverson_merge,
         "let-inline" => let_inline,
         "let-lift-gen" => let_lift_gen,
