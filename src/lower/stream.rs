@@ -200,6 +200,83 @@ fn runs(
     Some(found)
 }
 
+/// The streamed schedule of a loop over `var` in `[{p}_lo, {p}_hi)` whose
+/// body stores each output `out` at `out[off + var]` (`off` none: at
+/// `out[var]`): the declaration of the first line-aligned start, the block
+/// variable, and the body of block `k` (the stores go to a buffer per output
+/// over the block's part of the range, then stream out).
+fn stream_blocks(
+    p: &str,
+    var: &str,
+    body: &[Stmt],
+    outs: &[(String, Option<String>)],
+) -> (Stmt, String, Vec<Stmt>) {
+    let (l, h) = (format!("{p}_lo"), format!("{p}_hi"));
+    let (a, b, k, start) = (
+        format!("{p}_a"),
+        format!("{p}_b"),
+        format!("{p}_k"),
+        format!("{p}_s"),
+    );
+    let buf = |j: usize| format!("{p}_buf{j}");
+    let base = |(out, off): &(String, Option<String>)| match off {
+        Some(e) => format!("{out} + ({e})"),
+        None => out.clone(),
+    };
+    let mut inner = body.to_vec();
+    for (j, (out, off)) in outs.iter().enumerate() {
+        let from = match off {
+            Some(e) => format!("{out}[{e} + {var}] = "),
+            None => format!("{out}[{var}] = "),
+        };
+        let to = format!("{}[{var} - {a}] = ", buf(j));
+        map_text(&mut inner, &|t| match t.strip_prefix(&from) {
+            Some(rest) => format!("{to}{rest}"),
+            None => t.to_string(),
+        });
+    }
+    let mut block = vec![
+        decl(
+            &a,
+            format!("atlh_max({l}, {start} + {k} * ATL_STREAM_BLOCK)"),
+        ),
+        decl(
+            &b,
+            format!("atlh_min({h}, {start} + ({k} + 1) * ATL_STREAM_BLOCK)"),
+        ),
+    ];
+    for j in 0..outs.len() {
+        block.push(Stmt::Line(format!("double {}[ATL_STREAM_BLOCK];", buf(j))));
+    }
+    block.push(Stmt::For {
+        var: var.to_string(),
+        lo: a.clone(),
+        hi: b.clone(),
+        body: inner,
+    });
+    for (j, o) in outs.iter().enumerate() {
+        block.push(Stmt::Line(format!(
+            "atlh_stream({} + {a}, {}, {b} - {a});",
+            base(o),
+            buf(j)
+        )));
+    }
+    let first = decl(
+        &start,
+        format!("{l} - atlh_line_offset({} + {l})", base(&outs[0])),
+    );
+    (first, k, block)
+}
+
+/// A `const int64_t` local.
+fn decl(name: &str, init: String) -> Stmt {
+    Stmt::Decl {
+        ty: "const int64_t",
+        name: name.to_string(),
+        init,
+    }
+}
+
 /// One innermost loop as its streaming version beside itself, if it writes
 /// runs of outputs; with the outputs it streams.
 fn stream_run(
@@ -217,62 +294,17 @@ fn stream_run(
     *next += 1;
     let p = format!("atlrow{next}");
     let (l, h) = (format!("{p}_lo"), format!("{p}_hi"));
-    let (a, b, k, start) = (
-        format!("{p}_a"),
-        format!("{p}_b"),
-        format!("{p}_k"),
-        format!("{p}_s"),
-    );
-    let buf = |j: usize| format!("{p}_buf{j}");
-    let mut inner = c.body.clone();
-    for (j, (out, e)) in outs.iter().enumerate() {
-        let from = format!("{out}[{e} + {var}] = ");
-        let to = format!("{}[{var} - {a}] = ", buf(j));
-        map_text(&mut inner, &|t| match t.strip_prefix(&from) {
-            Some(rest) => format!("{to}{rest}"),
-            None => t.to_string(),
-        });
-    }
-    let decl = |name: &str, init: String| Stmt::Decl {
-        ty: "const int64_t",
-        name: name.to_string(),
-        init,
-    };
-    let mut block = vec![
-        decl(
-            &a,
-            format!("atlh_max({l}, {start} + {k} * ATL_STREAM_BLOCK)"),
-        ),
-        decl(
-            &b,
-            format!("atlh_min({h}, {start} + ({k} + 1) * ATL_STREAM_BLOCK)"),
-        ),
-    ];
-    for j in 0..outs.len() {
-        block.push(Stmt::Line(format!("double {}[ATL_STREAM_BLOCK];", buf(j))));
-    }
-    block.push(Stmt::For {
-        var: var.clone(),
-        lo: a.clone(),
-        hi: b.clone(),
-        body: inner,
-    });
-    for (j, (out, e)) in outs.iter().enumerate() {
-        block.push(Stmt::Line(format!(
-            "atlh_stream({out} + ({e}) + {a}, {}, {b} - {a});",
-            buf(j)
-        )));
-    }
-    let (out0, e0) = &outs[0];
+    let rows: Vec<(String, Option<String>)> = outs
+        .iter()
+        .map(|(o, e)| (o.clone(), Some(e.clone())))
+        .collect();
+    let (first, k, block) = stream_blocks(&p, var, c.body, &rows);
     let streaming = vec![
-        decl(
-            &start,
-            format!("{l} - atlh_line_offset({out0} + ({e0}) + {l})"),
-        ),
+        first,
         Stmt::For {
             var: k,
             lo: "0".into(),
-            hi: format!("atlh_ceildiv({h} - {start}, ATL_STREAM_BLOCK)"),
+            hi: format!("atlh_ceildiv({h} - {p}_s, ATL_STREAM_BLOCK)"),
             body: block,
         },
     ];
@@ -389,61 +421,14 @@ fn stream_loop(
     *next += 1;
     let p = format!("atlstr{next}");
     let (l, h) = (format!("{p}_lo"), format!("{p}_hi"));
-    let (a, b, k, start) = (
-        format!("{p}_a"),
-        format!("{p}_b"),
-        format!("{p}_k"),
-        format!("{p}_s"),
-    );
-    let buf = |j: usize| format!("{p}_buf{j}");
-    let mut inner = body.clone();
-    for (j, out) in outs.iter().enumerate() {
-        let from = format!("{out}[{var}] = ");
-        let to = format!("{}[{var} - {a}] = ", buf(j));
-        map_text(&mut inner, &|t| match t.strip_prefix(&from) {
-            Some(rest) => format!("{to}{rest}"),
-            None => t.to_string(),
-        });
-    }
-    let decl = |name: &str, init: String| Stmt::Decl {
-        ty: "const int64_t",
-        name: name.to_string(),
-        init,
-    };
-    let mut block = vec![
-        decl(
-            &a,
-            format!("atlh_max({l}, {start} + {k} * ATL_STREAM_BLOCK)"),
-        ),
-        decl(
-            &b,
-            format!("atlh_min({h}, {start} + ({k} + 1) * ATL_STREAM_BLOCK)"),
-        ),
-    ];
-    for j in 0..outs.len() {
-        block.push(Stmt::Line(format!("double {}[ATL_STREAM_BLOCK];", buf(j))));
-    }
-    block.push(Stmt::For {
-        var: var.clone(),
-        lo: a.clone(),
-        hi: b.clone(),
-        body: inner,
-    });
-    for (j, out) in outs.iter().enumerate() {
-        block.push(Stmt::Line(format!(
-            "atlh_stream({out} + {a}, {}, {b} - {a});",
-            buf(j)
-        )));
-    }
-    let mut streaming = vec![decl(
-        &start,
-        format!("{l} - atlh_line_offset({} + {l})", outs[0]),
-    )];
+    let whole: Vec<(String, Option<String>)> = outs.iter().map(|o| (o.to_string(), None)).collect();
+    let (first, k, block) = stream_blocks(&p, var, body, &whole);
+    let mut streaming = vec![first];
     streaming.push(Stmt::Line(pragma.to_string()));
     streaming.push(Stmt::For {
         var: k,
         lo: "0".into(),
-        hi: format!("atlh_ceildiv({h} - {start}, ATL_STREAM_BLOCK)"),
+        hi: format!("atlh_ceildiv({h} - {p}_s, ATL_STREAM_BLOCK)"),
         body: block,
     });
     streaming.push(Stmt::Line("atlh_stream_fence();".into()));
