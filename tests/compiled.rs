@@ -3164,6 +3164,63 @@ fn outputs_written_in_order_stream_as_evaluated() {
     assert_marked_and_evaluated_forced_parallel(&progs, "atlh_stream(t", &flags, &sizes, 5);
 }
 
+/// A whole block of a streamed loop (`ATL_STREAM_BLOCK` iterations, each
+/// output starting a line; blocks of 16 on AVX and SSE2 targets) runs a
+/// loop of a constant number of iterations whose buffers the C compiler
+/// keeps in registers, streamed from them (`lower/stream.rs`): the gradient
+/// of `iverson_any_type` at sizes with whole and partial blocks (and with
+/// blocks too long to be whole) equals `eval`, the counting build counts
+/// the cost, and GCC's code for AVX2 and SSE2 stores the registers one
+/// after another, where a copy through a buffer on the stack loads each
+/// vector before its store.
+#[test]
+fn whole_stream_blocks_store_from_registers() {
+    if !have_cc() {
+        return;
+    }
+    let (_, grad) = corpus_gradient("iverson_any_type");
+    let c = backend::generate(&grad).expect("generate").source;
+    assert!(
+        c.contains("atlh_stream_whole(t"),
+        "no whole blocks in:\n{c}"
+    );
+    for block in ["16", "8", "64"] {
+        let mut flags = build::Flags::default();
+        flags.flags.extend([
+            "-DATL_PAR_WORK=0".to_string(),
+            "-DATL_STREAM_BYTES=8".to_string(),
+            format!("-DATL_STREAM_BLOCK={block}"),
+        ]);
+        let compiled = backend::compile_with_flags(&grad, false, &flags).expect("compile");
+        let counted = backend::compile_with_flags(&grad, true, &flags).expect("compile");
+        for n in [0, 3, 4, 16, 19, 40, 101, 1000] {
+            let sizes: Sizes = format!("n={n}").parse().expect("sizes");
+            let inputs = random_inputs(&grad, &sizes, &mut Rng::new(n as u64)).expect("inputs");
+            let what = format!("blocks of {block} at n={n}");
+            assert_counted_and_evaluated_as_built(&compiled, &counted, &grad, &inputs, &what);
+        }
+    }
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    for (march, store) in [
+        (&["-march=x86-64-v3", "-mno-avx512f"][..], "vmovntpd"),
+        (&["-march=x86-64"][..], "movntpd"),
+    ] {
+        let Some(asm) = assembly(&c, march) else {
+            continue;
+        };
+        let stores: Vec<bool> = asm
+            .lines()
+            .map(|l| l.trim_start().starts_with(store))
+            .collect();
+        assert!(
+            stores.windows(2).any(|w| w[0] && w[1]),
+            "{march:?}: no {store} right after another in the gradient's code"
+        );
+    }
+}
+
 /// Rows of a gen written by an innermost loop inside another loop (the
 /// rank-3 loss's gradient writes `dT[b][i][·]` in its fused loop over `b`;
 /// a nested gen's inner loop) are streamed by blocks when the outputs they

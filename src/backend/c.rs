@@ -126,7 +126,7 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #ifndef ATL_STREAM_BYTES
 #define ATL_STREAM_BYTES 4194304
 #endif
-/* 1024 with AVX-512; 64 with AVX or SSE2 stores, where a block's reads and
+/* 1024 with AVX-512; 16 with AVX or SSE2 stores, where a block's reads and
    its streaming stores overlap little when blocks are longer (on an AMD
    EPYC, Zen 1: 12-18% faster than ordinary stores at 16 to 64, 1-6% at 96
    and 128, none at 1024). */
@@ -134,8 +134,16 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #if defined(__AVX512F__)
 #define ATL_STREAM_BLOCK 1024
 #else
-#define ATL_STREAM_BLOCK 64
+#define ATL_STREAM_BLOCK 16
 #endif
+#endif
+/* Whole blocks (ATL_STREAM_BLOCK elements starting a line of each output)
+   run a loop of ATL_STREAM_BLOCK iterations: a buffer of a few vectors
+   that the C compiler keeps in registers, streamed from them
+   (atlh_stream_whole), as if the vector loop stored by streaming stores
+   itself. Only for short blocks; a partial block goes through the buffer. */
+#ifndef ATL_STREAM_WHOLE
+#define ATL_STREAM_WHOLE (ATL_STREAM_BLOCK <= 16 && ATL_STREAM_BLOCK % 8 == 0)
 #endif
 /* The shortest run of an inner loop that is streamed. */
 #ifndef ATL_STREAM_RUN
@@ -166,12 +174,22 @@ static inline void atlh_stream(double *d, const double *s, int64_t n) {
 #endif
   for (; i < n; i++) d[i] = s[i];
 }
+/* d[0..ATL_STREAM_BLOCK) = s[0..ATL_STREAM_BLOCK) where d starts a line
+   and the block is whole lines: streaming stores only. */
+static inline void atlh_stream_whole(double *d, const double *s) {
+#if defined(__AVX__)
+  for (int64_t i = 0; i < ATL_STREAM_BLOCK; i += 4) _mm256_stream_pd(d + i, _mm256_loadu_pd(s + i));
+#else
+  for (int64_t i = 0; i < ATL_STREAM_BLOCK; i += 2) _mm_stream_pd(d + i, _mm_loadu_pd(s + i));
+#endif
+}
 static inline void atlh_stream_fence(void) { _mm_sfence(); }
 #else
 #define ATL_STREAM_OK(n, k) 0
 static inline void atlh_stream(double *d, const double *s, int64_t n) {
   for (int64_t i = 0; i < n; i++) d[i] = s[i];
 }
+static inline void atlh_stream_whole(double *d, const double *s) { atlh_stream(d, s, ATL_STREAM_BLOCK); }
 static inline void atlh_stream_fence(void) {}
 #endif
 /* Elements of p past the start of its 64-byte line. */

@@ -13,7 +13,12 @@
 //! those stores going to a buffer on the stack (the C compiler vectorizes
 //! it as it did the loop), then copies the buffers to the outputs with
 //! streaming stores (`atlh_stream`), which write whole lines without
-//! reading them. A store fence after the loop orders the calling thread's
+//! reading them. A whole block (`ATL_STREAM_BLOCK` iterations, every output
+//! starting a line) runs a loop of that constant number of iterations
+//! instead, when blocks are short (`ATL_STREAM_WHOLE`, the blocks of 16 of
+//! AVX and SSE2 targets): the compiler keeps its buffers in vector
+//! registers and streams them from there (`atlh_stream_whole`), as a vector
+//! loop storing by streaming stores itself would. A store fence after the loop orders the calling thread's
 //! streaming stores before what follows; the other threads' (a parallel
 //! loop's) are ordered by the locked instructions of the barrier that ends
 //! the loop (x86 never moves a store, streaming or not, past a locked
@@ -248,19 +253,44 @@ fn stream_blocks(
     for j in 0..outs.len() {
         block.push(Stmt::Line(format!("double {}[ATL_STREAM_BLOCK];", buf(j))));
     }
-    block.push(Stmt::For {
+    // A whole block whose outputs all start a line: a loop of a constant
+    // number of iterations, its buffers kept in registers and streamed
+    // from them.
+    let u = format!("{p}_u");
+    let mut whole_body = vec![decl(var, format!("{a} + {u}"))];
+    whole_body.extend(inner.iter().cloned());
+    let mut whole = vec![Stmt::For {
+        var: u,
+        lo: "0".into(),
+        hi: "ATL_STREAM_BLOCK".into(),
+        body: whole_body,
+    }];
+    let mut partial = vec![Stmt::For {
         var: var.to_string(),
         lo: a.clone(),
         hi: b.clone(),
         body: inner,
-    });
+    }];
+    let mut cond = format!("ATL_STREAM_WHOLE && {b} - {a} == ATL_STREAM_BLOCK");
     for (j, o) in outs.iter().enumerate() {
-        block.push(Stmt::Line(format!(
+        cond.push_str(&format!(" && atlh_line_offset({} + {a}) == 0", base(o)));
+        whole.push(Stmt::Line(format!(
+            "atlh_stream_whole({} + {a}, {});",
+            base(o),
+            buf(j)
+        )));
+        partial.push(Stmt::Line(format!(
             "atlh_stream({} + {a}, {}, {b} - {a});",
             base(o),
             buf(j)
         )));
     }
+    block.push(Stmt::If {
+        // the choice of a schedule, not a test of the program
+        cond: format!("ATL_SCHEDULE({cond})"),
+        then: whole,
+        els: partial,
+    });
     let first = decl(
         &start,
         format!("{l} - atlh_line_offset({} + {l})", base(&outs[0])),
@@ -464,6 +494,13 @@ mod tests {
         }
     }
 
+    fn partial_inner(partial: &[Stmt]) -> &[Stmt] {
+        match &partial[0] {
+            Stmt::For { body, .. } => body,
+            s => panic!("{s:?}"),
+        }
+    }
+
     #[test]
     fn only_outputs_written_once_at_the_loop_variable_are_streamed() {
         let outs = vec!["out".to_string(), "out2".to_string()];
@@ -502,14 +539,34 @@ mod tests {
         let Stmt::For { body, .. } = &then[2] else {
             panic!("{then:?}")
         };
-        let Stmt::For { body: inner, .. } = &body[3] else {
+        let Stmt::If {
+            then: whole,
+            els: partial,
+            ..
+        } = &body[3]
+        else {
             panic!("{body:?}")
+        };
+        let Stmt::For { body: inner, .. } = &partial[0] else {
+            panic!("{partial:?}")
         };
         assert_eq!(
             inner,
             &vec![Stmt::Line(
                 "atlstr1_buf0[i - atlstr1_a] = 2.0 * x[i];".into()
             )]
+        );
+        // a whole block: a constant number of iterations, streamed whole
+        let Stmt::For {
+            hi, body: inner, ..
+        } = &whole[0]
+        else {
+            panic!("{whole:?}")
+        };
+        assert_eq!(hi, "ATL_STREAM_BLOCK");
+        assert_eq!(inner[1..], partial_inner(partial)[..]);
+        assert!(
+            matches!(&whole[1], Stmt::Line(l) if l.starts_with("atlh_stream_whole(out + atlstr1_a,"))
         );
         assert_eq!(
             els[1],
