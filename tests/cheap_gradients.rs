@@ -13,8 +13,8 @@ use atl_egg::front::parse_program;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::io_cost;
 use atl_egg::semantics::value::Sizes;
+use atl_egg::Symbol;
 use common::par::par_map;
-use egg::Symbol;
 
 fn opts() -> Options {
     Options {

@@ -11,7 +11,8 @@ use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real, Type};
 use crate::front::names::Fresh;
 use crate::front::subst::free_names;
-use egg::{ENodeOrVar, Id, PatternAst, Symbol};
+use crate::symbol::Symbol;
+use egg::{ENodeOrVar, Id, PatternAst};
 
 /// One step of a path into a value: an access or a projection.
 #[derive(Clone, Debug)]

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Type};
 use crate::front::names::Fresh;
 use crate::front::types::{type_of, zero_of, TypeEnv};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 
 /// What the pass needs: sigma (variable -> tangent), the types of the

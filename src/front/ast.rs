@@ -9,7 +9,7 @@
 //! * every dimension and index expression is an [`Affine`] normal form.
 
 use super::affine::Affine;
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
