@@ -129,10 +129,12 @@ impl Adjoint {
             Expr::Const(_) | Expr::IndexReal(_) => build::num(0.0),
             Expr::Var(_) => self.leaf(c, acc),
             Expr::MaxMin(m, a, b) => {
-                let (wa, wb) = m.weights(a, b);
+                // c·s read twice: the coefficient of Da is c - c·s, that of
+                // Db is c·s (MaxMin::selection)
+                let cs = mul(c.clone(), m.selection(a, b));
                 add(
-                    self.coef(mul(c.clone(), wa), a, acc),
-                    self.coef(mul(c, wb), b, acc),
+                    self.coef(add(c, mul(build::num(-1.0), cs.clone())), a, acc),
+                    self.coef(cs, b, acc),
                 )
             }
             Expr::Add(a, b) => add(self.coef(c.clone(), a, acc), self.coef(c, b, acc)),
