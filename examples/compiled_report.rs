@@ -308,7 +308,7 @@ fn time_table(progs: &[CorpusProgram]) {
         let (dname, d) = derivative(p);
         row(&format!("{} ({dname})", p.name), p, &d, &sizes);
         for (name, wrt, s, q) in FORWARD.iter().filter(|f| f.0 == p.name) {
-            let wrt = [egg::Symbol::from(*wrt)];
+            let wrt = [atl_egg::Symbol::from(*wrt)];
             let (Ok(s), Ok(q)) = (s.parse::<Sizes>(), q.parse::<Sizes>()) else {
                 continue;
             };

@@ -14,7 +14,7 @@ use atl_egg::optimizer::{optimize, Options};
 use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::{cost, io_cost};
 use atl_egg::semantics::value::Sizes;
-use egg::Symbol;
+use atl_egg::Symbol;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -25,7 +25,7 @@ use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::io_cost;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::value::{flatten, Relation, Sizes};
-use egg::Symbol;
+use atl_egg::Symbol;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::Command;

@@ -14,7 +14,7 @@
 use crate::error::{Error, Result};
 use crate::front::ast::Program;
 use crate::semantics::value::Sizes;
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::fmt::Write as _;
 
 /// A corpus program with its metadata.

@@ -77,6 +77,7 @@ pub mod rng;
 pub mod semantics;
 #[doc(hidden)]
 pub mod stack;
+pub mod symbol;
 #[doc(hidden)]
 pub mod terms;
 
@@ -87,8 +88,7 @@ pub use front::{Param, ParamKind, Program, Type};
 pub use optimizer::{Optimized, Options, Stats};
 pub use semantics::value::{Inputs, Value};
 pub use stack::{stack_for_depth, with_big_stack, with_stack_for};
-
-use egg::Symbol;
+pub use symbol::Symbol;
 
 /// How deep a program text nests: its deepest parenthesis (comments, from
 /// `;` to the end of the line, skipped). A bound on the depth of every

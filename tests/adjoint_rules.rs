@@ -33,8 +33,9 @@ use atl_egg::front::ast::{build, Program};
 use atl_egg::rng::Rng;
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{random_value, Sizes, Value};
+use atl_egg::Symbol;
 use common::extension::{extension_marks, ExtEval};
-use egg::{AstSize, ENodeOrVar, Extractor, Id, Language, Pattern, RecExpr, Runner, Symbol};
+use egg::{AstSize, ENodeOrVar, Extractor, Id, Language, Pattern, RecExpr, Runner};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 

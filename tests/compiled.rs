@@ -107,8 +107,8 @@ fn assert_built_as_evaluated_at(
     for &(n, m) in sizes {
         let at: Sizes = [("n", n), ("m", m)]
             .iter()
-            .filter(|(k, _)| prog.sizes.contains(&egg::Symbol::from(*k)))
-            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .filter(|(k, _)| prog.sizes.contains(&atl_egg::Symbol::from(*k)))
+            .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
             .collect();
         let what = format!("{what} at n={n}, m={m}");
         let inputs = random_inputs(prog, &at, &mut Rng::new(seed)).expect("inputs");
@@ -443,7 +443,7 @@ fn driver_arrays(
         .params
         .iter()
         .filter(|p| p.kind == ParamC::Size)
-        .map(|p| inputs.sizes[&egg::Symbol::from(p.source.as_str())].to_string())
+        .map(|p| inputs.sizes[&atl_egg::Symbol::from(p.source.as_str())].to_string())
         .collect();
     s += &format!(
         "  static const int64_t sz[] = {{0{}}};\n",
@@ -736,9 +736,9 @@ fn black_boxes_equal_eval_bit_for_bit_on_special_values() {
     for call in &calls {
         let src = format!("(fn f ((x (tensor n R))) (gen i n {call}))");
         let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
-        let mut inputs = Inputs::new([(egg::Symbol::from("n"), n)].into_iter().collect());
+        let mut inputs = Inputs::new([(atl_egg::Symbol::from("n"), n)].into_iter().collect());
         inputs.values.insert(
-            egg::Symbol::from("x"),
+            atl_egg::Symbol::from("x"),
             atl_egg::semantics::value::Value::reals(&xs),
         );
         let want = eval::evaluate(&prog, &inputs).expect("eval");
@@ -782,10 +782,10 @@ fn max_min_and_real_equal_eval_bit_for_bit_on_special_values() {
     for body in bodies {
         let src = format!("(fn f ((x (tensor n R)) (y (tensor n R))) (gen i n {body}))");
         let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
-        let mut inputs = Inputs::new([(egg::Symbol::from("n"), n)].into_iter().collect());
+        let mut inputs = Inputs::new([(atl_egg::Symbol::from("n"), n)].into_iter().collect());
         let reals = atl_egg::semantics::value::Value::reals;
-        inputs.values.insert(egg::Symbol::from("x"), reals(&xs));
-        inputs.values.insert(egg::Symbol::from("y"), reals(&ys));
+        inputs.values.insert(atl_egg::Symbol::from("x"), reals(&xs));
+        inputs.values.insert(atl_egg::Symbol::from("y"), reals(&ys));
         let want = eval::evaluate(&prog, &inputs).expect("eval");
         let got = backend::compile(&prog)
             .and_then(|c| c.call(&inputs))
@@ -841,13 +841,13 @@ fn reductions_equal_eval_bit_for_bit_and_count_their_cost() {
             let mut inputs = Inputs::new(
                 sizes
                     .iter()
-                    .map(|(s, v)| (egg::Symbol::from(*s), *v))
+                    .map(|(s, v)| (atl_egg::Symbol::from(*s), *v))
                     .collect(),
             );
             let reals = atl_egg::semantics::value::Value::reals;
             let x = rows.iter().map(|r| reals(&r[..n])).collect();
             inputs.values.insert(
-                egg::Symbol::from("x"),
+                atl_egg::Symbol::from("x"),
                 atl_egg::semantics::value::Value::tensor(x),
             );
             let want = eval::evaluate(&prog, &inputs).expect("eval");
@@ -895,14 +895,14 @@ fn softmax_cross_entropy_runs_finite_at_logits_of_1000() {
         &std::fs::read("corpus/softmax_xent_stable.atl").expect("corpus"),
     )
     .expect("parse");
-    let g = derive::grad(&prog, &[egg::Symbol::from("z")], &options())
+    let g = derive::grad(&prog, &[atl_egg::Symbol::from("z")], &options())
         .expect("grad")
         .program;
     let sizes = [("B", 2), ("K", 3)];
     let mut inputs = Inputs::new(
         sizes
             .iter()
-            .map(|(s, v)| (egg::Symbol::from(*s), *v))
+            .map(|(s, v)| (atl_egg::Symbol::from(*s), *v))
             .collect(),
     );
     let reals = atl_egg::semantics::value::Value::reals;
@@ -910,11 +910,11 @@ fn softmax_cross_entropy_runs_finite_at_logits_of_1000() {
     let z = [1000.0, -1000.0, 1000.0, -1000.0, 1000.0, -1000.0];
     let y = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0];
     inputs.values.insert(
-        egg::Symbol::from("z"),
+        atl_egg::Symbol::from("z"),
         tensor(z.chunks(3).map(reals).collect()),
     );
     inputs.values.insert(
-        egg::Symbol::from("y"),
+        atl_egg::Symbol::from("y"),
         tensor(y.chunks(3).map(reals).collect()),
     );
     for (what, p) in [("function", &prog), ("gradient", &g)] {
@@ -944,7 +944,7 @@ fn check_source(src: &str, sizes: &[(&str, i64)]) -> Result<(), String> {
     let prog = atl_egg::front::parse_program(src.as_bytes()).map_err(|e| format!("{e}"))?;
     let sizes = sizes
         .iter()
-        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
         .collect();
     let inputs = random_inputs(&prog, &sizes, &mut Rng::new(11)).map_err(|e| format!("{e}"))?;
     check(&prog, &inputs, src).map(|_| ())
@@ -1070,11 +1070,11 @@ fn run_agrees_with_eval(src: &str, sizes: &[(&str, i64)], xs: &[f64]) -> Result<
     let mut inputs = Inputs::new(
         sizes
             .iter()
-            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
             .collect(),
     );
     inputs.values.insert(
-        egg::Symbol::from("x"),
+        atl_egg::Symbol::from("x"),
         atl_egg::semantics::value::Value::reals(xs),
     );
     let want = eval::evaluate(&prog, &inputs);
@@ -1194,7 +1194,7 @@ fn long_programs_split_into_parts_run_as_evaluated() {
         generated.source.contains("_part1("),
         "the body was not split"
     );
-    let sizes = [(egg::Symbol::from("n"), 3)].into_iter().collect();
+    let sizes = [(atl_egg::Symbol::from("n"), 3)].into_iter().collect();
     let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
     check(&prog, &inputs, "a long program").unwrap_or_else(|e| panic!("{e}"));
     let dir = std::env::temp_dir().join(format!("atl-egg-split-{}", std::process::id()));
@@ -1235,9 +1235,12 @@ fn schedules_stay_within_their_code_budget() {
     let lines = generated.source.lines().count();
     assert!(lines < 5000, "{lines} lines of C");
     for (n, m) in [(2, 1), (0, 0), (5, 3)] {
-        let sizes = [(egg::Symbol::from("n"), n), (egg::Symbol::from("m"), m)]
-            .into_iter()
-            .collect();
+        let sizes = [
+            (atl_egg::Symbol::from("n"), n),
+            (atl_egg::Symbol::from("m"), m),
+        ]
+        .into_iter()
+        .collect();
         let inputs = random_inputs(&prog, &sizes, &mut Rng::new(7)).expect("inputs");
         check(&prog, &inputs, &format!("n={n}, m={m}")).unwrap_or_else(|e| panic!("{e}"));
     }
@@ -1409,12 +1412,12 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
       (let R (gen i n (gen j m (- (sum l k (* (get A i l) (get X l j))) (get B i j))))
         (* 0.5 (sum i n (sum j m (* (get R i j) (get R i j)))))))";
     let lsq = atl_egg::front::parse_program(lsq.as_bytes()).expect("parse");
-    let wrt = [egg::Symbol::from("X"), egg::Symbol::from("A")];
+    let wrt = [atl_egg::Symbol::from("X"), atl_egg::Symbol::from("A")];
     progs.push(derive::grad(&lsq, &wrt, &options()).expect("grad").program);
     progs.push(lsq);
     let sizes = sizes
         .iter()
-        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
         .collect();
     let mut flags = build::Flags::default();
     flags.flags.push("-DATL_PAR_WORK=0".into());
@@ -1478,7 +1481,7 @@ fn contractions_keep_their_sums_in_registers_under_avx2() {
     flags.flags.push("-DATL_PAR_WORK=0".into());
     let sizes = [("n", 29), ("k", 300), ("m", 37)]
         .iter()
-        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
         .collect();
     let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
     let want = eval::evaluate(&prog, &inputs).expect("eval");
@@ -1574,7 +1577,7 @@ fn vector_loops_use_256_bits_on_avx2_tuned_for_128() {
     for (n, m) in [(1, 1), (7, 3), (300, 9), (1000, 9)] {
         let sizes = [("n", n), ("m", m)]
             .iter()
-            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
             .collect();
         let inputs = random_inputs(&prog, &sizes, &mut Rng::new(n as u64)).expect("inputs");
         assert_counted_and_evaluated(&compiled, &prog, &inputs, &format!("n={n} m={m}"));
@@ -1624,9 +1627,9 @@ fn banded_contractions_run_by_the_kernel_as_evaluated() {
         .into_iter()
         .find(|p| p.name == "causal_attention")
         .expect("causal_attention");
-    let wrt: Vec<egg::Symbol> = ["Q", "K", "V"]
+    let wrt: Vec<atl_egg::Symbol> = ["Q", "K", "V"]
         .iter()
-        .map(|s| egg::Symbol::from(*s))
+        .map(|s| atl_egg::Symbol::from(*s))
         .collect();
     progs.push(
         derive::grad(&attention.program, &wrt, &options())
@@ -1655,7 +1658,7 @@ fn banded_contractions_run_by_the_kernel_as_evaluated() {
         for (n, set) in size_sets.iter().enumerate() {
             let sizes: Sizes = set
                 .iter()
-                .map(|(k, v)| (egg::Symbol::from(*k), *v))
+                .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
                 .collect();
             let inputs = random_inputs(prog, &sizes, &mut Rng::new(7 + n as u64)).expect("inputs");
             let what = format!("{what} at {set:?}");
@@ -1690,7 +1693,7 @@ fn gens_fixed_by_an_equality_fill_and_store_their_points() {
             "{what}: an element-by-element test of the bracket:\n{f}"
         );
         for n in [1, 2, 5, 9] {
-            let sizes = [(egg::Symbol::from("n"), n)].into_iter().collect();
+            let sizes = [(atl_egg::Symbol::from("n"), n)].into_iter().collect();
             let inputs = random_inputs(&prog, &sizes, &mut Rng::new(3)).expect("inputs");
             let (ops, cost) = check(&prog, &inputs, &what).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(ops, cost, "{what} at n = {n}: executed operations differ");
@@ -1723,9 +1726,12 @@ fn brackets_free_of_the_gens_variables_are_tested_outside_them() {
     );
     assert!(i < j, "the sum's loop should be outer:\n{f}");
     for (n, m) in [(0, 3), (1, 1), (7, 5)] {
-        let sizes = [(egg::Symbol::from("n"), n), (egg::Symbol::from("m"), m)]
-            .into_iter()
-            .collect();
+        let sizes = [
+            (atl_egg::Symbol::from("n"), n),
+            (atl_egg::Symbol::from("m"), m),
+        ]
+        .into_iter()
+        .collect();
         let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
         let (ops, cost) = check(&prog, &inputs, "colsum").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ops, cost, "colsum at n = {n}: executed operations differ");
@@ -1757,7 +1763,7 @@ fn reductions_of_gens_of_gens_join_their_row_fusion() {
     }
     let (_, grad) = corpus_gradient("nearest_centre");
     let f = backend::generate(&grad).expect("generate").function;
-    let p = egg::Symbol::from("P");
+    let p = atl_egg::Symbol::from("P");
     assert!(
         f.slots
             .iter()
@@ -1787,7 +1793,7 @@ fn reductions_of_gens_of_gens_join_their_row_fusion() {
         .expect("grad")
         .program;
     let f = backend::generate(&grad).expect("generate").function;
-    let (h, w) = (egg::Symbol::from("h"), egg::Symbol::from("w"));
+    let (h, w) = (atl_egg::Symbol::from("h"), atl_egg::Symbol::from("w"));
     assert!(
         !f.slots.iter().any(|s| s.dims.len() == 2
             && s.dims.iter().any(|d| d.terms.iter().any(|(v, _)| *v == h))
@@ -1825,7 +1831,9 @@ fn a_large_arena_is_kept_for_the_next_call() {
         return;
     }
     let (_, grad) = corpus_gradient("logsumexp_tree");
-    let sizes = [(egg::Symbol::from("n"), 800_000)].into_iter().collect();
+    let sizes = [(atl_egg::Symbol::from("n"), 800_000)]
+        .into_iter()
+        .collect();
     let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
     let compiled = backend::compile(&grad).expect("compile");
     compiled.set_threads(1).expect("threads");
@@ -1862,18 +1870,18 @@ fn a_transposed_layout_is_kept_for_the_next_call() {
         row.dedup();
         edges.extend(row.into_iter().map(|j| vec![i, j]));
     }
-    let sizes: Sizes = [(egg::Symbol::from("n"), n)].into_iter().collect();
+    let sizes: Sizes = [(atl_egg::Symbol::from("n"), n)].into_iter().collect();
     let mut inputs = Inputs::new(sizes);
     let rel = atl_egg::semantics::value::Relation::from_tuples(vec![n as usize; 2], &edges)
         .expect("relation");
-    inputs.relations.insert(egg::Symbol::from("E"), rel);
+    inputs.relations.insert(atl_egg::Symbol::from("E"), rel);
     let x: Vec<f64> = (0..n).map(|i| ((i * 7 % 23) as f64) / 23.0).collect();
     inputs.values.insert(
-        egg::Symbol::from("x"),
+        atl_egg::Symbol::from("x"),
         atl_egg::semantics::value::Value::reals(&x),
     );
     inputs.values.insert(
-        egg::Symbol::from("lam"),
+        atl_egg::Symbol::from("lam"),
         atl_egg::semantics::value::Value::Real(0.5),
     );
     assert!(!backend::generate(&grad)
@@ -2091,7 +2099,9 @@ fn a_large_arena_asks_for_huge_pages() {
             .expect("AnonHugePages")
     }
     let (_, grad) = corpus_gradient("logsumexp_tree");
-    let sizes = [(egg::Symbol::from("n"), 100_000)].into_iter().collect();
+    let sizes = [(atl_egg::Symbol::from("n"), 100_000)]
+        .into_iter()
+        .collect();
     let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
     let compiled = backend::compile(&grad).expect("compile");
     compiled.set_threads(1).expect("threads");
@@ -2125,7 +2135,7 @@ fn stencils_split_at_their_edges_run_as_evaluated() {
     let mut progs = vec![];
     for src in sources {
         let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
-        let wrt: Vec<egg::Symbol> = p.params.iter().map(|x| x.name).take(1).collect();
+        let wrt: Vec<atl_egg::Symbol> = p.params.iter().map(|x| x.name).take(1).collect();
         let loss = derive::vjp(&p, &wrt, &options()).map(|d| d.program);
         progs.push(p);
         if let Ok(d) = loss {
@@ -2158,7 +2168,7 @@ fn short_sums_of_row_loops_run_by_blocks_as_evaluated() {
     let mut progs = vec![];
     for src in sources {
         let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
-        let wrt: Vec<egg::Symbol> = p.params.iter().map(|x| x.name).take(1).collect();
+        let wrt: Vec<atl_egg::Symbol> = p.params.iter().map(|x| x.name).take(1).collect();
         let g = derive::grad(&p, &wrt, &options()).expect("grad").program;
         progs.push(p);
         progs.push(g);
@@ -2203,7 +2213,7 @@ fn taps_of_blocks_of_rows_are_added_by_groups_as_evaluated() {
     let mut progs = vec![];
     for (src, wrt) in [(kloss, "w"), (sloss, "x")] {
         let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
-        let wrt = vec![egg::Symbol::from(wrt)];
+        let wrt = vec![atl_egg::Symbol::from(wrt)];
         progs.push(derive::grad(&p, &wrt, &options()).expect("grad").program);
         progs.push(p);
     }
@@ -2245,7 +2255,7 @@ fn tied_reductions_join_their_row_fusion_and_run_by_blocks() {
     }
     let kloss = "(fn kloss ((x (tensor (- (+ n m) 1) R)) (w (tensor m R)) (z (tensor n R))) (let f (gen i n (sum j m (* (get x (- (+ i m) (+ j 1))) (get w j)))) (let r (- f z) (sum i n (* (get r i) (get r i))))))";
     let p = atl_egg::front::parse_program(kloss.as_bytes()).expect("parse");
-    let w = vec![egg::Symbol::from("w")];
+    let w = vec![atl_egg::Symbol::from("w")];
     let mut progs = vec![derive::grad(&p, &w, &options()).expect("grad").program];
     for src in [
         // One let and the reduction: no sum to hoist, no run without it.
@@ -2298,7 +2308,7 @@ fn band_sums_reindexed_by_their_offset_run_as_evaluated() {
     let mut progs = vec![];
     for src in [sloss, blur] {
         let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
-        let wrt: Vec<egg::Symbol> = p.params.iter().map(|x| x.name).take(1).collect();
+        let wrt: Vec<atl_egg::Symbol> = p.params.iter().map(|x| x.name).take(1).collect();
         progs.push(derive::grad(&p, &wrt, &options()).expect("grad").program);
     }
     for src in [
@@ -2359,7 +2369,7 @@ fn sum_chains_over_a_let_bound_image_fuse_with_its_rows() {
         for (h, w) in [(0, 3), (3, 0), (1, 1), (2, 5), (7, 4)] {
             let sizes = [("h", h), ("w", w)]
                 .iter()
-                .map(|(k, v)| (egg::Symbol::from(*k), *v))
+                .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
                 .collect();
             let what = format!("{what} at h={h}, w={w}");
             let inputs = random_inputs(&prog, &sizes, &mut Rng::new(3)).expect("inputs");
@@ -2469,7 +2479,7 @@ fn gathering_loops_prefetch_the_rows_they_read() {
     for src in gathering.iter().chain(&plain) {
         let p = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
         if p.name.as_str() == "g" {
-            let wrt = vec![egg::Symbol::from("X")];
+            let wrt = vec![atl_egg::Symbol::from("X")];
             let g = derive::grad(&p, &wrt, &options()).expect("grad").program;
             progs.push((g, true));
         }
@@ -2616,14 +2626,15 @@ fn graph_loss_loops_over_its_edges() {
         }
     }
     let edges = bits.iter().filter(|&&b| b).count() as u64;
-    let sizes: atl_egg::semantics::value::Sizes =
-        [(egg::Symbol::from("n"), n as i64)].into_iter().collect();
+    let sizes: atl_egg::semantics::value::Sizes = [(atl_egg::Symbol::from("n"), n as i64)]
+        .into_iter()
+        .collect();
     let mut inputs = common::values::inputs_at(&p.program, &mut rng, sizes, 0.0);
     inputs.relations.insert(
-        egg::Symbol::from("E"),
+        atl_egg::Symbol::from("E"),
         atl_egg::semantics::value::Relation::from_dense(vec![n, n], &bits),
     );
-    let wrt = [egg::Symbol::from("x")];
+    let wrt = [atl_egg::Symbol::from("x")];
     let gradient = derive::grad(&p.program, &wrt, &options())
         .expect("grad")
         .program;
@@ -2643,7 +2654,7 @@ fn graph_loss_loops_over_its_edges() {
                     && !body.contains("ATL_REL_HAS(")),
             "f tests its excluded pairs by a search"
         );
-        let env: std::collections::HashMap<egg::Symbol, i64> =
+        let env: std::collections::HashMap<atl_egg::Symbol, i64> =
             inputs.sizes.iter().map(|(k, v)| (*k, *v)).collect();
         for slot in &f.slots {
             let size: i64 = slot.dims.iter().map(|d| d.eval(&env).unwrap()).product();
@@ -2747,19 +2758,21 @@ fn transposes_equal_direct_sums(n: usize, m: usize) {
     }
     let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
     let p = progs.iter().find(|p| p.name == "graph_smoothness").unwrap();
-    let gradient = derive::grad(&p.program, &[egg::Symbol::from("x")], &options())
+    let gradient = derive::grad(&p.program, &[atl_egg::Symbol::from("x")], &options())
         .unwrap()
         .program;
-    let sizes: Sizes = [(egg::Symbol::from("n"), m as i64)].into_iter().collect();
+    let sizes: Sizes = [(atl_egg::Symbol::from("n"), m as i64)]
+        .into_iter()
+        .collect();
     let mut inputs = Inputs::new(sizes);
     let rel = atl_egg::semantics::value::Relation::from_tuples(vec![m, m], &edges).unwrap();
-    inputs.relations.insert(egg::Symbol::from("E"), rel);
+    inputs.relations.insert(atl_egg::Symbol::from("E"), rel);
     inputs.values.insert(
-        egg::Symbol::from("x"),
+        atl_egg::Symbol::from("x"),
         atl_egg::semantics::value::Value::reals(&x),
     );
     inputs.values.insert(
-        egg::Symbol::from("lam"),
+        atl_egg::Symbol::from("lam"),
         atl_egg::semantics::value::Value::Real(lam),
     );
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * (1.0 + b.abs());
@@ -2948,7 +2961,7 @@ fn rows_accumulated_by_every_iteration_run_in_chunks() {
     for (n, m) in [(1, 1), (3, 2), (70, 5), (300, 16)] {
         let sizes = [("n", n), ("m", m)]
             .iter()
-            .map(|(k, v)| (egg::Symbol::from(*k), *v))
+            .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
             .collect();
         let what = format!("deconv_kernel_loss grad at n={n}, m={m}");
         let inputs = random_inputs(&prog, &sizes, &mut Rng::new(5)).expect("inputs");
@@ -3029,7 +3042,7 @@ fn assert_marked_and_evaluated_forced_parallel(
         for &(n, m) in sizes {
             let sizes = [("n", n), ("m", m)]
                 .into_iter()
-                .map(|(k, v)| (egg::Symbol::from(k), v))
+                .map(|(k, v)| (atl_egg::Symbol::from(k), v))
                 .filter(|(k, _)| prog.sizes.contains(k))
                 .collect();
             let what = format!("{what} at n={n},m={m}");
@@ -3060,7 +3073,7 @@ fn functions_of_products_run_in_their_destination_as_evaluated() {
     ];
     let sizes = sizes
         .iter()
-        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
         .collect();
     let mut flags = build::Flags::default();
     flags.flags.push("-DATL_PAR_WORK=0".into());
@@ -3129,7 +3142,7 @@ fn contractions_inside_a_let_run_first_and_its_rows_fuse() {
     );
     let sizes = [("n", 29), ("k", 300), ("m", 37)]
         .iter()
-        .map(|(k, v)| (egg::Symbol::from(*k), *v))
+        .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
         .collect();
     let mut flags = build::Flags::default();
     flags.flags.push("-DATL_PAR_WORK=0".into());
@@ -3336,7 +3349,7 @@ fn feature_loops_walk_each_relation_row_once() {
     }
     let gcn = std::fs::read_to_string("benches/sparse/gcn_mean.atl").expect("gcn_mean");
     let f = atl_egg::front::parse_program(gcn.as_bytes()).expect("parse");
-    let wrt = vec![egg::Symbol::from("X"), egg::Symbol::from("W")];
+    let wrt = vec![atl_egg::Symbol::from("X"), atl_egg::Symbol::from("W")];
     let g = derive::grad(&f, &wrt, &options()).expect("grad").program;
     // (program, whether a sum's rows are chosen at run time)
     let mut progs = vec![(f, true), (g, false)];
@@ -3383,7 +3396,7 @@ fn feature_loops_walk_each_relation_row_once() {
             ] {
                 let sizes: Sizes = [("n", 5), ("m", 4), ("f", 3), ("h", h)]
                     .iter()
-                    .map(|(k, v)| (egg::Symbol::from(*k), *v))
+                    .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
                     .collect();
                 let mut rng = Rng::new(h as u64 + 17);
                 let mut inputs = common::values::inputs_at(prog, &mut rng, sizes, density.max(0.0));
@@ -3414,13 +3427,13 @@ fn a_relation_too_large_to_lay_out_is_an_error() {
     let prog = atl_egg::front::parse_program(src.as_bytes()).unwrap();
     let compiled = backend::compile(&prog).unwrap();
     for (n, want) in [(i64::MAX, None), (6, Some(9.0))] {
-        let mut inputs = Inputs::new([(egg::Symbol::from("n"), n)].into_iter().collect());
+        let mut inputs = Inputs::new([(atl_egg::Symbol::from("n"), n)].into_iter().collect());
         let rel = atl_egg::semantics::value::Relation::from_tuples(
             vec![n as usize; 2],
             &[vec![0, 1], vec![5, 3]],
         )
         .unwrap();
-        inputs.relations.insert(egg::Symbol::from("E"), rel);
+        inputs.relations.insert(atl_egg::Symbol::from("E"), rel);
         match (compiled.call(&inputs), want) {
             (Ok(v), Some(w)) => assert_eq!(v.real().unwrap(), w),
             (Err(e), None) => assert!(e.msg.contains("relation 'E'"), "{e}"),
@@ -3450,9 +3463,13 @@ fn chunked_buffer_sums_are_the_same_at_every_thread_count() {
             atl_egg::semantics::value::Value::reals(&xs)
         })
         .collect();
-    let mut inputs = Inputs::new([(egg::Symbol::from("n"), n as i64)].into_iter().collect());
+    let mut inputs = Inputs::new(
+        [(atl_egg::Symbol::from("n"), n as i64)]
+            .into_iter()
+            .collect(),
+    );
     inputs.values.insert(
-        egg::Symbol::from("ct"),
+        atl_egg::Symbol::from("ct"),
         atl_egg::semantics::value::Value::tensor(rows),
     );
     let mut got = vec![];

@@ -11,8 +11,8 @@ use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{random_inputs, random_value, Inputs, Sizes, Value};
+use atl_egg::Symbol;
 use atl_egg::{parse, parse_fn};
-use egg::Symbol;
 use std::collections::HashMap;
 
 const QUAD: &str = "

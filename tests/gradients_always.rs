@@ -30,9 +30,9 @@ use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{random_relation, random_value, Inputs, Sizes, Value};
+use atl_egg::Symbol;
 use common::values::unnest;
 use common::{generate, random_inputs, GenConfig, Rng};
-use egg::Symbol;
 use std::collections::HashMap;
 use std::time::Duration;
 /// Seed 100419 of the property test: a class holding both `x` and `[q]·x`

@@ -16,7 +16,7 @@ use atl_egg::rng::Rng;
 use atl_egg::semantics::cost::{cost, io_cost};
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::value::{Inputs, Sizes, Value};
-use egg::Symbol;
+use atl_egg::Symbol;
 use std::collections::HashMap;
 use std::path::Path;
 

@@ -23,7 +23,7 @@ use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{random_value, Inputs, Value};
-use egg::Symbol;
+use atl_egg::Symbol;
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;

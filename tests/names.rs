@@ -15,8 +15,8 @@ use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{random_value, Sizes, Value};
+use atl_egg::Symbol;
 use common::{compare_values, Tolerance};
-use egg::Symbol;
 use std::collections::HashMap;
 
 /// Equal up to floating-point reassociation (relative 1e-12 of the

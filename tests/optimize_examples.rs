@@ -5,7 +5,7 @@ use atl_egg::front::parse_program;
 use atl_egg::optimizer::{optimize, Options};
 use atl_egg::semantics::cost::cost;
 use atl_egg::semantics::value::Sizes;
-use egg::Symbol;
+use atl_egg::Symbol;
 use std::collections::HashMap;
 
 fn sizes(kv: &[(&str, i64)]) -> Sizes {

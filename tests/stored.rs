@@ -22,7 +22,7 @@ use atl_egg::semantics::dual::jvp as dual_jvp;
 use atl_egg::semantics::eval::evaluate;
 use atl_egg::semantics::stored::{gather, scatter};
 use atl_egg::semantics::value::{flatten, Inputs, Value};
-use egg::Symbol;
+use atl_egg::Symbol;
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
 

@@ -5,7 +5,7 @@
 
 use super::{sexp, Extras};
 use crate::front::ast::Program;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// The object, pretty-printed, with a final newline.
 pub fn program(prog: &Program, extras: &Extras) -> String {

@@ -211,7 +211,7 @@ impl Compiled {
     /// result expanded to its dense form.
     fn as_evaluated(&self, inputs: &Inputs, mut outs: Vec<Vec<f64>>) -> Result<Value> {
         for (k, r) in &self.function.stored_outputs {
-            let rel = stored_relation(inputs, egg::Symbol::from(r.as_str()))?;
+            let rel = stored_relation(inputs, crate::symbol::Symbol::from(r.as_str()))?;
             outs[*k] = crate::semantics::stored::dense_flat(&outs[*k], rel)?;
         }
         marshal::value_from_leaves(&self.program.ret, &inputs.sizes, &outs)
@@ -246,7 +246,7 @@ impl Compiled {
         let mut sizes = vec![];
         for p in &self.function.params {
             if p.kind == ParamC::Size {
-                let s = egg::Symbol::from(p.source.as_str());
+                let s = crate::symbol::Symbol::from(p.source.as_str());
                 sizes.push(
                     *inputs
                         .sizes
@@ -370,7 +370,10 @@ fn marshal_inputs(prog: &Program, inputs: &Inputs) -> Result<Marshalled> {
 }
 
 /// The relation `r` of the inputs, which stores a tensor.
-fn stored_relation(inputs: &Inputs, r: egg::Symbol) -> Result<&crate::semantics::value::Relation> {
+fn stored_relation(
+    inputs: &Inputs,
+    r: crate::symbol::Symbol,
+) -> Result<&crate::semantics::value::Relation> {
     inputs
         .relations
         .get(&r)

@@ -71,7 +71,7 @@ fn pretty_aff(a: &Affine) -> String {
 
 /// The head of the loop `e` binding `i` over `[0, d)`: `⊞[i<d]` for a
 /// `gen`, `Σ[i<d]` for a `sum`.
-fn loop_head(e: &Expr, i: egg::Symbol, d: &Affine) -> String {
+fn loop_head(e: &Expr, i: crate::symbol::Symbol, d: &Affine) -> String {
     let sym = match e {
         Expr::Gen(..) => "⊞",
         Expr::Reduce(r, ..) => r.name(),

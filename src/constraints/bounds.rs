@@ -19,7 +19,7 @@
 
 use super::linear::LinForm;
 use super::system::{eliminate, ge_bound, solve_for, Constraint, Side, Solved, Truth};
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// `v >= ceil(form / div)` (a lower bound) or `v <= floor(form / div)`
 /// (an upper bound), `div > 0`.

@@ -10,7 +10,7 @@
 //! and the cost's inner loops evaluate them without a map.
 
 use crate::front::affine::Affine;
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::fmt;
 use std::hash::Hash;
 

@@ -3,7 +3,7 @@
 //! work cost's counting (`crate::semantics::cost`).
 //!
 //! * [`linear`]: affine forms `c + Σ k·v`, checked `i128` arithmetic, over
-//!   names ([`egg::Symbol`]: sizes and loop variables, symbolic) or over
+//!   names ([`crate::symbol::Symbol`]: sizes and loop variables, symbolic) or over
 //!   numbered loop slots (`u32`: the cost's binders, sizes already
 //!   substituted as constants);
 //! * [`system`]: constraints (`f >= 0`, `f == 0`, `k | f`) and comparisons

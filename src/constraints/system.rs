@@ -5,7 +5,7 @@
 
 use super::linear::{ceil_div, floor_div, LinForm, Var};
 use crate::front::ast::CmpOp;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// One constraint of a system.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

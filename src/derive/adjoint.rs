@@ -37,10 +37,11 @@ use crate::front::ast::{Expr, ParamKind, Program, Type};
 use crate::front::names::Fresh;
 use crate::front::subst::free_names;
 use crate::front::types::binding_env;
+use crate::symbol::Symbol;
 use crate::terms::extents::collect_extents;
 use crate::terms::letpasses::{add_terms, index};
 use crate::terms::normalize::{anf, dead_code, lift, unflatten};
-use egg::{Id, Rewrite, Symbol};
+use egg::{Id, Rewrite};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 

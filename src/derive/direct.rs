@@ -11,7 +11,8 @@ use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Func, Pred, Real, Type};
 use crate::front::names::Fresh;
 use crate::front::subst::free_names;
-use egg::{ENodeOrVar, Id, PatternAst, Symbol};
+use crate::symbol::Symbol;
+use egg::{ENodeOrVar, Id, PatternAst};
 
 /// One step of a path into a value: an access or a projection.
 #[derive(Clone, Debug)]
@@ -128,10 +129,12 @@ impl Adjoint {
             Expr::Const(_) | Expr::IndexReal(_) => build::num(0.0),
             Expr::Var(_) => self.leaf(c, acc),
             Expr::MaxMin(m, a, b) => {
-                let (wa, wb) = m.weights(a, b);
+                // c·s read twice: the coefficient of Da is c - c·s, that of
+                // Db is c·s (MaxMin::selection)
+                let cs = mul(c.clone(), m.selection(a, b));
                 add(
-                    self.coef(mul(c.clone(), wa), a, acc),
-                    self.coef(mul(c, wb), b, acc),
+                    self.coef(add(c, mul(build::num(-1.0), cs.clone())), a, acc),
+                    self.coef(cs, b, acc),
                 )
             }
             Expr::Add(a, b) => add(self.coef(c.clone(), a, acc), self.coef(c, b, acc)),

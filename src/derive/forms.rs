@@ -9,7 +9,7 @@ use crate::egraph::Options;
 use crate::error::Result;
 use crate::front::ast::Program;
 use crate::front::elaborate::DerivativeKind;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// `kind`'s derivative of `prog` with respect to `wrt` (every real-valued
 /// parameter when empty), as `atl-egg grad`/`jvp`/`vjp`/`hvp` print it.

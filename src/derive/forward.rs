@@ -20,9 +20,9 @@ use crate::front::ast::{build, Expr, Param, ParamKind, Pred, Program};
 use crate::front::names::Fresh;
 use crate::front::subst::free_names;
 use crate::front::types::binding_env;
+use crate::symbol::Symbol;
 use crate::terms::extents::collect_extents;
 use crate::terms::normalize::{anf, lift};
-use egg::Symbol;
 use std::collections::HashMap;
 
 /// The rules of the differentiation phase: the forward rules, the black-box

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::front::ast::{build, Expr, Type};
 use crate::front::names::Fresh;
 use crate::front::types::{type_of, zero_of, TypeEnv};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 
 /// What the pass needs: sigma (variable -> tangent), the types of the
@@ -41,14 +41,18 @@ impl ForwardDirect<'_> {
         Ok(match e {
             Expr::Const(_) | Expr::IndexReal(_) => zero_real(),
             Expr::MaxMin(m, a, b) => {
-                let (wa, wb) = m.weights(a, b);
+                // Da - s·Da + s·Db (MaxMin::selection)
+                let s = m.selection(a, b);
                 let left = match self.d(a)? {
                     (_, true) => None,
-                    (da, false) => Some(build::mul(wa, da)),
+                    (da, false) => Some(build::add(
+                        da.clone(),
+                        build::mul(build::num(-1.0), build::mul(s.clone(), da)),
+                    )),
                 };
                 let right = match self.d(b)? {
                     (_, true) => None,
-                    (db, false) => Some(build::mul(wb, db)),
+                    (db, false) => Some(build::mul(s, db)),
                 };
                 match (left, right) {
                     (None, None) => zero_real(),

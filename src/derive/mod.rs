@@ -32,7 +32,7 @@ use crate::egraph::runner::PhaseStats;
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, Param, ParamKind, Program, Type};
 use crate::optimizer::{optimize, Options, Stats};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::time::Instant;
 
 /// A derivative program and the optimizer's statistics on it.

@@ -19,7 +19,7 @@ use super::forward::{names_in, unused_name};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, leaf_count, Expr, ParamKind, Pred, Program, Storage, Type};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::BTreeSet;
 
 /// The storage of a jvp program: the function's, and each tangent `(x, dx)`

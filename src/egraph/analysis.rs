@@ -14,7 +14,8 @@
 use super::language::{Atl, Fun, Idx, Num};
 use crate::front::affine::Affine;
 use crate::front::ast::{MaxMin, Real};
-use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
+use crate::symbol::Symbol;
+use egg::{Analysis, DidMerge, EGraph, Id, Language};
 use std::collections::HashMap;
 
 pub type AtlGraph = EGraph<Atl, AtlAnalysis>;

@@ -4,7 +4,7 @@
 
 use crate::egraph::analysis::{AtlAnalysis, NameSet};
 use crate::front::affine::Affine;
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 
 /// The analysis a differentiation e-graph starts from: the index extents,

@@ -13,7 +13,8 @@
 
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Func, MaxMin, Pred, Real, Reduce};
-use egg::{define_language, Id, RecExpr, Symbol};
+use crate::symbol::Symbol;
+use egg::{define_language, Id, RecExpr};
 use std::fmt;
 use std::str::FromStr;
 

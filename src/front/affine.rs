@@ -7,7 +7,7 @@
 //! once; equality of dimensions (type checking) is then structural equality.
 //! Arithmetic is checked: an overflow is reported, never wrapped.
 
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 use std::fmt;
 

@@ -9,7 +9,7 @@
 //! * every dimension and index expression is an [`Affine`] normal form.
 
 use super::affine::Affine;
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
@@ -144,22 +144,25 @@ impl MaxMin {
         }
     }
 
-    /// The derivative's weights of the operands, `(1 - s, s)` with `s` the
-    /// real [`Self::selects_second`]: `(step (- b a))` for `max`,
-    /// `(step (- a b))` for `min` (a difference of doubles is positive
-    /// exactly where the comparison holds; NaN steps to 0). The forward
-    /// rules `d-max`, `d-min` (rules/forward.rules) write the same terms.
-    pub fn weights(self, a: &Expr, b: &Expr) -> (Expr, Expr) {
+    /// The real `s` of [`Self::selects_second`], 1 where the derivative is
+    /// the second operand's and 0 where it is the first's: `(step (- b a))`
+    /// for `max`, `(step (- a b))` for `min` (a difference of doubles is
+    /// positive exactly where the comparison holds; NaN steps to 0). The
+    /// derivative is `Da - s·Da + s·Db` (exactly `(1 - s)·Da + s·Db`, as `s`
+    /// is 0 or 1), so that in reverse mode the weight `w` of the result
+    /// gives `Da` the coefficient `w - w·s` and `Db` the coefficient `w·s`:
+    /// one product read twice. The forward rules `d-max`, `d-min`
+    /// (rules/forward.rules) write the same terms.
+    pub fn selection(self, a: &Expr, b: &Expr) -> Expr {
         use build::*;
         let (hi, lo) = match self {
             MaxMin::Max => (b, a),
             MaxMin::Min => (a, b),
         };
-        let s = call(
+        call(
             Func::named("step"),
             add(hi.clone(), mul(num(-1.0), lo.clone())),
-        );
-        (add(num(1.0), mul(num(-1.0), s.clone())), s)
+        )
     }
 }
 

@@ -7,7 +7,7 @@
 //! [`crate::front::readable`] renames every binder to its base (or the
 //! user's name it stands for), then `base1`, `base2`, ... where taken.
 
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// The separator between base and id; the reader does not accept it.
 pub const SEP: char = '#';

@@ -84,7 +84,7 @@ fn declared_param(prog: &Program, p: &super::ast::Param) -> String {
 }
 
 /// `(tensor D ... R (stored-by REL))`.
-fn stored_type(t: &Type, rel: egg::Symbol) -> String {
+fn stored_type(t: &Type, rel: crate::symbol::Symbol) -> String {
     let dense = type_to_string(t);
     format!("{} (stored-by {rel}))", &dense[..dense.len() - 1])
 }

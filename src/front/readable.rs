@@ -5,7 +5,7 @@
 
 use super::ast::{Expr, Pred, Program};
 use super::names::{base, make, Fresh};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::{HashMap, HashSet};
 
 const C_KEYWORDS: &[&str] = &[

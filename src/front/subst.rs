@@ -8,7 +8,7 @@
 
 use super::affine::Affine;
 use super::ast::{Expr, Pred};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::BTreeSet;
 
 /// Names bound around the current position, with multiplicity (shadowing).

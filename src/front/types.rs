@@ -4,7 +4,7 @@
 
 use super::ast::{Expr, ParamKind, Program, Type};
 use crate::error::{Error, Result};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 
 /// Types of the variables in scope.

@@ -24,8 +24,8 @@ use super::Lowerer;
 use crate::constraints::{Constraint, LinForm};
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred};
+use crate::symbol::Symbol;
 use crate::terms::brackets::conjuncts;
-use egg::Symbol;
 
 /// The widest band stored by diagonals.
 const MAX_WIDTH: i64 = 16;

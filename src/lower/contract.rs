@@ -39,7 +39,7 @@ use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred, Type};
 use crate::front::blackbox::Func;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// A factor of a contraction: its buffer (with offset) and its strides
 /// along its gen variable and along the summed variable.

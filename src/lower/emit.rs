@@ -9,7 +9,7 @@ use crate::constraints::{self, Constraint, LinForm};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::Pred;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 impl Lowerer {
     /// A fresh C name: `prefix` (lowercase letters naming what it holds),

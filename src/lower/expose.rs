@@ -32,7 +32,7 @@ use super::Lowerer;
 use crate::front::affine::Affine;
 use crate::front::ast::Expr;
 use crate::front::subst::free_names;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// Positions of `e` evaluated exactly once whenever `e` is: the leaves
 /// reached through arithmetic and scalar lets, with the let names passed

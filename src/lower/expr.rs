@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, MaxMin, Reduce, Type};
 use crate::front::types::type_of;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 impl Lowerer {
     pub(crate) fn type_of(&mut self, e: &Expr) -> Result<Type> {

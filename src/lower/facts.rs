@@ -21,8 +21,8 @@ use super::Lowerer;
 use crate::constraints::{Constraint, LinForm};
 use crate::front::affine::Affine;
 use crate::front::ast::Pred;
+use crate::symbol::Symbol;
 use crate::terms::brackets::conjuncts;
-use egg::Symbol;
 
 /// A conjunct known true where the code being lowered runs.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

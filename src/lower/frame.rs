@@ -9,7 +9,7 @@ use super::Lowerer;
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{ParamKind, Program, Type};
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 impl Lowerer {
     pub(super) fn function(&mut self, prog: &Program) -> Result<Function> {

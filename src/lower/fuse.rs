@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Type};
 use crate::front::subst::free_names;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 use super::ir::Stmt;
 

@@ -30,8 +30,8 @@
 
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred};
+use crate::symbol::Symbol;
 use crate::terms::brackets::conjuncts;
-use egg::Symbol;
 
 /// `e` with every let-bound matrix its readers walk by columns stored
 /// transposed (module doc).

@@ -90,7 +90,7 @@ use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::Program;
 use crate::front::types::TypeEnv;
-use egg::Symbol;
+use crate::symbol::Symbol;
 pub use emit::{int_literal, real_literal, sanitize};
 use ir::{statements, Function, Slot, Stmt};
 use std::cell::RefCell;

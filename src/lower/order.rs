@@ -41,7 +41,7 @@ use crate::constraints::Constraint;
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred, Type};
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 use super::ir::Stmt;
 

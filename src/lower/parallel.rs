@@ -763,7 +763,7 @@ mod tests {
         // chunk) are made only when the loop's work is ATL_COPY_SHARE times
         // their size.
         let body = vec![line("t1_xbar[t2_col[e3]] += t4_r[t5_row[e3]];")];
-        let n = Affine::var(egg::Symbol::from("n"));
+        let n = Affine::var(crate::symbol::Symbol::from("n"));
         let slots = [Slot {
             cname: "t1_xbar".into(),
             dims: vec![n.clone()],

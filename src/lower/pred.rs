@@ -133,7 +133,7 @@ impl Lowerer {
     /// splits (`pieces.rs`).
     fn exists_closed(
         &mut self,
-        i: egg::Symbol,
+        i: crate::symbol::Symbol,
         d: &crate::front::affine::Affine,
         q: &Pred,
     ) -> Result<Option<String>> {

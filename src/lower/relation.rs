@@ -36,8 +36,8 @@ use crate::constraints::{self, LinForm};
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred, Type};
+use crate::symbol::Symbol;
 use crate::terms::brackets::conjuncts;
-use egg::Symbol;
 use std::collections::HashMap;
 
 /// The most arguments a permuted layout may have (the C helper's limit).

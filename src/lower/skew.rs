@@ -30,7 +30,7 @@ use crate::constraints::{Constraint, LinForm};
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred};
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// A band sum of a gen's body: the sum, its re-indexed interior form, and
 /// the row range where that form holds: `-lo <= g < dim - hi`.

@@ -25,8 +25,8 @@ use super::Lowerer;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred};
+use crate::symbol::Symbol;
 use crate::terms::brackets::conjuncts;
-use egg::Symbol;
 
 impl Lowerer {
     /// The C name of the layout of the relation parameter `rel`.

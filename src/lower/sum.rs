@@ -13,8 +13,8 @@ use crate::constraints::{self, Constraint, LinForm};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred};
+use crate::symbol::Symbol;
 use crate::terms::brackets::conjuncts;
-use egg::Symbol;
 
 impl Lowerer {
     /// A maximal chain of nested sums with its bracket: loops bounded by

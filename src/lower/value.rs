@@ -7,7 +7,7 @@ use crate::constraints::LinForm;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Type};
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 use super::ir::Stmt;
 

@@ -35,6 +35,7 @@ use crate::front::ast::{build, Expr, Param, ParamKind, Program, Type};
 use crate::front::names::Fresh;
 use crate::front::subst::{free_names, Replace, Substituter};
 use crate::front::types::{binding_env, type_of, TypeEnv};
+use crate::symbol::Symbol;
 use crate::terms::brackets::{bracket_additions, exists_bracket};
 use crate::terms::canonical::{canonical_binders, canonical_binders_with_hints};
 use crate::terms::letpasses::{
@@ -44,7 +45,6 @@ use crate::terms::letpasses::{
 use crate::terms::normalize::{bind_nested_reductions, dead_code, lift, unflatten};
 use crate::terms::shape::{shape, Shape};
 use crate::terms::size::term_size;
-use egg::Symbol;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::time::Instant;

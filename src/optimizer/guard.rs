@@ -7,8 +7,8 @@ use crate::egraph::runner::{extraction_samples, guard_samples, label, Options, P
 use crate::error::Result;
 use crate::front::ast::{Expr, Program};
 use crate::semantics::value::Sizes;
+use crate::symbol::Symbol;
 use crate::terms::extents::collect_extents;
-use egg::Symbol;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::Instant;

@@ -26,9 +26,10 @@ use crate::egraph::runner::{
 use crate::error::Result;
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Program};
+use crate::symbol::Symbol;
 use crate::terms::canonical::canonical_binders_with_hints;
 use crate::terms::extents::collect_extents;
-use egg::{BackoffScheduler, Runner, Symbol};
+use egg::{BackoffScheduler, Runner};
 use std::collections::HashMap;
 use std::time::Instant;
 

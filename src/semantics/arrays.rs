@@ -187,7 +187,7 @@ impl Array {
 
     /// The size `s` it gives: the length of a dimension that is exactly
     /// `s` among `dims` (the dimensions of a whole value's array).
-    pub fn infer(&self, dims: &[Affine], s: egg::Symbol) -> Option<i64> {
+    pub fn infer(&self, dims: &[Affine], s: crate::symbol::Symbol) -> Option<i64> {
         let k = dims.iter().position(|d| *d == Affine::var(s))?;
         self.shape.get(k).and_then(|&n| i64::try_from(n).ok())
     }
@@ -216,11 +216,13 @@ mod tests {
     use super::*;
 
     fn sizes(n: i64) -> Sizes {
-        [(egg::Symbol::from("n"), n)].into_iter().collect()
+        [(crate::symbol::Symbol::from("n"), n)]
+            .into_iter()
+            .collect()
     }
 
     fn n() -> Affine {
-        Affine::var(egg::Symbol::from("n"))
+        Affine::var(crate::symbol::Symbol::from("n"))
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::eval::{checked_inputs, eval_pred, reduced, sum_chain, Budget, Env};
 use super::value::{check_value, Inputs, Value};
 use crate::error::{Error, Result};
 use crate::front::ast::{Expr, ParamKind, Program};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 
 /// A value and its tangent.

@@ -32,7 +32,7 @@ use crate::constraints::system::{narrow, Constraint};
 use crate::error::{Error, ErrorKind, Result};
 use crate::front::affine::{Affine, EvalAffineError};
 use crate::front::ast::{Expr, ParamKind, Pred, Program, Reduce};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 
 /// Default number of loop iterations one evaluation may run.

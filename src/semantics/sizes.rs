@@ -9,7 +9,7 @@ use super::arrays::{tensor_dims, Arrays, Role};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{ParamKind, Program, Type};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use indexmap::IndexMap;
 use std::fmt;
 use std::ops::{Deref, DerefMut};

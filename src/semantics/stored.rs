@@ -15,7 +15,7 @@ use super::value::{flatten, Inputs, Relation, Sizes, Value, MAX_OUTPUT_REALS};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{leaf_count, Program, Type};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::borrow::Cow;
 
 /// How many tuples the relation holds.

@@ -20,7 +20,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::front::affine::{Affine, EvalAffineError};
 use crate::front::ast::Type;
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;

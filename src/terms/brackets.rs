@@ -20,7 +20,7 @@ use crate::front::ast::{CmpOp, Expr, Pred};
 // places, would otherwise get a disjunction per prefix, quadratic in its
 // length)
 use crate::semantics::cost::MAX_DISJUNCTS;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// The conjuncts of `p` (nested `and`s flattened, `true` dropped).
 pub fn conjuncts(p: &Pred) -> Vec<&Pred> {

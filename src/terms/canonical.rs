@@ -3,7 +3,7 @@
 
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 
 /// Rename index binders by nesting depth and extent (`i2#x0` is the index

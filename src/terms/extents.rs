@@ -2,7 +2,7 @@
 
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 
 /// Record the extent of every index binder of `e` (`gen`, `sum`, `exists`)

@@ -24,7 +24,7 @@ use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
 use crate::front::names::Fresh;
 use crate::front::subst::{free_names, Replace, Substituter};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::{HashMap, HashSet};
 
 /// The summands of `e` (its tree of `+`), left to right.

@@ -16,7 +16,7 @@ use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Reduce};
 use crate::front::names::Fresh;
 use crate::front::subst::{free_names, Replace, Substituter};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::BTreeSet;
 
 pub fn is_atom(e: &Expr) -> bool {

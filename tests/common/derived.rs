@@ -10,7 +10,7 @@ use atl_egg::derive;
 use atl_egg::egraph::Options;
 use atl_egg::front::ast::{Program, Type};
 use atl_egg::optimizer::Stats;
-use egg::Symbol;
+use atl_egg::Symbol;
 use std::path::Path;
 use std::sync::OnceLock;
 

@@ -23,7 +23,8 @@ use atl_egg::semantics::dual::{dual_expr, DualEnv};
 use atl_egg::semantics::eval::{eval_expr, eval_pred, Budget, Env};
 use atl_egg::semantics::numerics::inner_product;
 use atl_egg::semantics::value::{Relation, Sizes, Value};
-use egg::{Id, Language, RecExpr, Symbol};
+use atl_egg::Symbol;
+use egg::{Id, Language, RecExpr};
 use std::collections::HashMap;
 
 /// For each node of `rec`: is there an extension form (`D`, `dot`, `dlet`,

@@ -6,7 +6,7 @@
 use atl_egg::backend::sexp::program_to_string;
 use atl_egg::front::ast::Program;
 use atl_egg::front::parse_program;
-use egg::Symbol;
+use atl_egg::Symbol;
 
 /// Is `s` a C identifier that is not a C keyword?
 fn c_identifier(s: &str) -> bool {

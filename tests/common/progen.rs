@@ -20,7 +20,7 @@ use atl_egg::backend::sexp::type_to_string;
 use atl_egg::front::affine::Affine;
 use atl_egg::front::ast::Type;
 use atl_egg::rng::Rng;
-use egg::Symbol;
+use atl_egg::Symbol;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::fmt;

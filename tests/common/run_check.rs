@@ -158,7 +158,7 @@ pub fn data_size(prog: &Program, inputs: &Inputs) -> Result<u128, String> {
             ParamKind::Size => {}
         }
     }
-    let env: std::collections::HashMap<egg::Symbol, i64> =
+    let env: std::collections::HashMap<atl_egg::Symbol, i64> =
         inputs.sizes.iter().map(|(k, v)| (*k, *v)).collect();
     let f = backend::generate(prog).map_err(|e| e.to_string())?.function;
     for slot in &f.slots {

@@ -15,7 +15,8 @@ use crate::egraph::language::{Atl, Fun, Idx};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, Reduce, Type};
 use crate::front::names;
-use egg::{ENodeOrVar, Id, Pattern, Symbol, Var};
+use crate::symbol::Symbol;
+use egg::{ENodeOrVar, Id, Pattern, Var};
 use indexmap::IndexMap;
 use std::sync::OnceLock;
 

@@ -7,7 +7,8 @@ use crate::egraph::language::{from_rec, to_rec, Atl, FromRec};
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred};
 use crate::front::subst::{Replace, Substituter};
-use egg::{Applier, Id, PatternAst, Subst, Symbol, Var};
+use crate::symbol::Symbol;
+use egg::{Applier, Id, PatternAst, Subst, Var};
 
 /// A side condition: a plain function of the e-graph and the classes a
 /// match binds (as egg takes any closure for a [`egg::Condition`]).
@@ -110,7 +111,7 @@ impl Applier<Atl, AtlAnalysis> for RustApplier {
         eclass: Id,
         subst: &Subst,
         _ast: Option<&PatternAst<Atl>>,
-        rule: Symbol,
+        rule: egg::Symbol,
     ) -> Vec<Id> {
         let ids: Vec<Id> = self.vars.iter().map(|v| egraph.find(subst[*v])).collect();
         let key = format!("{rule}/{}/{ids:?}", egraph.find(eclass));

@@ -8,8 +8,9 @@ use crate::egraph::language::{Atl, FromRec};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Pred};
 use crate::front::subst::Replace;
+use crate::symbol::Symbol;
 use crate::terms::brackets::fixes_index;
-use egg::{Id, Symbol, Var};
+use egg::{Id, Var};
 
 /// `not-free(?x, ?e)`: the name in class `?x` is not free in `?e`.
 pub(super) fn not_free(x: Var, e: Var) -> Check {

@@ -21,7 +21,7 @@ use crate::error::{Error, Pos, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, Expr, ParamKind, Program, Type};
 use crate::front::reader::Sexp;
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::Type;
 use crate::front::reader::Sexp;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 impl Elab {
     // -- dimensions ---------------------------------------------------------

@@ -238,7 +238,12 @@ impl Elab {
         h: &str,
         args: &[Sexp],
         claimed: &mut HashSet<String>,
-    ) -> Result<(egg::Symbol, crate::front::affine::Affine, Expr, Type)> {
+    ) -> Result<(
+        crate::symbol::Symbol,
+        crate::front::affine::Affine,
+        Expr,
+        Type,
+    )> {
         let Some(var) = args[0].as_sym() else {
             return Err(Error::syntax(
                 args[0].pos(),

@@ -18,7 +18,7 @@ use super::Elab;
 use crate::error::{Error, Pos, Result};
 use crate::front::ast::{Expr, ParamKind, Program, Type};
 use crate::front::reader::Sexp;
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;

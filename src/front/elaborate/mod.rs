@@ -30,8 +30,8 @@ use super::affine::{Affine, Overflow};
 use super::ast::{Param, ParamKind, Program, Type};
 use super::reader::Sexp;
 use crate::error::{Error, Pos, Result};
+use crate::symbol::Symbol;
 use calls::{FnDef, FnName};
-use egg::Symbol;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 

@@ -8,7 +8,7 @@ use super::Elab;
 use crate::error::{Error, Result};
 use crate::front::ast::{leaf_count, Param, ParamKind, Storage, Type};
 use crate::front::reader::Sexp;
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// A tensor type with its storage split off: the type without its last
 /// part `(stored-by S)`, and that part (`None` for any other type).

@@ -8,7 +8,7 @@ use crate::error::{Error, Pos, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{build, CmpOp, Expr, Func, MaxMin, Pred, Type};
 use crate::front::reader::Sexp;
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashSet;
 
 impl Elab {

@@ -135,7 +135,7 @@ use crate::constraints::Constraint;
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{CmpOp, Expr, Pred, Program, Type};
-use egg::Symbol;
+use crate::symbol::Symbol;
 use std::collections::HashMap;
 
 /// How many loop values (enumerated index values and interval counts) one

@@ -16,7 +16,7 @@ use super::{overflow, too_large, CostCtx};
 use crate::error::{Error, Result};
 use crate::front::affine::Affine;
 use crate::front::ast::{Expr, Pred};
-use egg::Symbol;
+use crate::symbol::Symbol;
 
 /// The work cost of `e` by enumeration, visiting at most `budget` index
 /// values. Free names take their values from `ctx` as in [`super::cost_expr`].

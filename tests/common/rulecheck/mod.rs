@@ -73,7 +73,8 @@ use atl_egg::front::ast::{Expr, Func, Pred, Real, Type};
 use atl_egg::front::parse_program;
 use atl_egg::rng::Rng;
 use atl_egg::semantics::value::{random_relation, random_value, Inputs, Relation, Sizes, Value};
-use egg::{ENodeOrVar, Id, Language, Pattern, PatternAst, RecExpr, Rewrite, Runner, Symbol, Var};
+use atl_egg::Symbol;
+use egg::{ENodeOrVar, Id, Language, Pattern, PatternAst, RecExpr, Rewrite, Runner, Var};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
