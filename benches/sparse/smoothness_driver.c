@@ -12,6 +12,8 @@
      OMP_NUM_THREADS=1 /tmp/g 1000000 9
      OMP_NUM_THREADS=1 /tmp/g 1000000 9 prepared
      OMP_NUM_THREADS=1 /tmp/g 1000000 9 pairs
+     OMP_NUM_THREADS=1 /tmp/g 1000000 9 scatter
+     OMP_NUM_THREADS=1 /tmp/g 1000000 9 scatter-prepared
 
    (for f, compile corpus/graph_smoothness.atl itself; its result is
    out[0]). With `prepared`, the relation is prepared once before the
@@ -22,8 +24,14 @@
    out with atlpacked_pairs_layout (in a buffer kept across calls, as the
    loader keeps it; `pairs-fresh`: a fresh buffer each call) and then
    calls the function, which builds the transposed layout; the time is
-   both. Run variants alternately, several times each, on a shared
-   machine. */
+   both. With `scatter` (the pairs laid out in every call, as `pairs`)
+   or `scatter-prepared` (the layout as built once), the calls run the
+   gradient written by hand without the transposed layout instead of the
+   compiled function (hand_scatter below; for the gradient only, its
+   checksum equal to the compiled gradient's up to the last digits); with
+   `walk` or `walk-prepared`, f written by hand the same way (hand_walk;
+   for f only). Run
+   variants alternately, several times each, on a shared machine. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,12 +63,88 @@ static double cpu_seconds(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The gradient w.r.t. x in one walk of E's rows, without E's transpose:
+   a stored (i, j) with i < j adds 2 (x_i - x_j) into x̄[i] along the row
+   and subtracts it from x̄[j] at the stored coordinate; one with j < i is
+   the pair (j, i) and counts only where (j, i) is not stored itself (the
+   union's pairs counted once), which a binary search in row j of E
+   tests. x̄[j] and x[j] are prefetched 32 edges ahead, as the compiled
+   scatters prefetch the element they add into. */
+static int hand_scatter(int64_t n, const int64_t *E, const double *x, double lam, double *out) {
+  const int64_t *pos = E + E[4], *crd = E + E[5], nnz = E[1];
+  memset(out, 0, sizeof(double) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t a = pos[i], b = pos[i + 1];
+    const double xi = x[i];
+    double acc = 0.0;
+    for (int64_t q = a; q < b; q++) {
+      const int64_t ahead = crd[q + 32 < nnz ? q + 32 : nnz - 1], j = crd[q];
+      __builtin_prefetch(x + ahead);
+      __builtin_prefetch(out + ahead, 1);
+      if (j > i) {
+        const double d = 2.0 * (xi - x[j]);
+        acc += d;
+        out[j] -= d;
+      } else if (j < i) {
+        int64_t lo = pos[j], hi = pos[j + 1];
+        const int64_t end = hi;
+        while (lo < hi) {
+          const int64_t m = lo + (hi - lo) / 2;
+          if (crd[m] < i) lo = m + 1; else hi = m;
+        }
+        if (!(lo < end && crd[lo] == i)) {
+          const double d = 2.0 * (x[j] - xi);
+          out[j] += d;
+          acc -= d;
+        }
+      }
+    }
+    if (a < b) acc += 2.0 * (xi * lam);
+    out[i] += acc;
+  }
+  return 0;
+}
+
+/* f in one walk of E's rows, without E's transpose: the pairs as in
+   hand_scatter, each adding (x_i - x_j)^2. */
+static int hand_walk(int64_t n, const int64_t *E, const double *x, double lam, double *out) {
+  const int64_t *pos = E + E[4], *crd = E + E[5], nnz = E[1];
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t a = pos[i], b = pos[i + 1];
+    const double xi = x[i];
+    for (int64_t q = a; q < b; q++) {
+      const int64_t j = crd[q];
+      __builtin_prefetch(x + crd[q + 32 < nnz ? q + 32 : nnz - 1]);
+      if (j > i) {
+        acc += (xi - x[j]) * (xi - x[j]);
+      } else if (j < i) {
+        int64_t lo = pos[j], hi = pos[j + 1];
+        const int64_t end = hi;
+        while (lo < hi) {
+          const int64_t m = lo + (hi - lo) / 2;
+          if (crd[m] < i) lo = m + 1; else hi = m;
+        }
+        if (!(lo < end && crd[lo] == i)) acc += (x[j] - xi) * (x[j] - xi);
+      }
+    }
+    if (a < b) acc += lam * (xi * xi);
+  }
+  out[0] = acc;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const int64_t n = argc > 1 ? atoll(argv[1]) : 1000000;
   const int reps = argc > 2 ? atoi(argv[2]) : 5;
   const int prepared = argc > 3 && strcmp(argv[3], "prepared") == 0;
   const int fresh = argc > 3 && strcmp(argv[3], "pairs-fresh") == 0;
-  const int pairs = fresh || (argc > 3 && strcmp(argv[3], "pairs") == 0);
+  const int scatter_prepared = argc > 3 && strcmp(argv[3], "scatter-prepared") == 0;
+  const int scatter = scatter_prepared || (argc > 3 && strcmp(argv[3], "scatter") == 0);
+  const int walk_prepared = argc > 3 && strcmp(argv[3], "walk-prepared") == 0;
+  const int walk = walk_prepared || (argc > 3 && strcmp(argv[3], "walk") == 0);
+  const int pairs = fresh || (argc > 3 && strcmp(argv[3], "pairs") == 0) || (scatter && !scatter_prepared) ||
+                    (walk && !walk_prepared);
   /* the compressed layout of an n x n relation (backend/marshal.rs):
      arity, nnz, level 0 (dense), level 1 offsets of pos and crd */
   int64_t *E = malloc(sizeof(int64_t) * (size_t)(7 + n + 10 * n));
@@ -105,11 +189,15 @@ int main(int argc, char **argv) {
     if (pairs) {
       int64_t *L = kept != NULL ? kept : malloc(sizeof(int64_t) * (size_t)(7 + n + nnz));
       if (!L || atlpacked_pairs_layout(tuples, nnz, n, n, L) != 0) return 3;
-      rc = atl_graph_smoothness(n, L, x, lam, out);
+      rc = scatter ? hand_scatter(n, L, x, lam, out)
+           : walk  ? hand_walk(n, L, x, lam, out)
+                   : atl_graph_smoothness(n, L, x, lam, out);
       if (fresh) free(L); else kept = L;
     } else {
-      rc = prepared ? atlpacked_entry_prepared(sz, re, rel, prep, outs)
-                    : atl_graph_smoothness(n, E, x, lam, out);
+      rc = scatter    ? hand_scatter(n, E, x, lam, out)
+           : walk     ? hand_walk(n, E, x, lam, out)
+           : prepared ? atlpacked_entry_prepared(sz, re, rel, prep, outs)
+                      : atl_graph_smoothness(n, E, x, lam, out);
     }
     const double t = cpu_seconds() - t0;
     if (rc != 0) {
