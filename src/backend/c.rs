@@ -150,26 +150,45 @@ const PRELUDE: &str = r#"#include <stdint.h>
 #define ATL_STREAM_RUN 32
 #endif
 #if (defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)) && !defined(ATL_COUNT_OPS) && !defined(ATL_NO_STREAM)
-#include <immintrin.h>
 #define ATL_STREAM_OK(n, k) ((n) >= ATL_STREAM_BYTES / (8 * (k)))
+/* atlh_nt8/4/2(d, s): 8, 4 or 2 doubles from s (any alignment) stored at d
+   (aligned to their size) by one streaming store; atlh_nt_fence() orders
+   them before later stores. GCC takes them from its builtins, which the
+   intrinsics header wraps: that header is most of a small program's build
+   time. */
+#if defined(__GNUC__) && !defined(__clang__)
+typedef double atlh_v8 __attribute__((vector_size(64), aligned(8), may_alias));
+typedef double atlh_v4 __attribute__((vector_size(32), aligned(8), may_alias));
+typedef double atlh_v2 __attribute__((vector_size(16), aligned(8), may_alias));
+#define atlh_nt8(d, s) __builtin_ia32_movntpd512((d), *(const atlh_v8 *)(s))
+#define atlh_nt4(d, s) __builtin_ia32_movntpd256((d), *(const atlh_v4 *)(s))
+#define atlh_nt2(d, s) __builtin_ia32_movntpd((d), *(const atlh_v2 *)(s))
+#define atlh_nt_fence() __builtin_ia32_sfence()
+#else
+#include <immintrin.h>
+#define atlh_nt8(d, s) _mm512_stream_pd((d), _mm512_loadu_pd(s))
+#define atlh_nt4(d, s) _mm256_stream_pd((d), _mm256_loadu_pd(s))
+#define atlh_nt2(d, s) _mm_stream_pd((d), _mm_loadu_pd(s))
+#define atlh_nt_fence() _mm_sfence()
+#endif
 /* d[0..n) = s[0..n): whole 64-byte lines of d by streaming stores, the
    partial lines at its ends by ordinary ones. */
 static inline void atlh_stream(double *d, const double *s, int64_t n) {
   int64_t i = 0;
   for (; i < n && ((uintptr_t)(d + i) & 63) != 0; i++) d[i] = s[i];
 #if defined(__AVX512F__)
-  for (; i + 8 <= n; i += 8) _mm512_stream_pd(d + i, _mm512_loadu_pd(s + i));
+  for (; i + 8 <= n; i += 8) atlh_nt8(d + i, s + i);
 #elif defined(__AVX__)
   for (; i + 8 <= n; i += 8) {
-    _mm256_stream_pd(d + i, _mm256_loadu_pd(s + i));
-    _mm256_stream_pd(d + i + 4, _mm256_loadu_pd(s + i + 4));
+    atlh_nt4(d + i, s + i);
+    atlh_nt4(d + i + 4, s + i + 4);
   }
 #else
   for (; i + 8 <= n; i += 8) {
-    _mm_stream_pd(d + i, _mm_loadu_pd(s + i));
-    _mm_stream_pd(d + i + 2, _mm_loadu_pd(s + i + 2));
-    _mm_stream_pd(d + i + 4, _mm_loadu_pd(s + i + 4));
-    _mm_stream_pd(d + i + 6, _mm_loadu_pd(s + i + 6));
+    atlh_nt2(d + i, s + i);
+    atlh_nt2(d + i + 2, s + i + 2);
+    atlh_nt2(d + i + 4, s + i + 4);
+    atlh_nt2(d + i + 6, s + i + 6);
   }
 #endif
   for (; i < n; i++) d[i] = s[i];
@@ -178,12 +197,12 @@ static inline void atlh_stream(double *d, const double *s, int64_t n) {
    and the block is whole lines: streaming stores only. */
 static inline void atlh_stream_whole(double *d, const double *s) {
 #if defined(__AVX__)
-  for (int64_t i = 0; i < ATL_STREAM_BLOCK; i += 4) _mm256_stream_pd(d + i, _mm256_loadu_pd(s + i));
+  for (int64_t i = 0; i < ATL_STREAM_BLOCK; i += 4) atlh_nt4(d + i, s + i);
 #else
-  for (int64_t i = 0; i < ATL_STREAM_BLOCK; i += 2) _mm_stream_pd(d + i, _mm_loadu_pd(s + i));
+  for (int64_t i = 0; i < ATL_STREAM_BLOCK; i += 2) atlh_nt2(d + i, s + i);
 #endif
 }
-static inline void atlh_stream_fence(void) { _mm_sfence(); }
+static inline void atlh_stream_fence(void) { atlh_nt_fence(); }
 #else
 #define ATL_STREAM_OK(n, k) 0
 static inline void atlh_stream(double *d, const double *s, int64_t n) {
