@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 /// `lib` is the crate root (`src/lib.rs`), `cli` the binary (`src/main.rs`,
 /// `src/cli.rs`, `src/cli_stats.rs`).
 const LAYERS: &[&str] = &[
+    "symbol",
     "error",
     "limits",
     "rng",
