@@ -46,14 +46,7 @@ fn cases() -> Vec<(&'static str, std::path::PathBuf)> {
 
 /// Stdout and stderr of one command (which must succeed).
 fn run(command: &str, path: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
-    let out = common::cli::run(command, path, &[]);
-    assert!(
-        out.status.success(),
-        "{command} {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.stdout, out.stderr)
+    run_with(command, path, &[])
 }
 
 /// Run every case on `workers` threads at once; the outputs in case order.
