@@ -63,6 +63,18 @@ static double cpu_seconds(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Whether row j of the sorted layout (pos, crd) stores column i: a binary
+   search of the row. */
+static inline int row_stores(const int64_t *pos, const int64_t *crd, int64_t j, int64_t i) {
+  int64_t lo = pos[j], hi = pos[j + 1];
+  const int64_t end = hi;
+  while (lo < hi) {
+    const int64_t m = lo + (hi - lo) / 2;
+    if (crd[m] < i) lo = m + 1; else hi = m;
+  }
+  return lo < end && crd[lo] == i;
+}
+
 /* The gradient w.r.t. x in one walk of E's rows, without E's transpose:
    a stored (i, j) with i < j adds 2 (x_i - x_j) into x̄[i] along the row
    and subtracts it from x̄[j] at the stored coordinate; one with j < i is
@@ -86,13 +98,7 @@ static int hand_scatter(int64_t n, const int64_t *E, const double *x, double lam
         acc += d;
         out[j] -= d;
       } else if (j < i) {
-        int64_t lo = pos[j], hi = pos[j + 1];
-        const int64_t end = hi;
-        while (lo < hi) {
-          const int64_t m = lo + (hi - lo) / 2;
-          if (crd[m] < i) lo = m + 1; else hi = m;
-        }
-        if (!(lo < end && crd[lo] == i)) {
+        if (!row_stores(pos, crd, j, i)) {
           const double d = 2.0 * (x[j] - xi);
           out[j] += d;
           acc -= d;
@@ -119,13 +125,7 @@ static int hand_walk(int64_t n, const int64_t *E, const double *x, double lam, d
       if (j > i) {
         acc += (xi - x[j]) * (xi - x[j]);
       } else if (j < i) {
-        int64_t lo = pos[j], hi = pos[j + 1];
-        const int64_t end = hi;
-        while (lo < hi) {
-          const int64_t m = lo + (hi - lo) / 2;
-          if (crd[m] < i) lo = m + 1; else hi = m;
-        }
-        if (!(lo < end && crd[lo] == i)) acc += (x[j] - xi) * (x[j] - xi);
+        if (!row_stores(pos, crd, j, i)) acc += (x[j] - xi) * (x[j] - xi);
       }
     }
     if (a < b) acc += lam * (xi * xi);
