@@ -1,7 +1,7 @@
 //! Compiled f and gradient of the paper's examples (criterion): native
 //! calls only (inputs marshalled once per benchmark).
 //!
-//!     cargo bench --bench compiled
+//!     cargo bench -p atl-egg-benches --bench compiled
 
 use atl_egg::backend;
 use atl_egg::corpus::{random_inputs, CorpusProgram};
@@ -24,8 +24,15 @@ const CASES: &[(&str, &str)] = &[
 ];
 
 fn bench(c: &mut Criterion) {
-    let mut progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
-    progs.extend(CorpusProgram::load_dir(Path::new("examples/programs")).expect("examples"));
+    let mut progs =
+        CorpusProgram::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpus"))
+            .expect("corpus");
+    progs.extend(
+        CorpusProgram::load_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/programs"),
+        )
+        .expect("examples"),
+    );
     for (name, sizes) in CASES {
         let p = progs.iter().find(|p| p.name == *name).expect("program");
         let sizes = sizes.parse::<Sizes>().expect("sizes");

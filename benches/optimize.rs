@@ -18,7 +18,7 @@
 //! machine; criterion switches to flat sampling for the slow programs.
 //! A program the optimizer rejects (an error) is timed all the same (its
 //! error path); the snapshot tests are where errors are reported.
-//! Filter as usual: `cargo bench --bench optimize -- let_chain`.
+//! Filter as usual: `cargo bench -p atl-egg-benches --bench optimize -- let_chain`.
 
 use atl_egg::corpus::CorpusProgram;
 use atl_egg::front::ast::{Program, Type};
@@ -44,7 +44,7 @@ fn options() -> Options {
 }
 
 fn corpus() -> Vec<Case> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpus");
     CorpusProgram::load_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot load the corpus: {e}"))
         .into_iter()
