@@ -1,6 +1,6 @@
 //! One answer per input: `optimize`, `grad` and `hvp` of every program of
 //! `examples/programs/` print the same bytes (output and warnings) on a
-//! quiet machine and on one loaded by busy threads. Only counts (e-nodes,
+//! quiet machine and on one loaded by a busy thread. Only counts (e-nodes,
 //! iterations, matches, costings) decide where a phase stops; the time limit
 //! only fails a command that runs too long. The corpus is compared under
 //! load with the programs the other tests compute on a quiet machine:
@@ -78,8 +78,8 @@ fn every_command_prints_the_same_bytes_on_a_loaded_machine() {
     let started = Instant::now();
     let cases = cases();
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    // once as fast as the machine allows, once with every core busy besides
-    // (the commands then get about half the time they had)
+    // once as fast as the machine allows, once with a busy thread besides
+    // (more threads than cores: every command is preempted)
     let quiet = run_all(&cases, cores);
     let quiet_time = started.elapsed();
     let load = common::load::Load::start();

@@ -1,11 +1,13 @@
-//! A loaded machine: busy threads, one per core, until dropped. The tests
-//! of one answer per input run commands under it and compare their output
+//! A loaded machine: a busy thread until dropped. The tests of one answer
+//! per input run commands under it, one per core, and compare their output
 //! with what a machine doing nothing else computes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Busy threads (one per core) until dropped.
+/// A busy thread until dropped: beside the commands run one per core, more
+/// threads want the cores than there are, so every command is preempted
+/// (one busy thread per core would burn as much again and load no more).
 pub struct Load {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -14,21 +16,19 @@ pub struct Load {
 impl Load {
     pub fn start() -> Load {
         let stop = Arc::new(AtomicBool::new(false));
-        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let threads = (0..n)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut x = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        for _ in 0..10_000 {
-                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005) + 1);
-                        }
-                    }
-                })
-            })
-            .collect();
-        Load { stop, threads }
+        let busy = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut x = 0u64;
+            while !busy.load(Ordering::Relaxed) {
+                for _ in 0..10_000 {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005) + 1);
+                }
+            }
+        });
+        Load {
+            stop,
+            threads: vec![thread],
+        }
     }
 }
 
