@@ -350,6 +350,12 @@ impl BuildJob {
         let version = compiler_version(&cc)?;
         let mut all = flags.flags.clone();
         if count_ops {
+            // The counting build checks the work, not the speed: at `-O2`
+            // GCC builds a large program several times faster than at `-O3`
+            // (a 3x3 stencil's gradient, 325 KB of C: 23 s against 4 s).
+            for f in all.iter_mut().filter(|f| *f == "-O3") {
+                *f = "-O2".into();
+            }
             all.push("-DATL_COUNT_OPS".into());
         }
         let key = hash_key(&[source, &all.join(" "), &cc, &version]);
@@ -372,7 +378,8 @@ pub struct CachedLibrary {
 
 /// Compile `source` (C) into a shared library, or find it in the cache
 /// (only if its hash is the one recorded when it was built; otherwise it is
-/// rebuilt). `count_ops` adds `-DATL_COUNT_OPS`.
+/// rebuilt). `count_ops` adds `-DATL_COUNT_OPS` (and builds at `-O2` where
+/// the flags say `-O3`).
 pub fn shared_library(source: &str, count_ops: bool, flags: &Flags) -> Result<CachedLibrary> {
     let job = BuildJob::new(source, count_ops, flags)?;
     let cache = Cache::open()?;
