@@ -494,3 +494,25 @@ pub fn compile_to(cc: &str, source: &str, flags: &[String], out: &Path) -> Resul
         .map_err(|e| Error::eval(format!("cannot write {}: {e}", out.display())))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counting_builds_compile_at_o2_where_the_flags_say_o3() {
+        let Ok(counted) = BuildJob::new("int x;", true, &Flags::default()) else {
+            return; // no C compiler
+        };
+        assert!(counted.flags.iter().any(|f| f == "-O2"));
+        assert!(!counted.flags.iter().any(|f| f == "-O3"));
+        assert!(counted.flags.iter().any(|f| f == "-DATL_COUNT_OPS"));
+        let plain = BuildJob::new("int x;", false, &Flags::default()).expect("job");
+        assert!(plain.flags.iter().any(|f| f == "-O3"));
+        let mut own = Flags::default();
+        own.flags[0] = "-O1".into();
+        let counted = BuildJob::new("int x;", true, &own).expect("job");
+        assert!(counted.flags.iter().any(|f| f == "-O1"));
+        assert!(!counted.flags.iter().any(|f| f == "-O2"));
+    }
+}
