@@ -24,15 +24,10 @@ const CASES: &[(&str, &str)] = &[
 ];
 
 fn bench(c: &mut Criterion) {
-    let mut progs =
-        CorpusProgram::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpus"))
-            .expect("corpus");
-    progs.extend(
-        CorpusProgram::load_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/programs"),
-        )
-        .expect("examples"),
-    );
+    // the repository, above this crate's directory
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut progs = CorpusProgram::load_dir(&root.join("corpus")).expect("corpus");
+    progs.extend(CorpusProgram::load_dir(&root.join("examples/programs")).expect("examples"));
     for (name, sizes) in CASES {
         let p = progs.iter().find(|p| p.name == *name).expect("program");
         let sizes = sizes.parse::<Sizes>().expect("sizes");

@@ -320,7 +320,8 @@ fn derived_programs_print_readable_c_names() {
 
 /// One answer per input, whatever the machine's load: the command line's
 /// `hvp` of every corpus program returning `R` (one in three without
-/// `ATL_TEST_FULL=1`), run on every core beside a busy thread, prints the program derived above (byte for byte) and warns
+/// `ATL_TEST_FULL=1`), run on every core beside a busy thread, prints the
+/// program derived above (byte for byte) and warns
 /// about nothing. `optimize` and `grad` are
 /// compared the same way in tests/snapshots.rs.
 #[test]

@@ -441,7 +441,8 @@ fn command_line_expectations(
 /// One answer per input, whatever the machine's load: the command line's
 /// `optimize` and `grad` of every corpus program (one in three without
 /// `ATL_TEST_FULL=1`), run on every core beside a busy thread, print the
-/// programs computed above (on a machine doing nothing else; byte for byte), and warn about exactly the phases their
+/// programs computed above (on a machine doing nothing else; byte for
+/// byte), and warn about exactly the phases their
 /// statistics show stopped at a limit. Only counts (e-nodes, iterations, matches,
 /// costings) decide where a phase stops; the time limit only fails a
 /// command that runs too long (raised here, as the test's load slows every

@@ -10,7 +10,7 @@ use std::sync::Arc;
 /// (one busy thread per core would burn as much again and load no more).
 pub struct Load {
     stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Load {
@@ -27,7 +27,7 @@ impl Load {
         });
         Load {
             stop,
-            threads: vec![thread],
+            thread: Some(thread),
         }
     }
 }
@@ -35,7 +35,7 @@ impl Load {
 impl Drop for Load {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
+        if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
