@@ -18,7 +18,7 @@ use atl_egg::front::ast::Program;
 use atl_egg::semantics::value::{Inputs, Sizes};
 use atl_egg::semantics::{cost, eval};
 use atl_egg::{derive, egraph};
-use common::run_check::{check, have_cc, par_checks, report_worst_overhead};
+use common::run_check::{check, check_flags, have_cc, par_checks, report_worst_overhead};
 use common::{compare_values, generate, GenConfig, Rng, Tolerance};
 use std::path::Path;
 use std::process::Command;
@@ -553,7 +553,7 @@ fn prepared_relations_give_the_per_call_values_and_refuse_misuse() {
         let exe = executable(
             &dir,
             &format!("{}\n{s}", src.source),
-            &build::Flags::default(),
+            &check_flags(),
             None,
             &format!("program {k}"),
         );
@@ -1082,7 +1082,7 @@ fn run_agrees_with_eval(src: &str, sizes: &[(&str, i64)], xs: &[f64]) -> Result<
         atl_egg::semantics::value::Value::reals(xs),
     );
     let want = eval::evaluate(&prog, &inputs);
-    let got = backend::compile(&prog)
+    let got = backend::compile_with_flags(&prog, false, &check_flags())
         .map_err(|e| format!("{src}: compile: {e}"))?
         .call(&inputs);
     let what = format!("{src} at {sizes:?}");
@@ -1295,6 +1295,10 @@ fn deep_expressions_run_as_evaluated() {
                 .arg("--inputs")
                 .arg(dir.join("in.json"))
                 .env("ATL_EGG_CACHE", dir.join("cache"))
+                // what is checked is the lowering of deep terms: the C
+                // compiler's optimizations are not, and take it 30 s of
+                // CPU at `-O3` on these 8 MB of C
+                .env("ATL_EGG_CFLAGS", "-O1")
                 .output()
                 .expect("atl-egg");
             assert!(
@@ -1343,7 +1347,7 @@ fn parallel_loops_run_as_evaluated_at_one_and_two_threads() {
     if !have_cc() {
         return;
     }
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     let progs = CorpusProgram::load_dir(Path::new("corpus")).expect("corpus");
     let (mut failures, mut parallel, mut total) = (vec![], 0, 0);
@@ -1423,7 +1427,7 @@ fn contractions_run_by_the_tiled_kernel_as_evaluated() {
         .iter()
         .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
         .collect();
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     for prog in &progs {
         let what = prog.name.to_string();
@@ -1641,7 +1645,7 @@ fn banded_contractions_run_by_the_kernel_as_evaluated() {
             .program,
     );
     progs.push(attention.program);
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_GEMM_PAR_WORK=0".into());
     let size_sets = [
         [("n", 5), ("k", 3), ("m", 4), ("t", 5), ("d", 3)],
@@ -1839,7 +1843,7 @@ fn a_large_arena_is_kept_for_the_next_call() {
         .into_iter()
         .collect();
     let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
-    let compiled = backend::compile(&grad).expect("compile");
+    let compiled = backend::compile_with_flags(&grad, false, &check_flags()).expect("compile");
     compiled.set_threads(1).expect("threads");
     for _ in 0..2 {
         compiled.call(&inputs).expect("run");
@@ -1893,7 +1897,7 @@ fn a_transposed_layout_is_kept_for_the_next_call() {
         .function
         .permuted
         .is_empty());
-    let compiled = backend::compile(&grad).expect("compile");
+    let compiled = backend::compile_with_flags(&grad, false, &check_flags()).expect("compile");
     compiled.set_threads(1).expect("threads");
     compiled.call(&inputs).expect("run");
     // one call and five on inputs marshalled once: the four calls more
@@ -1990,7 +1994,7 @@ fn a_stored_result_joins_the_row_fusion_of_its_rows() {
         &["n=3,m=4", "n=20,m=15", "n=0,m=3", "n=5,m=0", "n=64,m=48"],
         5,
     );
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     let compiled = backend::compile_with_flags(&grad, false, &flags).expect("compile");
     for sizes in ["n=20,m=15", "n=200,m=150"] {
@@ -2054,7 +2058,7 @@ fn scatters_prefetch_the_elements_they_add_into() {
         7,
     );
     let build = |always: bool| {
-        let mut flags = build::Flags::default();
+        let mut flags = check_flags();
         flags.flags.push("-DATL_PAR_WORK=0".into());
         if always {
             flags.flags.push("-DATL_PREFETCH_MIN_BYTES=0".into());
@@ -2107,7 +2111,7 @@ fn a_large_arena_asks_for_huge_pages() {
         .into_iter()
         .collect();
     let inputs = random_inputs(&grad, &sizes, &mut Rng::new(8)).expect("inputs");
-    let compiled = backend::compile(&grad).expect("compile");
+    let compiled = backend::compile_with_flags(&grad, false, &check_flags()).expect("compile");
     compiled.set_threads(1).expect("threads");
     let before = huge_kib();
     compiled.call(&inputs).expect("run");
@@ -2177,7 +2181,7 @@ fn short_sums_of_row_loops_run_by_blocks_as_evaluated() {
         progs.push(p);
         progs.push(g);
     }
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     flags.flags.push("-DATL_ROW_BLOCK=4".into());
     for prog in &progs {
@@ -2221,7 +2225,7 @@ fn taps_of_blocks_of_rows_are_added_by_groups_as_evaluated() {
         progs.push(derive::grad(&p, &wrt, &options()).expect("grad").program);
         progs.push(p);
     }
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     flags.flags.push("-DATL_ROW_BLOCK=4".into());
     for prog in &progs {
@@ -2270,7 +2274,7 @@ fn tied_reductions_join_their_row_fusion_and_run_by_blocks() {
         progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
     }
     for limit in ["4096", "0"] {
-        let mut flags = build::Flags::default();
+        let mut flags = check_flags();
         flags.flags.push("-DATL_PAR_WORK=0".into());
         flags.flags.push("-DATL_ROW_BLOCK=4".into());
         flags.flags.push(format!("-DATL_ROW_LIMIT={limit}"));
@@ -2322,7 +2326,7 @@ fn band_sums_reindexed_by_their_offset_run_as_evaluated() {
     ] {
         progs.push(atl_egg::front::parse_program(src.as_bytes()).expect("parse"));
     }
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     flags.flags.push("-DATL_ROW_BLOCK=4".into());
     flags.flags.push("-DATL_ROW_LIMIT=0".into());
@@ -2359,7 +2363,7 @@ fn sum_chains_over_a_let_bound_image_fuse_with_its_rows() {
         "(fn blur ((img (tensor h w R)) (k (tensor 3 3 R))) (let b (gen i h (gen j w (sum a 3 (sum c 3 (* (get k a c) (get img (- (+ i a) 1) (- (+ j c) 1))))))) (sum i h (sum j w (* (get b i j) (get b i j))))))",
         "(fn tri ((x (tensor h w R))) (let b (gen i h (gen j w (* 2.0 (get x i j)))) (sum i h (sum j w (iverson (< j i) (* (get b i j) (get x i j)))))))",
     ];
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     for src in sources {
         let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
@@ -2539,10 +2543,10 @@ fn gathering_loops_prefetch_the_rows_they_read() {
         // at these sizes nothing is worth prefetching: built to prefetch
         // at every size, the same values bit for bit
         if *gathers {
-            let mut flags = build::Flags::default();
+            let mut flags = check_flags();
             flags.flags.push("-DATL_PREFETCH_MIN_BYTES=0".into());
             let always = backend::compile_with_flags(prog, false, &flags).expect("compile");
-            let plain = backend::compile(prog).expect("compile");
+            let plain = backend::compile_with_flags(prog, false, &check_flags()).expect("compile");
             for &(density, n) in &cases {
                 let sizes = prog
                     .sizes
@@ -2853,7 +2857,7 @@ fn hidden_products_and_relation_masks_run_as_evaluated() {
             1,
         ),
     ];
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     for (src, gemms, masks) in cases {
         let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
@@ -2959,7 +2963,7 @@ fn rows_accumulated_by_every_iteration_run_in_chunks() {
         src.contains("+= atlpar_p[atlpar_z];"),
         "no row combined from chunks:\n{src}"
     );
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
     for (n, m) in [(1, 1), (3, 2), (70, 5), (300, 16)] {
@@ -3033,7 +3037,7 @@ fn assert_marked_and_evaluated_forced_parallel(
     sizes: &[(i64, i64)],
     seed: u64,
 ) {
-    let mut build_flags = build::Flags::default();
+    let mut build_flags = check_flags();
     build_flags.flags.push("-DATL_PAR_WORK=0".into());
     build_flags
         .flags
@@ -3079,7 +3083,7 @@ fn functions_of_products_run_in_their_destination_as_evaluated() {
         .iter()
         .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
         .collect();
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     for (src, in_place) in sources {
         let prog = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
@@ -3148,7 +3152,7 @@ fn contractions_inside_a_let_run_first_and_its_rows_fuse() {
         .iter()
         .map(|(k, v)| (atl_egg::Symbol::from(*k), *v))
         .collect();
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.push("-DATL_PAR_WORK=0".into());
     let inputs = random_inputs(&prog, &sizes, &mut Rng::new(8)).expect("inputs");
     let compiled = backend::compile_with_flags(&prog, false, &flags).expect("compile");
@@ -3202,7 +3206,7 @@ fn whole_stream_blocks_store_from_registers() {
         "no whole blocks in:\n{c}"
     );
     for block in ["16", "8", "64"] {
-        let mut flags = build::Flags::default();
+        let mut flags = check_flags();
         flags.flags.extend([
             "-DATL_PAR_WORK=0".to_string(),
             "-DATL_STREAM_BYTES=8".to_string(),
@@ -3254,7 +3258,7 @@ fn rows_written_by_inner_loops_stream_as_evaluated() {
     let (_, rank3) = corpus_gradient("rank3_batched_bilinear");
     let src = "(fn outer ((x (tensor n R)) (y (tensor m R))) (gen i n (gen j m (* (get x i) (get y j)))))";
     let outer = atl_egg::front::parse_program(src.as_bytes()).expect("parse");
-    let mut flags = build::Flags::default();
+    let mut flags = check_flags();
     flags.flags.extend(
         [
             "-DATL_PAR_WORK=0",
@@ -3384,7 +3388,7 @@ fn feature_loops_walk_each_relation_row_once() {
         );
         assert_eq!(body.contains("ATL_ROW_LIMIT"), *sum_rows, "{name}:\n{body}");
         for limit in ["4096", "0"] {
-            let mut flags = build::Flags::default();
+            let mut flags = check_flags();
             flags.flags.push("-DATL_PAR_WORK=0".into());
             flags.flags.push(format!("-DATL_ROW_LIMIT={limit}"));
             let compiled = backend::compile_with_flags(prog, false, &flags).expect("compile");

@@ -10,7 +10,8 @@
 //! without OpenMP), it is retried with `-fopenmp-simd` instead (SIMD
 //! only, every loop serial), cached under the same key. `-z nodelete` keeps a library
 //! loaded once it is: unloading it could unload the OpenMP runtime under
-//! its own idle threads.
+//! its own idle threads. `$ATL_EGG_CFLAGS` (split at whitespace) comes
+//! last, so a user's `-O1` there replaces `-O3`.
 //!
 //! The cache trusts nothing it did not write. It is `$ATL_EGG_CACHE`, else
 //! `$XDG_CACHE_HOME/atl-egg`, else `$HOME/.cache/atl-egg`, created with
@@ -54,6 +55,15 @@ impl Default for Flags {
             .to_vec(),
         }
     }
+}
+
+/// The flags a user adds to every build: `$ATL_EGG_CFLAGS`, split at
+/// whitespace (no quoting), e.g. `-O1` to compile a large program faster
+/// (its code then runs slower).
+pub fn user_flags() -> Vec<String> {
+    std::env::var("ATL_EGG_CFLAGS")
+        .map(|s| s.split_whitespace().map(String::from).collect())
+        .unwrap_or_default()
 }
 
 /// The C compiler to use.
@@ -346,6 +356,17 @@ struct BuildJob {
 
 impl BuildJob {
     fn new(source: &str, count_ops: bool, flags: &Flags) -> Result<BuildJob> {
+        BuildJob::with_user_flags(source, count_ops, flags, &user_flags())
+    }
+
+    /// The job with `user` (the flags of `$ATL_EGG_CFLAGS`) after every
+    /// other flag: the compiler takes the last of conflicting options.
+    fn with_user_flags(
+        source: &str,
+        count_ops: bool,
+        flags: &Flags,
+        user: &[String],
+    ) -> Result<BuildJob> {
         let cc = compiler();
         let version = compiler_version(&cc)?;
         let mut all = flags.flags.clone();
@@ -358,6 +379,7 @@ impl BuildJob {
             }
             all.push("-DATL_COUNT_OPS".into());
         }
+        all.extend(user.iter().cloned());
         let key = hash_key(&[source, &all.join(" "), &cc, &version]);
         Ok(BuildJob {
             cc,
@@ -514,5 +536,17 @@ mod tests {
         let counted = BuildJob::new("int x;", true, &own).expect("job");
         assert!(counted.flags.iter().any(|f| f == "-O1"));
         assert!(!counted.flags.iter().any(|f| f == "-O2"));
+    }
+
+    #[test]
+    fn user_flags_come_last_and_change_the_cache_key() {
+        let Ok(plain) = BuildJob::with_user_flags("int x;", true, &Flags::default(), &[]) else {
+            return; // no C compiler
+        };
+        let user = ["-O1".to_string(), "-g".to_string()];
+        let own = BuildJob::with_user_flags("int x;", true, &Flags::default(), &user).expect("job");
+        assert_eq!(own.flags[own.flags.len() - 2..], user);
+        assert_eq!(own.flags[..own.flags.len() - 2], plain.flags[..]);
+        assert_ne!(own.key, plain.key);
     }
 }
