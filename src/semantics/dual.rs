@@ -67,18 +67,15 @@ pub fn dual_expr(e: &Expr, env: &mut DualEnv, budget: &mut Budget) -> Result<Dua
         }
         Expr::Gen(i, d, body) => {
             let n = env.dim(d)?;
-            let (mut vs, mut ds) = (Vec::new(), Vec::new());
-            // Allocated only after the loop has charged n to the budget.
-            env.for_each_tuple(&[(*i, n)], budget, |env, budget| {
-                if vs.is_empty() {
-                    vs.reserve_exact(n as usize);
-                    ds.reserve_exact(n as usize);
-                }
-                let (v, d) = dual_expr(body, env, budget)?;
-                vs.push(v);
-                ds.push(d);
-                Ok(false)
-            })?;
+            let pairs = env.gen_elements(
+                *i,
+                n,
+                super::eval::bracket(body),
+                budget,
+                || (Value::Zero, Value::Zero),
+                |env, budget| dual_expr(body, env, budget),
+            )?;
+            let (vs, ds) = pairs.into_iter().unzip();
             (Value::tensor(vs), Value::tensor(ds))
         }
         Expr::Sum(..) => {

@@ -33,7 +33,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::front::affine::{Affine, EvalAffineError};
 use crate::front::ast::{Expr, ParamKind, Pred, Program, Reduce};
 use crate::symbol::Symbol;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Default number of loop iterations one evaluation may run.
 pub const DEFAULT_BUDGET: u64 = 200_000_000;
@@ -95,9 +95,9 @@ impl<V: Clone> Env<V> {
     pub fn new(sizes: &Sizes) -> Env<V> {
         Env {
             sizes: sizes.clone(),
-            relations: HashMap::new(),
-            vars: HashMap::new(),
-            indices: HashMap::new(),
+            relations: HashMap::default(),
+            vars: HashMap::default(),
+            indices: HashMap::default(),
         }
     }
 
@@ -265,6 +265,74 @@ impl<V: Clone> Env<V> {
 }
 
 impl<V: Clone> Env<V> {
+    /// The elements of a `gen` over `i` in `[0, n)`: `element` at each `i`,
+    /// except where the top-level comparisons of `pred` (the bracket of a
+    /// body `[pred]·e`) exclude `i`, whose element is `zero` without
+    /// evaluating anything (the bracket is false there). The budget is
+    /// charged `n` before the elements are allocated, as a full loop is.
+    pub fn gen_elements<T>(
+        &mut self,
+        i: Symbol,
+        n: u64,
+        pred: Option<&Pred>,
+        budget: &mut Budget,
+        zero: impl Fn() -> T,
+        mut element: impl FnMut(&mut Env<V>, &mut Budget) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        budget.take(n as u128)?;
+        let (lo, hi) = match pred {
+            Some(p) => self.interval_where(i, n, p),
+            None => (0, n),
+        };
+        let mut out = Vec::with_capacity(n as usize);
+        out.extend((0..lo).map(|_| zero()));
+        let shadowed = self.push_index(i, 0);
+        let mut result = Ok(());
+        for k in lo..hi {
+            // k < n <= i64::MAX
+            self.indices.insert(i, k as i64);
+            match element(self, budget) {
+                Ok(x) => out.push(x),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.pop_index(i, shadowed);
+        result?;
+        out.extend((hi..n).map(|_| zero()));
+        Ok(out)
+    }
+
+    /// The interval `[lo, hi)` of `[0, n)` outside which the top-level
+    /// comparisons of `pred` fail for `i` (the names other than `i` as
+    /// bound now).
+    fn interval_where(&mut self, i: Symbol, n: u64, pred: &Pred) -> (u64, u64) {
+        let mut cons = vec![];
+        conjunct_comparisons(pred, &mut cons);
+        let shadowed = self.indices.remove(&i);
+        let (mut lo, mut hi) = (0i128, n as i128 - 1);
+        for c in cons.iter().filter(|c| c.mentions(i)) {
+            let value = |w: Symbol| -> Option<i128> {
+                self.indices
+                    .get(&w)
+                    .or_else(|| self.sizes.get(&w))
+                    .map(|&x| x as i128)
+            };
+            // unbound names or overflow: not a bound here
+            let _ = narrow(c, i, &value, &mut lo, &mut hi);
+        }
+        if let Some(k) = shadowed {
+            self.indices.insert(i, k);
+        }
+        if lo > hi {
+            return (0, 0);
+        }
+        // 0 <= lo <= hi < n
+        (lo as u64, hi as u64 + 1)
+    }
+
     /// [`Env::for_each_tuple`] over only the tuples the comparisons among
     /// the top-level conjuncts of `pred` allow: each loop variable runs over
     /// the interval those comparisons give it once the outer variables are
@@ -347,6 +415,14 @@ impl<V: Clone> Env<V> {
         }
         self.indices.remove(&v);
         result
+    }
+}
+
+/// The bracket of a body `[p]·e`.
+pub(crate) fn bracket(body: &Expr) -> Option<&Pred> {
+    match body {
+        Expr::Iverson(p, _) => Some(p),
+        _ => None,
     }
 }
 
@@ -485,16 +561,14 @@ pub fn eval_expr(e: &Expr, env: &mut Env, budget: &mut Budget) -> Result<Value> 
         Expr::Snd(a) => eval_expr(a, env, budget)?.snd()?,
         Expr::Gen(i, d, body) => {
             let n = env.dim(d)?;
-            let mut out = Vec::new();
-            // The loop charges n to the budget before the first element, so
-            // the tensor is allocated only once the budget allows it.
-            env.for_each_tuple(&[(*i, n)], budget, |env, budget| {
-                if out.is_empty() {
-                    out.reserve_exact(n as usize);
-                }
-                out.push(eval_expr(body, env, budget)?);
-                Ok(false)
-            })?;
+            let out = env.gen_elements(
+                *i,
+                n,
+                bracket(body),
+                budget,
+                || Value::Zero,
+                |env, budget| eval_expr(body, env, budget),
+            )?;
             Value::tensor(out)
         }
         Expr::Sum(..) => {
