@@ -93,6 +93,32 @@ fn gradient_ratios_are_bounded_on_the_corpus() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// The forward and reverse derivatives of every corpus program (`jvp` and
+/// `vjp` along its `wrt`) also cost at most 4 times the function, at its size
+/// sets (the reference checker's bound on them; the gradients are checked
+/// above, across sizes too).
+#[test]
+fn jvp_and_vjp_ratios_are_bounded_on_the_corpus() {
+    let derived = common::derived::derived();
+    let failures: Vec<String> = par_map(derived, |d| {
+        let c = &d.c;
+        let mut failures = vec![];
+        for (what, prog) in [("jvp", &d.jvp), ("vjp", &d.vjp)] {
+            let rs: Vec<f64> = c
+                .size_sets
+                .iter()
+                .map(|s| ratio(&c.program, prog, s, c.seed))
+                .collect();
+            if rs.iter().any(|r| *r > 4.0) {
+                failures.push(format!("{} {what}: ratio above 4: {rs:?}", c.name));
+            }
+        }
+        failures
+    })
+    .concat();
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 /// Every size of the program set to 1, 2, 3 (where a function is a handful
 /// of operations, so a fixed cost of its gradient shows), 10, 100, 10^4 and
 /// 10^6 (the last two must not grow).
