@@ -124,13 +124,14 @@ fn bounds(
     (y, ny): (Slot, i64),
     (x, lo, hi): (Slot, &mut i128, &mut i128),
     env: &[i64],
-) -> Option<(Lines, Lines)> {
-    let mut lower: Lines = smallvec![Line { p: 0, q: 0, d: 1 }];
-    let mut upper: Lines = smallvec![Line {
+    (lower, upper): (&mut Lines, &mut Lines),
+) -> Option<()> {
+    lower.push(Line { p: 0, q: 0, d: 1 });
+    upper.push(Line {
         p: 0,
         q: ny as i128 - 1,
         d: 1,
-    }];
+    });
     // sign·f >= 0
     let mut add = |f: &LinForm<Slot>, sign: i128| -> Option<()> {
         let (mut a, mut b, mut k) = (0i128, 0i128, f.constant.checked_mul(sign)?);
@@ -175,7 +176,7 @@ fn bounds(
             Constraint::Divides(..) => return None,
         }
     }
-    Some((lower, upper))
+    Some(())
 }
 
 /// Where two lines of `lines` cross within `[lo, hi)`, as the last value
@@ -238,9 +239,12 @@ pub(super) fn count_polygon(
         return Ok(Some(0));
     }
     let (mut lo, mut hi) = (lo, hi);
-    let Some((lower, upper)) = bounds(cons, (y, ny), (x, &mut lo, &mut hi), &m.env) else {
+    // (filled in place: the lines are large to move)
+    let (mut lower, mut upper) = (Lines::new(), Lines::new());
+    let lines = (&mut lower, &mut upper);
+    if bounds(cons, (y, ny), (x, &mut lo, &mut hi), &m.env, lines).is_none() {
         return Ok(None);
-    };
+    }
     if lo > hi {
         return Ok(Some(0));
     }

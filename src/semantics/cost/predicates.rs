@@ -113,28 +113,52 @@ pub(super) fn split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> {
 
 /// Countable by intervals once each existential with a unique witness is
 /// a loop of the count ([`super::plan::build_plan`]): comparisons,
-/// conjunctions, and such existentials of countable conjuncts.
-fn is_countable(preds: &[PNode], id: u32) -> bool {
-    match &preds[id as usize].kind {
-        PKind::Cmp(..) => true,
-        PKind::And(ids) => ids.iter().all(|&i| is_countable(preds, i)),
-        PKind::Exists(p) => p
-            .unique
-            .as_ref()
-            .is_some_and(|(_, c)| c.iter().all(|&i| is_countable(preds, i))),
-        _ => false,
-    }
+/// conjunctions, and such existentials of countable conjuncts. Known
+/// predicates are remembered (`Compiler::finish` asks of the same ones for
+/// every term of an inclusion–exclusion).
+#[derive(Default)]
+pub(super) struct Countable {
+    /// Per predicate: 0 not known yet, else 1 + (countable) + 2·(a small
+    /// disjunction of countable predicates).
+    known: Vec<u8>,
 }
 
-/// The disjuncts of a small disjunction of countable predicates.
-pub(super) fn countable_or<'p>(preds: &'p [PNode], id: u32) -> Option<&'p [u32]> {
-    match &preds[id as usize].kind {
-        PKind::Or(ids)
-            if ids.len() <= MAX_DISJUNCTS && ids.iter().all(|&i| is_countable(preds, i)) =>
-        {
-            Some(ids)
+impl Countable {
+    fn flags(&mut self, preds: &[PNode], id: u32) -> u8 {
+        if self.known.len() < preds.len() {
+            self.known.resize(preds.len(), 0);
         }
-        _ => None,
+        let k = self.known[id as usize];
+        if k != 0 {
+            return k - 1;
+        }
+        let f = match &preds[id as usize].kind {
+            PKind::Cmp(..) => 1,
+            PKind::And(ids) => u8::from(ids.iter().all(|&i| self.is(preds, i))),
+            PKind::Exists(p) => u8::from(
+                p.unique
+                    .as_ref()
+                    .is_some_and(|(_, c)| c.iter().all(|&i| self.is(preds, i))),
+            ),
+            PKind::Or(ids) => {
+                2 * u8::from(ids.len() <= MAX_DISJUNCTS && ids.iter().all(|&i| self.is(preds, i)))
+            }
+            PKind::Rel(..) => 0,
+        };
+        self.known[id as usize] = f + 1;
+        f
+    }
+
+    fn is(&mut self, preds: &[PNode], id: u32) -> bool {
+        self.flags(preds, id) & 1 != 0
+    }
+
+    /// The disjuncts of a small disjunction of countable predicates.
+    pub(super) fn or<'p>(&mut self, preds: &'p [PNode], id: u32) -> Option<&'p [u32]> {
+        match &preds[id as usize].kind {
+            PKind::Or(ids) if self.flags(preds, id) & 2 != 0 => Some(ids),
+            _ => None,
+        }
     }
 }
 
@@ -148,12 +172,16 @@ pub(super) fn countable_or<'p>(preds: &'p [PNode], id: u32) -> Option<&'p [u32]>
 /// Not where two different existentials bind the same slot (one
 /// existential over a disjunction is split into several over its one
 /// variable): a count unfolds one existential per slot.
-pub(super) fn count_split_point(preds: &[PNode], flat: &[u32]) -> Option<usize> {
+pub(super) fn count_split_point(
+    preds: &[PNode],
+    flat: &[u32],
+    countable: &mut Countable,
+) -> Option<usize> {
     let mut pos = None;
     for (k, &id) in flat.iter().enumerate() {
-        if countable_or(preds, id).is_some() {
+        if countable.or(preds, id).is_some() {
             pos = pos.or(Some(k));
-        } else if !is_countable(preds, id) {
+        } else if !countable.is(preds, id) {
             return None;
         }
     }

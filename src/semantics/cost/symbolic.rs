@@ -160,6 +160,7 @@ impl Compiler<'_, '_> {
         // keeps every term countable by intervals.
         let mut work = Vec::from(s.terms);
         let mut terms = Vec::with_capacity(work.len());
+        let mut countable = Countable::default();
         while let Some(mut t) = work.pop() {
             self.spend(t.guard.len() + t.loops.len())?;
             let mut flat = Vec::with_capacity(t.guard.len());
@@ -167,7 +168,7 @@ impl Compiler<'_, '_> {
             flat.sort_unstable();
             flat.dedup();
             let at = if work.len() + terms.len() < MAX_EXPANDED_TERMS {
-                count_split_point(&self.preds, &flat)
+                count_split_point(&self.preds, &flat, &mut countable)
             } else {
                 None
             };
@@ -177,7 +178,7 @@ impl Compiler<'_, '_> {
                 continue;
             };
             let or_id = flat.remove(at);
-            let disjuncts = countable_or(&self.preds, or_id).unwrap_or_default();
+            let disjuncts = countable.or(&self.preds, or_id).unwrap_or_default();
             for mask in 1u32..(1 << disjuncts.len()) {
                 let mut guard = flat.clone();
                 let mut sign = -1i128;

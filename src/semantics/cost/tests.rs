@@ -1337,3 +1337,33 @@ fn disjunctions_of_existentials_with_a_fixed_witness_count_in_closed_form() {
     let ctx = CostCtx::new(&sz, &rels);
     assert_eq!(cost_expr_budget(&e, &ctx, 1000).unwrap(), 0);
 }
+
+/// A costing may have more terms to count than its budget has steps and
+/// still succeed: a term whose loops equalities solve (or whose guard
+/// fails before any loop) counts without a step. So the number of terms
+/// left is no lower bound on the steps left, and a costing may not fail
+/// early on it.
+#[test]
+fn more_terms_than_budget_steps() {
+    // Σ_{k<8} gen i n [i == k] (x · x): eight terms, each solved
+    let mut e = gen(
+        s("i"),
+        v("n"),
+        iverson(cmp(CmpOp::Eq, v("i"), k(0)), mul(x(), x())),
+    );
+    for c in 1..8 {
+        let t = gen(
+            s("i"),
+            v("n"),
+            iverson(cmp(CmpOp::Eq, v("i"), k(c)), mul(x(), x())),
+        );
+        e = add(e, t);
+    }
+    let sz = sizes(&[("n", 100)]);
+    let rels = no_rels();
+    let ctx = CostCtx::new(&sz, &rels);
+    let want = cost_expr(&e, &ctx).unwrap();
+    assert_eq!(want, 8 + 7);
+    assert_eq!(brute(&e, &sz, &rels, &[]), 15);
+    assert_eq!(cost_expr_budget(&e, &ctx, 1).unwrap(), want);
+}
