@@ -305,6 +305,23 @@ impl<V: Clone> Env<V> {
         Ok(out)
     }
 
+    /// The interval `[lo, hi]` of `[0, n)` that the comparisons `cons` of
+    /// bound names and `v` allow `v` (`lo > hi` when they allow nothing;
+    /// a comparison of unbound names, or one that overflows, bounds nothing).
+    fn allowed(&self, v: Symbol, n: u64, cons: &[Constraint]) -> (i128, i128) {
+        let (mut lo, mut hi) = (0i128, n as i128 - 1);
+        let value = |w: Symbol| -> Option<i128> {
+            self.indices
+                .get(&w)
+                .or_else(|| self.sizes.get(&w))
+                .map(|&x| x as i128)
+        };
+        for c in cons.iter().filter(|c| c.mentions(v)) {
+            let _ = narrow(c, v, &value, &mut lo, &mut hi);
+        }
+        (lo, hi)
+    }
+
     /// The interval `[lo, hi)` of `[0, n)` outside which the top-level
     /// comparisons of `pred` fail for `i` (the names other than `i` as
     /// bound now).
@@ -312,17 +329,7 @@ impl<V: Clone> Env<V> {
         let mut cons = vec![];
         conjunct_comparisons(pred, &mut cons);
         let shadowed = self.indices.remove(&i);
-        let (mut lo, mut hi) = (0i128, n as i128 - 1);
-        for c in cons.iter().filter(|c| c.mentions(i)) {
-            let value = |w: Symbol| -> Option<i128> {
-                self.indices
-                    .get(&w)
-                    .or_else(|| self.sizes.get(&w))
-                    .map(|&x| x as i128)
-            };
-            // unbound names or overflow: not a bound here
-            let _ = narrow(c, i, &value, &mut lo, &mut hi);
-        }
+        let (lo, hi) = self.allowed(i, n, &cons);
         if let Some(k) = shadowed {
             self.indices.insert(i, k);
         }
@@ -383,20 +390,7 @@ impl<V: Clone> Env<V> {
         let Some(&(v, n)) = chain.get(k) else {
             return body(self, budget);
         };
-        let (mut lo, mut hi) = (0i128, n as i128 - 1);
-        for c in cons {
-            // a comparison of bound names and `v` (not of inner variables)
-            if c.mentions(v) {
-                let value = |w: Symbol| -> Option<i128> {
-                    self.indices
-                        .get(&w)
-                        .or_else(|| self.sizes.get(&w))
-                        .map(|&x| x as i128)
-                };
-                // unbound names or overflow: not a bound here
-                let _ = narrow(c, v, &value, &mut lo, &mut hi);
-            }
-        }
+        let (lo, hi) = self.allowed(v, n, cons);
         if lo > hi {
             return Ok(false);
         }
