@@ -280,27 +280,29 @@ impl<V: Clone> Env<V> {
         mut element: impl FnMut(&mut Env<V>, &mut Budget) -> Result<T>,
     ) -> Result<Vec<T>> {
         budget.take(n as u128)?;
-        let (lo, hi) = match pred {
-            Some(p) => self.interval_where(i, n, p),
-            None => (0, n),
+        // `i` unbound while its interval is found, then bound to each index
+        let shadowed = self.indices.remove(&i);
+        let mut cons = vec![];
+        if let Some(p) = pred {
+            conjunct_comparisons(p, &mut cons);
+        }
+        let (lo, hi) = self.allowed(i, n, &cons);
+        // as [lo, hi) with 0 <= lo <= hi <= n
+        let (lo, hi) = if lo > hi {
+            (0, 0)
+        } else {
+            (lo as u64, hi as u64 + 1)
         };
         let mut out = Vec::with_capacity(n as usize);
         out.extend((0..lo).map(|_| zero()));
-        let shadowed = self.push_index(i, 0);
-        let mut result = Ok(());
-        for k in lo..hi {
+        let filled = (lo..hi).try_for_each(|k| {
             // k < n <= i64::MAX
             self.indices.insert(i, k as i64);
-            match element(self, budget) {
-                Ok(x) => out.push(x),
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
+            out.push(element(self, budget)?);
+            Ok(())
+        });
         self.pop_index(i, shadowed);
-        result?;
+        filled?;
         out.extend((hi..n).map(|_| zero()));
         Ok(out)
     }
@@ -320,24 +322,6 @@ impl<V: Clone> Env<V> {
             let _ = narrow(c, v, &value, &mut lo, &mut hi);
         }
         (lo, hi)
-    }
-
-    /// The interval `[lo, hi)` of `[0, n)` outside which the top-level
-    /// comparisons of `pred` fail for `i` (the names other than `i` as
-    /// bound now).
-    fn interval_where(&mut self, i: Symbol, n: u64, pred: &Pred) -> (u64, u64) {
-        let mut cons = vec![];
-        conjunct_comparisons(pred, &mut cons);
-        let shadowed = self.indices.remove(&i);
-        let (lo, hi) = self.allowed(i, n, &cons);
-        if let Some(k) = shadowed {
-            self.indices.insert(i, k);
-        }
-        if lo > hi {
-            return (0, 0);
-        }
-        // 0 <= lo <= hi < n
-        (lo as u64, hi as u64 + 1)
     }
 
     /// [`Env::for_each_tuple`] over only the tuples the comparisons among
